@@ -50,7 +50,7 @@ beforeAll(async () => {
       leg: nodeServer(MUTABLE, ['--marker-leg'], { ERA: 'legacy', DOC_URI: 'leg://doc' }),
       mod: nodeServer(MUTABLE, [], { ERA: 'modern', DOC_URI: 'mod://doc' }),
       // Slow to start, so a restart leaves it down for a second and a half.
-      slow: { command: process.execPath, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), join(ROOT, MUTABLE)], env: { ERA: 'legacy', DOC_URI: 'slow://doc', START_DELAY_MS: '1500' } },
+      slow: { command: process.execPath, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), join(ROOT, MUTABLE)], env: { ERA: 'legacy', DOC_URI: 'slow://doc', TEMPLATE: 'slow://t/{name}', START_DELAY_MS: '1500' } },
       // Its `hang` never answered; the server's own limit on a call 300 ms (its handshake's 5 s).
       stuck: { ...nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'stuck://doc', TOOLS: JSON.stringify([{ name: 'hang', inputSchema: { type: 'object' } }]) }), timeoutMs: 5000, maxTotalTimeoutMs: 300 },
       // Never answers resources/unsubscribe (nor its `hang`); no health check: only calls may take it down.
@@ -383,6 +383,8 @@ describe('resource subscriptions', () => {
     };
 
     expect(await c.subscribeResource({ uri: 'slow://doc' })).toEqual({});
+    // Held throughout: made again with slow://doc's in one pass (Hub.resubscribe) down one pipe.
+    expect(await c.subscribeResource({ uri: 'slow://t/kept' })).toEqual({});
     await anUpdate('an update before the restart');
     await restart();
     await waitForState(hub.url, 'slow', ['ready']);
@@ -391,10 +393,20 @@ describe('resource subscriptions', () => {
     await restart();
     expect(await c.unsubscribeResource({ uri: 'slow://doc' })).toEqual({});
     await waitForState(hub.url, 'slow', ['ready']);
-    const before = updates.length;
-    await touch();
-    await new Promise((r) => setTimeout(r, 300));
-    expect(updates.length).toBe(before);
+    // Once the kept URI is subscribed again, any subscribe of slow://doc that pass made had come first.
+    let keptTold = 0; // updates of the kept URI the server sent
+    const kept = async () => {
+      const told = firstText(await c.callTool({ name: 'slow__touch', arguments: { uri: 'slow://t/kept', report: true } }));
+      if (told === 'told 1') keptTold++;
+      return told;
+    };
+    await waitUntil('the kept URI subscribed again', async () => (await kept()) === 'told 1' || undefined, 5_000);
+    const before = updates.filter((u) => u === 'slow://doc').length;
+    expect(await touch()).toBe('told 0');
+    // Its update, said after that touch down the same way, is here: slow://doc's would be too.
+    expect(await kept()).toBe('told 1');
+    await expect.poll(() => updates.filter((u) => u === 'slow://t/kept').length, { timeout: 5000, interval: 20 }).toBe(keptTold);
+    expect(updates.filter((u) => u === 'slow://doc').length).toBe(before);
 
     await restart();
     expect(await c.subscribeResource({ uri: 'slow://doc' })).toEqual({});
@@ -716,7 +728,7 @@ describe("a modern upstream's listen acknowledgement", () => {
         // Declares resources.subscribe, but answers subscriptions/listen -32601. Slow to start
         // (as is `late`, which listens), so a restart leaves it down for a while.
         deaf: slowStart({ ERA: 'modern', DOC_URI: 'deaf://doc', LISTEN_REFUSED: '1' }),
-        late: slowStart({ ERA: 'modern', DOC_URI: 'late://doc' }),
+        late: slowStart({ ERA: 'modern', DOC_URI: 'late://doc', TEMPLATE: 'late://t/{name}' }),
         // Starts at once, but not while SLEEPY_HOLD exists; its acknowledgements leave its URI out.
         sleepy: slowStart({ ERA: 'modern', DOC_URI: 'sleepy://doc', LISTEN_LEAVES_OUT: 'sleepy://doc', START_DELAY_MS: '0', START_HOLD_FILE: SLEEPY_HOLD }),
         // Legacy; each process refuses the first resources/subscribe of each URI.
@@ -900,10 +912,15 @@ describe("a modern upstream's listen acknowledgement", () => {
     setTimeout(() => ac.abort(), 100);
     await expect(asked).rejects.toThrow();
     await waitForState(h2.url, 'late', ['ready']);
-    // Still subscribed after all, the client would hear of a resource it did not subscribe to.
+    // A URI of its, subscribed now: its updates come down the way late://doc's would.
+    expect(await c.subscribeResource({ uri: 'late://t/mark' })).toEqual({});
+    await waitUntil('the mark watched', async () => (await c.callTool({ name: 'late__touch', arguments: { uri: 'late://t/mark' } }), updates.includes('late://t/mark') || undefined), 5_000);
+    // Still subscribed after all, the client would hear of a resource it did not subscribe to:
+    // not by the time an update said after it (of a sub-resource of the mark) is here.
     await c.callTool({ name: 'late__touch', arguments: { uri: 'late://doc' } });
-    await new Promise((r) => setTimeout(r, 300));
-    expect(updates).toEqual([]);
+    await c.callTool({ name: 'late__touch', arguments: { uri: 'late://t/mark/last' } });
+    await expect.poll(() => updates, { timeout: 5000, interval: 20 }).toContain('late://t/mark/last');
+    expect(updates.filter((u) => !u.startsWith('late://t/mark'))).toEqual([]);
     await c.close();
   }, 15_000);
 
@@ -944,7 +961,7 @@ describe('what resources/subscribe and unsubscribe promise', () => {
           clock: nodeServer('examples/modern-clock.mjs'),
           // Earlier in the config than `second`: once it lists shared://doc too, the URI is its own.
           first: nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'first://doc', TAG: ' (first)' }),
-          second: nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'shared://doc', TAG: ' (second)', STATS_FILE: join(dir, 'second.json') }),
+          second: nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'shared://doc', TEMPLATE: 'second://t/{name}', TAG: ' (second)', STATS_FILE: join(dir, 'second.json') }),
           // Its first subscribe of each URI fails, a second and a half after it was asked.
           flaky: nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'flaky://doc', TEMPLATE: 'flaky://t/{name}', SUBSCRIBE_FAILS_MS: '1500', STATS_FILE: join(dir, 'flaky.json') }),
         },
@@ -984,6 +1001,7 @@ describe('what resources/subscribe and unsubscribe promise', () => {
   it("an unsubscribe ends the subscription where it was made, though another server has become the URI's owner since", async () => {
     const { c, updates } = await legacyClient('moved-owner');
     expect(await c.subscribeResource({ uri: 'shared://doc' })).toEqual({});
+    expect(await c.subscribeResource({ uri: 'second://t/kept' })).toEqual({});
     await c.callTool({ name: 'second__touch', arguments: { uri: 'shared://doc' } });
     await expect.poll(() => updates.length, { timeout: 3000, interval: 20 }).toBe(1);
 
@@ -994,9 +1012,11 @@ describe('what resources/subscribe and unsubscribe promise', () => {
     expect(await c.unsubscribeResource({ uri: 'shared://doc' })).toEqual({});
     // `second`, where it was made, is told: nothing it says of shared://doc reaches the client any more.
     await expect.poll(() => secondStats()['resources/unsubscribe'] ?? 0, { timeout: 3000, interval: 20 }).toBe(1);
-    await c.callTool({ name: 'second__touch', arguments: { uri: 'shared://doc' } });
-    await new Promise((r) => setTimeout(r, 300));
-    expect(updates).toEqual(['shared://doc']);
+    // It holds no subscription there (an update it said after this one is here: this one would be too).
+    expect(firstText(await c.callTool({ name: 'second__touch', arguments: { uri: 'shared://doc', report: true } }))).toBe('told 0');
+    await c.callTool({ name: 'second__touch', arguments: { uri: 'second://t/kept' } });
+    await expect.poll(() => updates, { timeout: 3000, interval: 20 }).toContain('second://t/kept');
+    expect(updates).toEqual(['shared://doc', 'second://t/kept']);
     await c.close();
   });
 
