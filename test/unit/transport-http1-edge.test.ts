@@ -42,6 +42,12 @@ const echo: Handler = (req, res) => {
   res.end(text);
 };
 
+/** Polls until `ok`, at most 5 s (then the check after it fails). */
+async function until(ok: () => boolean): Promise<void> {
+  const t0 = Date.now();
+  while (!ok() && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 5));
+}
+
 const post = (body: string, extra = '') => `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
 
 describe('the HTTP edge', () => {
@@ -205,12 +211,15 @@ describe('the HTTP edge', () => {
   });
 
   it('lets go, after the keep-alive time, of an idle connection whose client reads nothing, its answers all sent', async () => {
-    const { edge, port } = await start(echo, { keepAliveMs: 400 });
+    let answered!: () => void;
+    const answer = new Promise<void>((r) => (answered = r));
+    const { edge, port } = await start((req, res) => (echo(req, res), answered()), { keepAliveMs: 400 });
     const c = rawClient(port);
     c.socket.pause(); // never reads, so never sees the hub's end, nor ends its own side
     c.send(post('{}'));
-    await new Promise((r) => setTimeout(r, 100));
+    await answer; // its connection accepted and its request read (not a fixed wait: later under load)
     const [conn] = (edge as unknown as { conns: Set<{ socket: { writableLength: number; destroyed: boolean } }> }).conns;
+    await until(() => conn!.socket.writableLength === 0);
     expect(conn!.socket.writableLength).toBe(0); // the answer is in the kernel's buffers
     const t0 = Date.now();
     while (!conn!.socket.destroyed && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 20));
@@ -290,14 +299,14 @@ describe('the HTTP edge', () => {
     });
     const first = rawClient(port);
     first.send(post('"first"'));
-    await new Promise((r) => setTimeout(r, 20));
+    await until(() => waiting.length === 1); // the first of them all
     const toNodeHttp = rawClient(port);
     toNodeHttp.send(post('"held"') + 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
     const toStream = rawClient(port);
     toStream.send(post('"held"') + post('"stream"'));
     const fillers = Array.from({ length: FILLERS }, () => rawClient(port));
     for (const f of fillers) f.send(post('"filler"'));
-    await new Promise((r) => setTimeout(r, 50));
+    await until(() => waiting.length === 3 + FILLERS); // all in before the last, which ends the turn
     const closing = rawClient(port);
     closing.send(post('"held"', 'Connection: close\r\n'));
     expect((await toNodeHttp.waitFor(2)).map((r) => r.body)).toEqual([JSON.stringify({ got: '"held"', url: '/mcp' }), 'fallback GET /healthz ']);
