@@ -15,12 +15,15 @@ export function configProblemLines(err: ConfigError, file: string): string[] {
 export const NO_CONFIG = 'no such config file';
 
 /**
- * The text a command that checks a whole config prints for `err`: `FILE: invalid config` and
- * each problem on a line of its own below; a file that is not there is one line, not "invalid".
+ * The text a command prints for `err`: each problem on a line of its own, said as the command's
+ * and naming the file (`switchyard start: hub.config.json: servers.a.command: must be string`),
+ * as `servers` and `reload` say a config that is not there: a bare `FILE: problem` did not say
+ * whose it was in a log of several commands.
  */
-export function configErrorText(err: ConfigError, file: string): string {
-  const lines = configProblemLines(err, file);
-  return err.missing ? `${file}: ${lines.join('')}\n` : `${file}: invalid config\n${lines.map((p) => `  ${p}\n`).join('')}`;
+export function configErrorText(err: ConfigError, file: string, command: string): string {
+  return configProblemLines(err, file)
+    .map((p) => `switchyard ${command}: ${file}: ${p}\n`)
+    .join('');
 }
 
 /** What to run when the config `file` is not there. */

@@ -57,7 +57,7 @@ const validateCommand: CommandModule<object, ValidateArgs> = {
       for (const m of ignoredSettings(config)) process.stderr.write(`switchyard config validate: warning: ${m}\n`);
     } catch (e) {
       if (!(e instanceof ConfigError)) throw e;
-      process.stderr.write(configErrorText(e, args.config));
+      process.stderr.write(configErrorText(e, args.config, 'config validate'));
       // As `start` and `reload` answer the same file: 2, a config error (README, exit codes).
       process.exitCode = 2;
     }

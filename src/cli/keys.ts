@@ -13,8 +13,9 @@ interface KeyArgs {
 
 const configOption = { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' } as const;
 
-function fail(message: string, code = 2): void {
-  process.stderr.write(`${message}\n`);
+/** Said as the command's (`switchyard keys add: FILE: …`), as every command's errors are. */
+function fail(command: string, message: string, code = 2): void {
+  process.stderr.write(`switchyard keys ${command}: ${message}\n`);
   process.exitCode = code;
 }
 
@@ -37,10 +38,10 @@ const addCommand: CommandModule<object, KeyArgs> = {
     try {
       key = addApiKey(args.config, String(args.principal), args.scope, args.group);
     } catch (e) {
-      return fail(`${args.config}: ${problem(e, args.config)}`);
+      return fail('add', `${args.config}: ${problem(e, args.config)}`);
     }
     process.stdout.write(`${key}\n`);
-    process.stderr.write(`API key for ${args.principal} added to ${args.config}. It is shown only this once. A running hub takes it on its next reload (at once when it watches the config), or on a restart if it ran without authentication.\n`);
+    process.stderr.write(`switchyard keys add: API key for ${args.principal} added to ${args.config}. It is shown only this once. A running hub takes it on its next reload (at once when it watches the config), or on a restart if it ran without authentication.\n`);
   },
 };
 
@@ -51,10 +52,10 @@ const removeCommand: CommandModule<object, KeyArgs> = {
   handler: (args) => {
     try {
       const n = removeApiKeys(args.config, String(args.principal));
-      if (n === 0) return fail(`no API key of ${args.principal} in ${args.config}`, 1);
+      if (n === 0) return fail('remove', `no API key of ${args.principal} in ${args.config}`, 1);
       process.stdout.write(`removed ${counted(n, 'key')} of ${args.principal}\n`);
     } catch (e) {
-      fail(`${args.config}: ${problem(e, args.config)}`);
+      fail('remove', `${args.config}: ${problem(e, args.config)}`);
     }
   },
 };
@@ -72,7 +73,7 @@ const listCommand: CommandModule<object, KeyArgs> = {
       for (const k of keys)
         process.stdout.write(`${k.principal}\t${k.hashPrefix}…${k.scopes.length ? `\t${k.scopes.join(' ')}` : ''}${k.groups.length ? `\tgroups: ${k.groups.join(' ')}` : ''}\n`);
     } catch (e) {
-      fail(`${args.config}: ${problem(e, args.config)}`);
+      fail('list', `${args.config}: ${problem(e, args.config)}`);
     }
   },
 };

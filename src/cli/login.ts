@@ -40,32 +40,33 @@ interface LogoutArgs {
   revoke: boolean;
 }
 
-function fail(message: string, code = 2): void {
-  process.stderr.write(`${message}\n`);
+/** Said as the command's (`switchyard login: …`), as every command's errors are. */
+function fail(command: string, message: string, code = 2): void {
+  process.stderr.write(`switchyard ${command}: ${message}\n`);
   process.exitCode = code;
 }
 
 /** The server to log in to or out of, or why it cannot be (said, exit 2). */
-function authCodeServer(config: HubConfig, id: string, file: string): ServerConfig | undefined {
+function authCodeServer(config: HubConfig, id: string, file: string, command: 'login' | 'logout'): ServerConfig | undefined {
   const s = configuredServer(config, id);
   if (s === undefined) {
-    fail(`${file}: no server "${id}" (servers: ${Object.keys(config.servers).join(', ') || 'none'})`);
+    fail(command, `${file}: no server "${id}" (servers: ${Object.keys(config.servers).join(', ') || 'none'})`);
     return undefined;
   }
   if (s.url === undefined || s.oauth?.grant !== 'authorization_code' || s.oauthTokenFile === undefined) {
-    fail(`${file}: servers.${id} is not an HTTP server with oauth.grant "authorization_code"; a login is for those only`);
+    fail(command, `${file}: servers.${id} is not an HTTP server with oauth.grant "authorization_code"; a login is for those only`);
     return undefined;
   }
   return s;
 }
 
 /**
- * A line of the login's progress (oauth-login.ts's `say`) on stderr. Its warnings are said as the
- * command's (`switchyard login: warning: …`), as every command's notes and warnings are: a line
- * that starts `warning:` alone does not say whose it is in a log of several commands.
+ * A line of the login's progress (oauth-login.ts's `say`) on stderr, said as the command's
+ * (`switchyard login: warning: …`), as every command's lines are: a line alone does not say
+ * whose it is in a log of several commands.
  */
 function sayLogin(line: string): void {
-  process.stderr.write(`${line.startsWith('warning: ') ? 'switchyard login: ' : ''}${line}\n`);
+  process.stderr.write(`switchyard login: ${line}\n`);
 }
 
 /** The platform's way to open a URL in the user's browser. */
@@ -121,8 +122,8 @@ const loginCommand: CommandModule<object, LoginArgs> = {
       // no browser, no word, and the login waited for the user until --timeout.
       .check(notEmpty([['opener', "give a command that opens $SWITCHYARD_LOGIN_URL, or --open for the platform's browser (an unset variable in a script?)"]])) as unknown as Argv<LoginArgs>,
   handler: async (argv) => {
-    const config = loadConfigOrExit(argv.config);
-    const s = authCodeServer(config, argv.server, argv.config);
+    const config = loadConfigOrExit(argv.config, 'login');
+    const s = authCodeServer(config, argv.server, argv.config, 'login');
     if (!s) return;
     const { login } = await import('../upstream/oauth-login.js');
     let result;
@@ -137,19 +138,20 @@ const loginCommand: CommandModule<object, LoginArgs> = {
         moreScopes: (argv.scope ?? []).flatMap((x) => String(x).split(' ')).filter((x) => x.length > 0),
         say: sayLogin,
         open: async (url) => {
-          process.stderr.write(`Open this URL to authorize switchyard for "${s.id}":\n\n  ${url}\n\n`);
+          // The URL alone on its line, indented, to be copied whole.
+          sayLogin(`open this URL to authorize switchyard for "${s.id}":\n\n  ${url}\n`);
           if (argv.open || argv.opener !== undefined) await runOpener(url, argv.opener);
-          process.stderr.write('waiting for the authorization…\n');
+          sayLogin('waiting for the authorization…');
         },
       });
     } catch (err) {
       // The message carries the authorization server's own words (error, error_description): no terminal control through them.
-      return fail(`login to "${s.id}" failed: ${screenText((err as Error).message.replace(/^OAuth: /, ''))}`, 1);
+      return fail('login', `login to "${s.id}" failed: ${screenText((err as Error).message.replace(/^OAuth: /, ''))}`, 1);
     }
     const t = result.tokens;
     const life = t.expiresAt === undefined ? 'no expiry given' : `expires in ${Math.round((t.expiresAt - Date.now()) / 1000)} s`;
-    process.stderr.write(
-      `logged in to "${s.id}": tokens stored in ${s.oauthTokenFile} (${life}${t.refreshToken ? ', refreshable' : ', no refresh token'}${t.scopes.length ? `; scopes ${screenText(t.scopes.join(' '))}` : ''})\n`,
+    sayLogin(
+      `logged in to "${s.id}": tokens stored in ${s.oauthTokenFile} (${life}${t.refreshToken ? ', refreshable' : ', no refresh token'}${t.scopes.length ? `; scopes ${screenText(t.scopes.join(' '))}` : ''})`,
     );
     await tellDaemon(argv, s.id);
   },
@@ -165,11 +167,11 @@ async function tellDaemon(argv: LoginArgs, id: string): Promise<void> {
   }
   try {
     await postJson(base, `/admin/servers/${encodeURIComponent(id)}/restart`, restartAnswer, { timeoutMs: 5_000 });
-    process.stderr.write(`the daemon at ${base} restarted "${id}" with the new login\n`);
+    sayLogin(`the daemon at ${base} restarted "${id}" with the new login`);
   } catch (err) {
     if (err instanceof NoDaemonError) return;
     // Every such error names the daemon's address already (a refusal, no answer, another program there).
-    process.stderr.write(`the daemon was not told of the new login: ${(err as Error).message}; it uses the login at its next attempt, or run \`switchyard servers restart ${id}\`\n`);
+    sayLogin(`the daemon was not told of the new login: ${(err as Error).message}; it uses the login at its next attempt, or run \`switchyard servers restart ${id}\``);
   }
 }
 
@@ -192,7 +194,7 @@ const logoutCommand: CommandModule<object, LogoutArgs> = {
         describe: "Revoke the tokens at the authorization server's revocation endpoint first (RFC 7009); --no-revoke only removes them here",
       }) as unknown as Argv<LogoutArgs>,
   handler: async (argv) => {
-    const config = loadConfigOrExit(argv.config);
+    const config = loadConfigOrExit(argv.config, 'logout');
     const s = configuredServer(config, argv.server);
     const loginServer = s?.url !== undefined && s.oauth?.grant === 'authorization_code' && s.oauthTokenFile !== undefined;
     // A server that no longer logs in (its oauth.grant changed, its url gone, the server removed)
@@ -201,9 +203,9 @@ const logoutCommand: CommandModule<object, LogoutArgs> = {
     const file = loginServer ? s.oauthTokenFile! : oauthTokenFile(config.ledger.path, config.file !== undefined ? dirname(config.file) : process.cwd(), argv.server);
     const { clientFileOf } = await import('../upstream/oauth-token-store.js');
     if (!loginServer) {
-      if (!existsSync(file) && !existsSync(clientFileOf(file))) return void authCodeServer(config, argv.server, argv.config);
+      if (!existsSync(file) && !existsSync(clientFileOf(file))) return void authCodeServer(config, argv.server, argv.config, 'logout');
       process.stderr.write(
-        `${argv.config}: ${s === undefined ? `no server "${argv.server}"` : `servers.${argv.server} no longer logs in (no oauth.grant "authorization_code")`}; logging out of the login stored for it before\n`,
+        `switchyard logout: ${argv.config}: ${s === undefined ? `no server "${argv.server}"` : `servers.${argv.server} no longer logs in (no oauth.grant "authorization_code")`}; logging out of the login stored for it before\n`,
       );
     }
     const { logout } = await import('./logout.js');
@@ -213,7 +215,7 @@ const logoutCommand: CommandModule<object, LogoutArgs> = {
       ...(loginServer ? { serverUrl: s.url, oauth: s.oauth } : { oauth: s?.oauth }),
       revoke: argv.revoke,
       forgetClient: argv.forgetClient,
-      say: (line) => process.stderr.write(`${line}\n`),
+      say: (line) => process.stderr.write(`switchyard logout: ${line}\n`),
     });
   },
 };

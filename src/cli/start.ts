@@ -42,12 +42,12 @@ export const startCommand: CommandModule<object, StartArgs> = {
     const signals = new ServeSignals(log);
     // Before the load: an edit from here on is applied once the hub serves (watchConfig).
     const loadedText = configText(argv.config);
-    const config = loadConfigOrExit(argv.config);
+    const config = loadConfigOrExit(argv.config, 'start');
     const host = argv.host ?? config.listen.host;
     const adminExposed = adminExposureProblem(config);
     const exposed = configExposureProblem(config, host) ?? (adminExposed && `listen.admin.host: ${adminExposed}`);
     if (exposed) {
-      process.stderr.write(`${exposed}\n`);
+      process.stderr.write(`switchyard start: ${exposed}\n`);
       process.exit(2);
     }
     // The config's own check (listen.admin.port must differ from listen.port) cannot see --port:
@@ -88,7 +88,7 @@ export const startCommand: CommandModule<object, StartArgs> = {
         process.exit(1);
       }
       // A config the schema accepts can still be unusable (an unreadable JWKS file): say why, no stack.
-      process.stderr.write(`${argv.config}: ${redactLogText((err as Error).message)}\n`);
+      process.stderr.write(`switchyard start: ${argv.config}: ${redactLogText((err as Error).message)}\n`);
       process.exit(2);
     }
     await stopIfAsked();

@@ -1,7 +1,7 @@
 import type { Argv, CommandModule } from 'yargs';
 import { ConfigError, loadConfig } from '../config/load.js';
 import type { HubConfig } from '../config/types.js';
-import { configProblemLines } from './config-problems.js';
+import { configErrorText, configProblemLines } from './config-problems.js';
 import { StdioServer } from '../downstream/stdio-server.js';
 import { configText, watchConfig } from '../config/watch.js';
 import { Hub } from '../hub.js';
@@ -86,7 +86,7 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
       if (!(err instanceof ConfigError)) throw err;
       // Each problem on its own line, as every command says them; the client is told the first.
       const lines = configProblemLines(err, argv.config);
-      for (const p of lines) process.stderr.write(`${argv.config}: ${p}\n`);
+      process.stderr.write(configErrorText(err, argv.config, 'stdio'));
       return exitUnserved(2, `${argv.config}: ${lines[0] ?? 'not a usable config'}${lines.length > 1 ? ` (and ${lines.length - 1} more problems: see its stderr)` : ''}`, true);
     }
     maxLineBytes = config.listen.maxBodyBytes;

@@ -112,7 +112,7 @@ export async function runToolsExport(a: ToolsExportArgs, command = 'tools export
   } catch (err) {
     // A config error is 2 (as start, validate and reload), the daemon's is 1, no daemon 3 (README, exit codes).
     if (err instanceof ConfigError) {
-      process.stderr.write(configErrorText(err, a.config));
+      process.stderr.write(configErrorText(err, a.config, command));
       process.exitCode = 2;
       return;
     }

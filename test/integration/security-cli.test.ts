@@ -30,7 +30,7 @@ describe('switchyard keys', () => {
     expect(add.status, add.stderr).toBe(0);
     const key = add.stdout.trim();
     expect(key).toMatch(/^sy_[A-Za-z0-9_-]{43}$/);
-    expect(add.stderr).toMatch(/shown only this once/);
+    expect(add.stderr).toMatch(/^switchyard keys add: API key for carol added to \S+hub\.config\.json\. It is shown only this once/);
     const text = readFileSync(file, 'utf8');
     expect(text).not.toContain(key);
     expect(JSON.parse(text).auth.apiKeys).toEqual([{ principal: 'carol', sha256: sha256Hex(key), scopes: ['math'] }]);
@@ -83,10 +83,10 @@ describe('switchyard keys', () => {
     const missing = runs.shift()!;
     expect(missing.status).toBe(2);
     // A first run has no config yet: the line says what makes one.
-    expect(missing.stderr).toMatch(/^\/\S*nope\.json: no such config file; `switchyard init --config \/.*nope\.json` writes a starter config there .*\n$/);
+    expect(missing.stderr).toMatch(/^switchyard keys add: \/\S*nope\.json: no such config file; `switchyard init --config \/.*nope\.json` writes a starter config there .*\n$/);
     const broken = runs.shift()!;
     expect(broken.status).toBe(2);
-    expect(broken.stderr).toMatch(/not valid JSON \(unexpected character 'B'\)/);
+    expect(broken.stderr).toMatch(/^switchyard keys add: \S+broken\.json: .*not valid JSON \(unexpected character 'B'\)/);
     expect(broken.stderr).not.toContain('SECRET');
   }, 60_000); // eight CLI cases: at a load of 10 and more eight processes took over 30 s
 });
@@ -138,7 +138,7 @@ describe('switchyard start without authentication', () => {
     // 192.0.2.1 (TEST-NET-1) is never a local address: even a broken check could not listen there.
     const r = run(['start', '--config', file, '--host', '192.0.2.1', '--port', '0']);
     expect(r.status).toBe(2);
-    expect(r.stderr).toMatch(/refusing to listen on 192\.0\.2\.1 without authentication/);
+    expect(r.stderr).toMatch(/^switchyard start: .*refusing to listen on 192\.0\.2\.1 without authentication/);
     expect(r.stdout).toBe('');
   });
 });
@@ -162,7 +162,7 @@ describe('a config start refuses for its listen.host without authentication', ()
     const [validate, doctor, fine] = (await batch(['config', 'validate', '--config', file], ['doctor', '--json', '--config', file], ['config', 'validate', '--config', keyed])) as ReturnType<typeof run>[];
     expect(validate!.status).toBe(2);
     expect(validate!.stdout).toBe('');
-    expect(validate!.stderr).toMatch(/invalid config\n {2}listen\.host: refusing to listen on 192\.0\.2\.1 without authentication/);
+    expect(validate!.stderr).toMatch(/^switchyard config validate: \S+hub\.config\.json: listen\.host: refusing to listen on 192\.0\.2\.1 without authentication/);
 
     expect(doctor!.status).toBe(1);
     const findings = JSON.parse(doctor!.stdout) as { level: string; check: string; message: string }[];
@@ -177,11 +177,11 @@ describe('a config start refuses for its listen.host without authentication', ()
     writeFileSync(file, JSON.stringify({ listen: { port: 0, admin: { host: '192.0.2.1', port: 7411 } }, ledger: { path: join(dir, 'ledger.db') }, servers: {} }));
     const start = run(['start', '--config', file]);
     expect([start.status, start.stdout]).toEqual([2, '']);
-    expect(start.stderr).toMatch(/^listen\.admin\.host: refusing to listen on 192\.0\.2\.1 without authentication/);
+    expect(start.stderr).toMatch(/^switchyard start: listen\.admin\.host: refusing to listen on 192\.0\.2\.1 without authentication/);
     // The others in one process (runCliBatch).
     const [validate, doctor] = (await batch(['config', 'validate', '--config', file], ['doctor', '--json', '--url', 'http://127.0.0.1:1', '--config', file])) as ReturnType<typeof run>[];
     expect([validate!.status, validate!.stdout]).toEqual([2, '']);
-    expect(validate!.stderr).toMatch(/invalid config\n {2}listen\.admin\.host: refusing to listen on 192\.0\.2\.1 without authentication/);
+    expect(validate!.stderr).toMatch(/^switchyard config validate: \S+hub\.config\.json: listen\.admin\.host: refusing to listen on 192\.0\.2\.1 without authentication/);
     const findings = JSON.parse(doctor!.stdout) as { level: string; check: string; message: string }[];
     expect(findings.filter((f) => f.check === 'config')).toEqual([{ level: 'fail', check: 'config', message: expect.stringContaining('listen.admin.host: refusing to listen on 192.0.2.1') }]);
   });

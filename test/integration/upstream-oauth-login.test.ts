@@ -101,8 +101,10 @@ describe('switchyard login: the authorization-code grant toward an HTTP upstream
   it('registers, authorizes with PKCE S256 and the resource, stores the tokens 0600, and the running daemon uses them', async () => {
     const r = await login();
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stderr).toMatch(/Open this URL to authorize switchyard for "u":\n\n {2}http:\/\/127\.0\.0\.1:\d+\/as\/authorize\?/);
+    expect(r.stderr).toMatch(/(?:^|\n)switchyard login: open this URL to authorize switchyard for "u":\n\n {2}http:\/\/127\.0\.0\.1:\d+\/as\/authorize\?/);
     expect(r.stderr).toContain('client registered dynamically');
+    // Every line said as the command's, but the URL itself, alone on its line to be copied whole.
+    expect(r.stderr.split('\n').filter((l) => l !== '' && !l.startsWith('switchyard login: ') && !/^ {2}http:\/\/\S+$/.test(l))).toEqual([]);
     const s = await stats();
     expect(s.registrations).toHaveLength(1);
     expect(s.registrations[0]).toMatchObject({ application_type: 'native', token_endpoint_auth_method: 'none', grant_types: ['authorization_code', 'refresh_token'] });
@@ -117,7 +119,7 @@ describe('switchyard login: the authorization-code grant toward an HTTP upstream
     const t = stored();
     expect(t.clientId).toMatch(/^dyn-/);
     expect(t.refreshToken).toMatch(/^ref-/);
-    expect(r.stderr).toContain('restarted "u" with the new login');
+    expect(r.stderr).toMatch(/\nswitchyard login: the daemon at \S+ restarted "u" with the new login\n/);
     // At once: the daemon was told (its own retry of the failed start may be seconds away).
     expect(text(await call('u__whoami'))).toBe('client hub-client scopes mcp');
   });
@@ -177,7 +179,7 @@ describe('switchyard login: the authorization-code grant toward an HTTP upstream
     try {
       const r = await login();
       expect(r.code).toBe(1);
-      expect(r.stderr).toMatch(/login to "u" failed: the authorization response names issuer "https:\/\/evil\.example", not http:\/\/127\.0\.0\.1:\d+\/as: refused/);
+      expect(r.stderr).toMatch(/switchyard login: login to "u" failed: the authorization response names issuer "https:\/\/evil\.example", not http:\/\/127\.0\.0\.1:\d+\/as: refused/);
       expect(readFileSync(tokenFile, 'utf8')).toBe(before);
     } finally {
       await control('/iss?mode=correct');
@@ -238,7 +240,7 @@ describe('switchyard login: the authorization-code grant toward an HTTP upstream
     try {
       const r = await cli('logout', 'u', '--no-revoke');
       expect(r.code, r.stderr).toBe(0);
-      expect(r.stderr).toMatch(/logged out of "u": removed \S+u\.json; kept the client registered with http:\/\/127\.0\.0\.1:\d+\/as for the next login/);
+      expect(r.stderr).toMatch(/switchyard logout: logged out of "u": removed \S+u\.json; kept the client registered with http:\/\/127\.0\.0\.1:\d+\/as for the next login/);
       expect(r.stderr).not.toMatch(/revoke|stay valid/);
       expect((await stats()).revocations).toHaveLength(revocations);
       expect(existsSync(tokenFile)).toBe(false);
@@ -297,7 +299,7 @@ describe('switchyard login: the authorization-code grant toward an HTTP upstream
     const l = await login(daemon).finally(() => refusing.close());
     expect(l.code, l.stderr).toBe(0);
     expect(l.stderr).toContain(
-      `\nthe daemon was not told of the new login: no server "u" is running (switchyard servers lists them) [HTTP 404 from ${daemon}]; it uses the login at its next attempt, or run \`switchyard servers restart u\`\n`,
+      `\nswitchyard login: the daemon was not told of the new login: no server "u" is running (switchyard servers lists them) [HTTP 404 from ${daemon}]; it uses the login at its next attempt, or run \`switchyard servers restart u\`\n`,
     );
     expect(l.stderr.split(daemon)).toHaveLength(2);
     const had = stored();
@@ -314,7 +316,7 @@ describe('switchyard login: the authorization-code grant toward an HTTP upstream
     const r = await logoutWith({ u: { url: fixture.url, oauth: { clientId: 'hub-client', clientSecret: 'hub-client-secret-0000' } } });
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toMatch(
-      /left-login\.json: servers\.u no longer logs in \(no oauth\.grant "authorization_code"\); logging out of the login stored for it before\nlogged out of "u": removed \S+u\.json; revoked the tokens at http:\/\/127\.0\.0\.1:\d+\/as\/revoke; kept the client registered/,
+      /switchyard logout: \S*left-login\.json: servers\.u no longer logs in \(no oauth\.grant "authorization_code"\); logging out of the login stored for it before\nswitchyard logout: logged out of "u": removed \S+u\.json; revoked the tokens at http:\/\/127\.0\.0\.1:\d+\/as\/revoke; kept the client registered/,
     );
     expect((await stats()).revocations.slice(before)).toEqual([
       { token: had.refreshToken, hint: 'refresh_token', clientId: had.clientId, known: true },
@@ -324,7 +326,7 @@ describe('switchyard login: the authorization-code grant toward an HTTP upstream
     // The server gone from the config: the client the login registered can still be forgotten.
     const gone = await logoutWith({ v: { url: fixture.url } }, '--forget-client');
     expect(gone.code, gone.stderr).toBe(0);
-    expect(gone.stderr).toMatch(/left-login\.json: no server "u"; logging out of the login stored for it before\nno login stored for "u"; forgot the client registered with/);
+    expect(gone.stderr).toMatch(/switchyard logout: \S*left-login\.json: no server "u"; logging out of the login stored for it before\nswitchyard logout: no login stored for "u"; forgot the client registered with/);
     expect(existsSync(clientFile())).toBe(false);
   });
 

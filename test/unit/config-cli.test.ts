@@ -53,9 +53,9 @@ describe('switchyard config validate', () => {
   // start refused these as the config's errors (exit 2) while validate said "ok".
   it('refuses an auth.oauth start would refuse: an unreadable jwksFile, a plain-http jwksUri off loopback', () => {
     const missing = validate({ auth: { oauth: { issuer: 'https://issuer.test', jwksFile: 'no-such-jwks.json' } }, servers: {} });
-    expect(missing).toEqual({ status: 2, stdout: '', stderr: `hub.config.json: invalid config\n  auth.oauth.jwksFile: cannot read a JSON Web Key Set from ${join(dir, 'no-such-jwks.json')} (ENOENT)\n` });
+    expect(missing).toEqual({ status: 2, stdout: '', stderr: `switchyard config validate: hub.config.json: auth.oauth.jwksFile: cannot read a JSON Web Key Set from ${join(dir, 'no-such-jwks.json')} (ENOENT)\n` });
     const plain = validate({ auth: { oauth: { issuer: 'https://issuer.test', jwksUri: 'http://issuer.test/jwks' } }, servers: {} });
-    expect(plain).toEqual({ status: 2, stdout: '', stderr: 'hub.config.json: invalid config\n  auth.oauth.jwksUri: must be https (plain http only on loopback)\n' });
+    expect(plain).toEqual({ status: 2, stdout: '', stderr: 'switchyard config validate: hub.config.json: auth.oauth.jwksUri: must be https (plain http only on loopback)\n' });
     writeFileSync(join(dir, 'jwks.json'), JSON.stringify({ keys: [] }));
     expect(validate({ auth: { oauth: { issuer: 'https://issuer.test', jwksFile: 'jwks.json' } }, servers: {} })).toEqual({ status: 0, stdout: 'ok: 0 servers\n', stderr: '' });
   });
@@ -76,10 +76,9 @@ describe('switchyard config validate', () => {
     expect(r.status).toBe(2);
     expect(r.stdout).toBe('');
     expect(r.stderr.trimEnd().split('\n')).toEqual([
-      'hub.config.json: invalid config',
-      '  servers.gh.headers.Authorization: environment variable GITHUB_TOKEN is not set',
-      '  listen.port: must be integer',
-      '  servers.notes: must have exactly one of "command" or "url"',
+      'switchyard config validate: hub.config.json: servers.gh.headers.Authorization: environment variable GITHUB_TOKEN is not set',
+      'switchyard config validate: hub.config.json: listen.port: must be integer',
+      'switchyard config validate: hub.config.json: servers.notes: must have exactly one of "command" or "url"',
     ]);
   });
 
@@ -88,17 +87,20 @@ describe('switchyard config validate', () => {
     expect(missing.status).toBe(2);
     // A first run has no config yet: the line says what to run, quoted for a shell when it has to be.
     // One line, the file named once (it said "FILE: invalid config" above "config: cannot read FILE (ENOENT): no such file; …").
-    expect(missing.stderr).toMatch(/^\/\S*absent\.json: no such config file; `switchyard init --config \/\S*absent\.json` writes a starter config there [^\n]*\n$/);
+    expect(missing.stderr).toMatch(/^switchyard config validate: \/\S*absent\.json: no such config file; `switchyard init --config \/\S*absent\.json` writes a starter config there [^\n]*\n$/);
     const spaced = spawnSync(process.execPath, [CLI, 'config', 'validate', '-c', join(dir, "it's absent.json")], { encoding: 'utf8' });
     expect(spaced.stderr).toContain(`\`switchyard init --config '${join(dir, "it'\\''s absent.json")}'\``);
     const empty = mkdtempSync(join(dir, 'empty-'));
     const here = spawnSync(process.execPath, [CLI, 'config', 'validate'], { cwd: empty, encoding: 'utf8' });
-    expect([here.status, here.stderr]).toEqual([2, 'hub.config.json: no such config file; `switchyard init` writes a starter config here (--from FILE imports an IDE\'s servers), or give the path of yours with --config\n']);
-    // `start`, the first command of a first run, says it in the same one line.
+    expect([here.status, here.stderr]).toEqual([2, 'switchyard config validate: hub.config.json: no such config file; `switchyard init` writes a starter config here (--from FILE imports an IDE\'s servers), or give the path of yours with --config\n']);
+    // `start`, the first command of a first run, says it in the same one line, as its own.
     const start = spawnSync(process.execPath, [join(packageRoot, 'dist/src/cli/main.js'), 'start'], { cwd: empty, encoding: 'utf8' });
-    expect([start.status, start.stderr]).toEqual([2, here.stderr]);
+    expect([start.status, start.stderr]).toEqual([2, here.stderr.replace('switchyard config validate: ', 'switchyard start: ')]);
+    // So does `stdio` (its stderr, an IDE's log of it), its stdout left to the protocol.
+    const stdio = spawnSync(process.execPath, [join(packageRoot, 'dist/src/cli/main.js'), 'stdio'], { cwd: empty, encoding: 'utf8', input: '' });
+    expect([stdio.status, stdio.stdout, stdio.stderr]).toEqual([2, '', here.stderr.replace('switchyard config validate: ', 'switchyard stdio: ')]);
     const broken = validate('{"servers": ');
     expect(broken.status).toBe(2);
-    expect(broken.stderr).toBe('hub.config.json: invalid config\n  config: not valid JSON (unexpected end of input)\n');
+    expect(broken.stderr).toBe('switchyard config validate: hub.config.json: config: not valid JSON (unexpected end of input)\n');
   });
 });
