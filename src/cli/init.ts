@@ -83,7 +83,7 @@ export const initCommand: CommandModule<object, InitArgs> = {
     const file = resolve(argv.config);
     // "already exists; pass --force" would send the user on to EISDIR.
     if (existsSync(file) && statSync(file).isDirectory()) {
-      process.stderr.write(`${argv.config} is a folder: give the file to write, such as ${shellArg(join(argv.config, 'hub.config.json'))}\n`);
+      process.stderr.write(`switchyard init: ${argv.config} is a folder: give the file to write, such as ${shellArg(join(argv.config, 'hub.config.json'))}\n`);
       process.exitCode = 2;
       return;
     }
@@ -95,13 +95,13 @@ export const initCommand: CommandModule<object, InitArgs> = {
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
         // A path with a typo is a usage error (2), as a --config that is not there is everywhere.
-        process.stderr.write(code === 'ENOENT' ? `${argv.from}: no such file: give --from the client config to import\n` : `cannot read ${argv.from} (${code ?? (err as Error).message})\n`);
+        process.stderr.write(code === 'ENOENT' ? `switchyard init: ${argv.from}: no such file: give --from the client config to import\n` : `switchyard init: cannot read ${argv.from} (${code ?? (err as Error).message})\n`);
         process.exitCode = code === 'ENOENT' ? 2 : 1;
         return;
       }
     }
     if (existsSync(file) && !argv.force) {
-      process.stderr.write(`${argv.config} already exists; pass --force to overwrite it\n`);
+      process.stderr.write(`switchyard init: ${argv.config} already exists; pass --force to overwrite it\n`);
       process.exitCode = 1;
       return;
     }
@@ -116,7 +116,7 @@ export const initCommand: CommandModule<object, InitArgs> = {
         summary = `${counted(Object.keys(servers).length, 'server')} imported from ${argv.from} (${KIND_NAMES[r.kind]}): ${Object.keys(servers).join(', ') || 'none'}`;
       } catch (err) {
         if (!(err instanceof ImportError)) throw err;
-        process.stderr.write(`${err.message}\n`);
+        process.stderr.write(`switchyard init: ${err.message}\n`);
         process.exitCode = 1;
         return;
       }

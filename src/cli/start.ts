@@ -63,7 +63,8 @@ export const startCommand: CommandModule<object, StartArgs> = {
       );
     } catch (err) {
       if (!(err instanceof LedgerLockError)) throw err;
-      process.stderr.write(`${err.message}\n`);
+      // Said as the command's, as its other refusals are (switchyard start: …).
+      process.stderr.write(`switchyard start: ${err.message}\n`);
       process.exit(2);
     }
     let hub: Hub;

@@ -143,7 +143,7 @@ describe.concurrent('switchyard init', () => {
     expect(statSync(join(d, 'hub.config.json')).mode & 0o077).toBe(0);
     expect(validated.stdout).toBe('ok: 0 servers\n');
     expect(again.code).toBe(1);
-    expect(again.stderr).toMatch(/already exists; pass --force/);
+    expect(again.stderr).toMatch(/^switchyard init: \S+ already exists; pass --force/);
     // Overwriting a file someone made readable keeps what is written private all the same.
     chmodSync(join(d, 'hub.config.json'), 0o644);
     expect((await run(['init', '--force'], { cwd: d })).code).toBe(0);
@@ -157,7 +157,7 @@ describe.concurrent('switchyard init', () => {
       { args: ['init', '-c', '.', '--force'], cwd: d },
       { args: ['init', '-c', "Dev's hub.json"], cwd: d },
     ])) as [CliRun, CliRun];
-    expect([folder.code, folder.stderr]).toEqual([2, '. is a folder: give the file to write, such as hub.config.json\n']);
+    expect([folder.code, folder.stderr]).toEqual([2, 'switchyard init: . is a folder: give the file to write, such as hub.config.json\n']);
     expect(spaced.stdout).toContain(`next: switchyard config validate --config 'Dev'\\''s hub.json' && switchyard start --config 'Dev'\\''s hub.json'\n`);
     // The first run makes data/ (state key, ledger) where the config is, often a project's
     // repository: the folder keeps itself out of git.
@@ -251,7 +251,7 @@ describe.concurrent('switchyard init', () => {
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/no "mcpServers" or "servers"/);
     // A --from that names nothing: a usage error in one line, said before "already exists; pass --force" (which led to it).
-    for (const m of [missing, missingKept]) expect([m.code, m.stderr]).toEqual([2, 'nope.json: no such file: give --from the client config to import\n']);
+    for (const m of [missing, missingKept]) expect([m.code, m.stderr]).toEqual([2, 'switchyard init: nope.json: no such file: give --from the client config to import\n']);
   });
 });
 

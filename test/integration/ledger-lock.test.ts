@@ -209,7 +209,7 @@ describe('ledger writer lock', () => {
       const r = await runCli(['start', '--config', join(dir, 'hub.config.json'), '--port', '0']);
       expect(r.code).toBe(2);
       const named = `the ledger ${join(dir, 'ledger.db')} (${realpathSync(join(hub.dir, 'ledger.db'))})`;
-      expect(r.stderr).toContain(`${named} is in use by another switchyard process (pid ${hub.proc.pid}, switchyard start)`);
+      expect(r.stderr).toContain(`switchyard start: ${named} is in use by another switchyard process (pid ${hub.proc.pid}, switchyard start)`);
     }, 30_000);
 
     // A hard link is another name of the same file: its own lock file, and SQLite's own -wal and
