@@ -124,7 +124,7 @@ describe('doctor and the ledger', () => {
       const d = mkdtempSync(join(tmpdir(), 'switchyard-doctor-file-'));
       writeFileSync(join(d, 'afile'), '');
       const file = config(join(d, 'afile', 'ledger.db'));
-      expect(await startRefuses(file)).toMatch(/^ledger\.path \S+: \S+afile is not a folder: the ledger cannot be created in it/);
+      expect(await startRefuses(file)).toMatch(/^switchyard start: ledger\.path \S+: \S+afile is not a folder: the ledger cannot be created in it/);
       const { code, ledger } = await doctorAndStart(file);
       expect(code).toBe(1);
       expect(ledger).toMatchObject({ level: 'fail', message: expect.stringMatching(/afile is not a folder.*start` would refuse it/) });
@@ -145,7 +145,7 @@ describe('doctor and the ledger', () => {
       const ro = readOnlyFolder();
       if (!ro) return ctx.skip('cannot make a folder this user cannot write (no setpriv, or the modes do not bind)');
       const file = config(join(ro, 'ledger.db'));
-      expect(await startRefuses(file, wrap)).toMatch(/^ledger\.path \S+: the ledger's folder .* is not writable for this user/);
+      expect(await startRefuses(file, wrap)).toMatch(/^switchyard start: ledger\.path \S+: the ledger's folder .* is not writable for this user/);
 
       // A ledger file there, written by a hub before: read-only for this user. Its folder is writable.
       const d = mkdtempSync(join(tmpdir(), 'switchyard-doctor-rofile-'));
@@ -159,7 +159,7 @@ describe('doctor and the ledger', () => {
       expect(folder.code).toBe(1);
       expect(folder.ledger).toMatchObject({ level: 'fail', message: expect.stringMatching(/folder .* is not writable for this user/) });
       expect(start.code).toBe(2);
-      expect(start.stderr).toMatch(/^ledger\.path \S+: the ledger \S+ledger\.db is not writable for this user/);
+      expect(start.stderr).toMatch(/^switchyard start: ledger\.path \S+: the ledger \S+ledger\.db is not writable for this user/);
       expect(fileRo.code).toBe(1);
       expect(fileRo.ledger).toMatchObject({ level: 'fail', message: expect.stringMatching(/ledger\.db is not writable for this user/) });
     });
