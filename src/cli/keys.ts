@@ -1,5 +1,6 @@
 import type { Argv, CommandModule } from 'yargs';
 import { commandNeeded } from './command-needed.js';
+import { fail, say } from './said.js';
 import { addApiKey, listApiKeys, removeApiKeys } from '../auth/key-file.js';
 import { missingConfigHint, NO_CONFIG } from './config-problems.js';
 import { counted } from '../counted.js';
@@ -13,11 +14,6 @@ interface KeyArgs {
 
 const configOption = { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' } as const;
 
-/** Said as the command's (`switchyard keys add: FILE: …`), as every command's errors are. */
-function fail(command: string, message: string, code = 2): void {
-  process.stderr.write(`switchyard keys ${command}: ${message}\n`);
-  process.exitCode = code;
-}
 
 function problem(e: unknown, file: string): string {
   const code = (e as NodeJS.ErrnoException).code;
@@ -38,10 +34,10 @@ const addCommand: CommandModule<object, KeyArgs> = {
     try {
       key = addApiKey(args.config, String(args.principal), args.scope, args.group);
     } catch (e) {
-      return fail('add', `${args.config}: ${problem(e, args.config)}`);
+      return fail('keys add', `${args.config}: ${problem(e, args.config)}`);
     }
     process.stdout.write(`${key}\n`);
-    process.stderr.write(`switchyard keys add: API key for ${args.principal} added to ${args.config}. It is shown only this once. A running hub takes it on its next reload (at once when it watches the config), or on a restart if it ran without authentication.\n`);
+    say('keys add', `API key for ${args.principal} added to ${args.config}. It is shown only this once. A running hub takes it on its next reload (at once when it watches the config), or on a restart if it ran without authentication.`);
   },
 };
 
@@ -52,10 +48,10 @@ const removeCommand: CommandModule<object, KeyArgs> = {
   handler: (args) => {
     try {
       const n = removeApiKeys(args.config, String(args.principal));
-      if (n === 0) return fail('remove', `no API key of ${args.principal} in ${args.config}`, 1);
+      if (n === 0) return fail('keys remove', `no API key of ${args.principal} in ${args.config}`, 1);
       process.stdout.write(`removed ${counted(n, 'key')} of ${args.principal}\n`);
     } catch (e) {
-      fail('remove', `${args.config}: ${problem(e, args.config)}`);
+      fail('keys remove', `${args.config}: ${problem(e, args.config)}`);
     }
   },
 };
@@ -69,11 +65,11 @@ const listCommand: CommandModule<object, KeyArgs> = {
       const keys = listApiKeys(args.config);
       // Nothing at all on a first run read as a command that did nothing: say so, as `ledger query` does.
       // Prefixed as every command's notes are (`switchyard ledger query: note: …`): stderr of several commands in one log says whose it is.
-      if (keys.length === 0) process.stderr.write(`switchyard keys list: note: no API keys in ${args.config} (\`switchyard keys add PRINCIPAL\` makes one)\n`);
+      if (keys.length === 0) say('keys list', `note: no API keys in ${args.config} (\`switchyard keys add PRINCIPAL\` makes one)`);
       for (const k of keys)
         process.stdout.write(`${k.principal}\t${k.hashPrefix}…${k.scopes.length ? `\t${k.scopes.join(' ')}` : ''}${k.groups.length ? `\tgroups: ${k.groups.join(' ')}` : ''}\n`);
     } catch (e) {
-      fail('list', `${args.config}: ${problem(e, args.config)}`);
+      fail('keys list', `${args.config}: ${problem(e, args.config)}`);
     }
   },
 };

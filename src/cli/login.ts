@@ -21,6 +21,7 @@ import { loadConfigOrExit } from './config-or-exit.js';
 import { configuredServer } from '../config/load.js';
 import { BadUrlError, NoDaemonError, daemonBase } from './daemon-client.js';
 import { notEmpty } from './given-once.js';
+import { fail, say } from './said.js';
 import { oauthTokenFile } from '../paths.js';
 
 interface LoginArgs {
@@ -40,12 +41,6 @@ interface LogoutArgs {
   revoke: boolean;
 }
 
-/** Said as the command's (`switchyard login: …`), as every command's errors are. */
-function fail(command: string, message: string, code = 2): void {
-  process.stderr.write(`switchyard ${command}: ${message}\n`);
-  process.exitCode = code;
-}
-
 /** The server to log in to or out of, or why it cannot be (said, exit 2). */
 function authCodeServer(config: HubConfig, id: string, file: string, command: 'login' | 'logout'): ServerConfig | undefined {
   const s = configuredServer(config, id);
@@ -60,14 +55,8 @@ function authCodeServer(config: HubConfig, id: string, file: string, command: 'l
   return s;
 }
 
-/**
- * A line of the login's progress (oauth-login.ts's `say`) on stderr, said as the command's
- * (`switchyard login: warning: …`), as every command's lines are: a line alone does not say
- * whose it is in a log of several commands.
- */
-function sayLogin(line: string): void {
-  process.stderr.write(`switchyard login: ${line}\n`);
-}
+/** A line of the login's progress (oauth-login.ts's `say`) on stderr, said as the command's. */
+const sayLogin = (line: string): void => say('login', line);
 
 /** The platform's way to open a URL in the user's browser. */
 function platformOpener(): { cmd: string; args: string[] } {
@@ -204,9 +193,7 @@ const logoutCommand: CommandModule<object, LogoutArgs> = {
     const { clientFileOf } = await import('../upstream/oauth-token-store.js');
     if (!loginServer) {
       if (!existsSync(file) && !existsSync(clientFileOf(file))) return void authCodeServer(config, argv.server, argv.config, 'logout');
-      process.stderr.write(
-        `switchyard logout: ${argv.config}: ${s === undefined ? `no server "${argv.server}"` : `servers.${argv.server} no longer logs in (no oauth.grant "authorization_code")`}; logging out of the login stored for it before\n`,
-      );
+      say('logout', `${argv.config}: ${s === undefined ? `no server "${argv.server}"` : `servers.${argv.server} no longer logs in (no oauth.grant "authorization_code")`}; logging out of the login stored for it before`);
     }
     const { logout } = await import('./logout.js');
     process.exitCode = await logout({
@@ -215,7 +202,7 @@ const logoutCommand: CommandModule<object, LogoutArgs> = {
       ...(loginServer ? { serverUrl: s.url, oauth: s.oauth } : { oauth: s?.oauth }),
       revoke: argv.revoke,
       forgetClient: argv.forgetClient,
-      say: (line) => process.stderr.write(`switchyard logout: ${line}\n`),
+      say: (line) => say('logout', line),
     });
   },
 };
