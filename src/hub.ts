@@ -49,7 +49,7 @@ import { beginInCallTrace, inCallTrace, isRetry, knownLegacy, viewOf } from './r
 import { callPolicy } from './router/call-policy.js';
 import { backSoon, RETRY_WAIT_MS, ROUND_METHODS } from './hub/back-soon.js';
 import { readyWithin } from './upstream/ready-within.js';
-import { firstAttemptEnded, firstStarting, onFirstAttempt, promptNamed } from './hub/first-start.js';
+import { closedPastFirstAttempt, firstAttemptEnded, firstStarting, onFirstAttempt, promptNamed } from './hub/first-start.js';
 import { configSecretValues } from './config/secret-values.js';
 import { ignoredSettings } from './config/ignored-settings.js';
 import { dropConfigSecrets, useConfigSecrets } from './policy/config-secrets.js';
@@ -143,7 +143,7 @@ export class Hub implements HubCore {
   private graceOver = false;
   /** The wait of the requests in the start-up grace now, one for all (startupGrace). */
   private graceWait: Promise<void> | undefined;
-  /** The wait of the calls in the grace held only by failMode "closed" servers starting, one for all (failClosedGrace). */
+  /** The wait of the calls in the grace held by failMode "closed" servers starting, one for all (failClosedGrace). */
   private closedWait: Promise<void> | undefined;
   /** Calls let past the start-up grace (passesGrace): the router does not hold them in it either. */
   private readonly pastGrace = new WeakSet<CallContext>();
@@ -721,27 +721,55 @@ export class Hub implements HubCore {
   }
 
   /**
-   * The wait, in the start-up grace, of the calls held only by the failMode "closed" servers
-   * still starting (passesGrace), one for all as startupGrace's is; undefined when none is
-   * starting, or the grace is over.
+   * The wait, in the start-up grace, of the calls held by the failMode "closed" servers still
+   * starting, one for all as startupGrace's is: until one of them changes state (ready, or its
+   * attempt failed), so that a call is refused as soon as one fails (closedFirstStarts); undefined
+   * when none is starting, or the grace is over.
    */
   private failClosedGrace(): Promise<void> | undefined {
     if (this.closedWait) return this.closedWait;
     const pending = [...this.handles.values()].filter((h) => h.config.failMode === 'closed' && h.upstream.state === 'starting');
     const left = this.startedAt + this.graceMs - monotonicNow();
     if (pending.length === 0 || left <= 0 || this.stopBegun.signal.aborted) return undefined;
-    const wait = this.stateChanges(pending, left, () => {
-      if (this.closedWait === wait) this.closedWait = undefined;
-    });
+    const wait = this.stateChanges(
+      pending,
+      left,
+      () => {
+        if (this.closedWait === wait) this.closedWait = undefined;
+      },
+      1,
+    );
     this.closedWait = wait;
     this.log.debug({ servers: pending.map((h) => h.id) }, 'calls wait for the failMode "closed" servers still starting');
     return wait;
   }
 
-  /** Resolves once each of `pending` has changed state (its attempt to start ended), after `ms`, or as the stop begins; `ended` first. */
-  private stateChanges(pending: ServerHandle[], ms: number, ended: () => void): Promise<void> {
+  /**
+   * In the start-up grace, until no failMode "closed" server is on its first attempt to start:
+   * each is ready, or one failed (closedPastFirstAttempt: every call that acts is refused then,
+   * whatever else still starts); or the grace ends, or the stop begins.
+   */
+  private async closedFirstStarts(): Promise<void> {
+    while (!closedPastFirstAttempt(this.handles.values())) {
+      const wait = this.failClosedGrace();
+      if (!wait) return;
+      await wait;
+    }
+  }
+
+  /**
+   * The grace's wait for a guarded call not let past it (passesGrace), ended as soon as a
+   * failMode "closed" server's first attempt to start fails: the call is refused then (route),
+   * not once every other server still starting is ready (up to the grace's end).
+   */
+  private guardedGrace(grace: Promise<void>): Promise<void> {
+    return Promise.race([grace, this.closedFirstStarts().then(() => (closedPastFirstAttempt(this.handles.values()) ? undefined : grace))]);
+  }
+
+  /** Resolves once `needed` of `pending` (default: each) have changed state (an attempt to start ended), after `ms`, or as the stop begins; `ended` first. */
+  private stateChanges(pending: ServerHandle[], ms: number, ended: () => void, needed = pending.length): Promise<void> {
     return new Promise<void>((resolve) => {
-      let waiting = pending.length;
+      let waiting = needed;
       const onState = (): void => {
         if (--waiting <= 0) done();
       };
@@ -764,9 +792,10 @@ export class Hub implements HubCore {
    * name can only be a ready server's (Catalog.soleRoute: the name is that server's whatever the
    * others list), so the servers starting cannot change where it goes (a first call to a fast
    * server was held up to 3 s by an `npx` server downloading). A failMode "closed" server still
-   * starting is waited for first, it alone (failClosedGrace): the call waits for it rather than be
+   * starting is waited for first, it alone (closedFirstStarts): the call waits for it rather than be
    * refused, and once it is ready goes on as any (the grace's wait, one for all, held it for every
-   * server starting); one not ready then (refused at the grace's end) holds the call as before.
+   * server starting); one whose attempt failed has the call refused at once (guardedGrace), not at
+   * the grace's end; one still starting at the grace's end holds the call as before.
    * Not when the hub would wait for a server's first start for that name (routes, firstStarting),
    * nor when a ready server's calls for this principal go over a connection of its own not ready
    * yet: those wait as before. So do lists, handshakes and discovery, whose answers must include
@@ -779,9 +808,7 @@ export class Hub implements HubCore {
     const name = method === 'tools/call' ? params.name : promptNamed(method, params);
     if (typeof name !== 'string') return false;
     if (failClosedBlocker(this.handles.values())) {
-      const closed = this.failClosedGrace();
-      if (!closed) return false;
-      await unlessAborted(() => closed, ctx.signal, () => undefined);
+      await unlessAborted(() => this.closedFirstStarts(), ctx.signal, () => undefined);
       if (ctx.signal.aborted || this.stopBegun.signal.aborted || failClosedBlocker(this.handles.values())) return false;
     }
     for (const h of this.handles.values()) if (h.upstream.state === 'ready' && this.upstreams.isolated(h, ctx.principal) && this.upstreams.existing(h, ctx.principal)?.state !== 'ready') return false;
@@ -898,7 +925,7 @@ export class Hub implements HubCore {
       // starting (a row of a refusal its client never heard). Only a call that waited pays.
       const grace = this.startupGrace();
       if (grace && !(await this.passesGrace(method, params, ctx))) {
-        await unlessAborted(() => grace, ctx.signal, () => undefined);
+        await unlessAborted(() => this.guardedGrace(grace), ctx.signal, () => undefined);
         if (ctx.signal.aborted || this.stopBegun.signal.aborted) await this.endedWhileWaiting(method, params, ctx, this.handles.get(this.toolServerOf(method, typeof params.name === 'string' ? params.name : undefined, ctx.principal, ctx.group).server ?? ''));
       }
       const down = failClosedBlocker(this.handles.values());
@@ -1158,8 +1185,7 @@ export class Hub implements HubCore {
     // In the start-up grace a call waits for a server on its first attempt to start (startupGrace,
     // which ends at the attempt's end) rather than being refused: "starting", not "refusing",
     // still 503. A failed attempt is `starting` again, with its reason: calls are refused then.
-    const waitedFor = (h: ServerHandle) => h.config.failMode !== 'closed' || h.upstream.state === 'ready' || onFirstAttempt(h);
-    if (down && monotonicNow() < this.startedAt + this.graceMs && [...this.handles.values()].every(waitedFor)) {
+    if (down && monotonicNow() < this.startedAt + this.graceMs && !closedPastFirstAttempt(this.handles.values())) {
       const who = !shows || shows(down.server) ? `server "${down.server}" (failMode "closed")` : 'a server it depends on (failMode "closed")';
       return { status: 'starting', reason: `the hub is starting: calls wait for ${who} to be ready, up to ${this.graceMs / 1000} s from the hub's start`, servers };
     }

@@ -20,6 +20,16 @@ export function onFirstAttempt(h: ServerHandle): boolean {
 }
 
 /**
+ * A failMode "closed" server not ready and past its first attempt to start (one failed: it is
+ * starting again or restarting, or given up on): every call that acts is refused, in the
+ * start-up grace too, as /healthz then says ("refusing"). The grace waits only for a first attempt.
+ */
+export function closedPastFirstAttempt(handles: Iterable<ServerHandle>): boolean {
+  for (const h of handles) if (h.config.failMode === 'closed' && h.upstream.state !== 'ready' && !onFirstAttempt(h)) return true;
+  return false;
+}
+
+/**
  * The servers a name no route knows may belong to, when on their first attempt to start and
  * `shown` to the caller: the one whose `<prefix>__` space the name lies in; for a name in no
  * prefix space, every server without a prefix (`"prefix": ""`), since such a server may own

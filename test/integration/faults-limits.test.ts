@@ -170,6 +170,55 @@ describe('failMode closed, a server still starting', () => {
     }
   }, 60_000);
 
+  it('in the grace, calls held by a fail-closed server starting are refused once its first attempt fails, not at the end of the wait for the others', async () => {
+    // ok: ready at once. guard (failMode closed): exits with code 3 once its file is gone; late
+    // (open): held starting by its file all the while. The grace (30 s) outlasts the test.
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-grace-fails-'));
+    const [guardHold, lateHold] = [join(dir, 'guard.hold'), join(dir, 'late.hold')];
+    writeFileSync(guardHold, '');
+    writeFileSync(lateHold, '');
+    const delay = join(ROOT, 'test/fixtures/start-delay.mjs');
+    const s = nodeServer(SDK1);
+    const servers = {
+      ok: nodeServer(SDK1),
+      guard: { command: process.execPath, args: ['--import', delay, '-e', 'process.exit(3)'], env: { START_HOLD_FILE: guardHold }, failMode: 'closed' },
+      late: { ...s, args: ['--import', delay, ...(s.args as string[])], env: { START_HOLD_FILE: lateHold } },
+    };
+    const h = await startHub({ servers }, { dir, env: { SWITCHYARD_STARTUP_GRACE_MS: '30000' } });
+    try {
+      await waitForState(h.url, 'ok', ['ready']);
+      // A call by a ready server's name (held for guard alone), a prompt, and a read (held for
+      // every server starting, as lists are): all wait while guard starts.
+      let answered = 0;
+      const call = callTool(h.url, 'ok__echo', { text: 'held' }).finally(() => answered++);
+      const prompt = modernCall(h.url, 'p1', 'prompts/get', { name: 'ok__greet', arguments: { name: 'x' } }).finally(() => answered++);
+      const read = modernCall(h.url, 'r1', 'resources/read', { uri: 'sdk1://static/hello' }).finally(() => answered++);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(answered).toBe(0);
+      rmSync(guardHold);
+      // guard failed: each is refused then, as past the grace, not once late is ready (without
+      // the fix: held until the grace's end, 30 s, late never being let start here).
+      let timer: NodeJS.Timeout | undefined;
+      const all = Promise.all([call, prompt, read]);
+      const got = await Promise.race([all, new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), 15_000)))]).finally(() => clearTimeout(timer)); // half the grace
+      expect(got, 'answered before half the grace').toBeDefined();
+      const [c, p, r] = got!;
+      expect([isToolError(c), text(c)], JSON.stringify(c.body)).toEqual([true, expect.stringMatching(/refuses calls while server "guard" \(failMode "closed"\) is \w+: process exited with code 3/)]);
+      const [row] = await rowsFor(join(dir, 'ledger.db'), 'ok__echo');
+      expect([row.outcome, row.errorMessage]).toEqual(['unavailable', text(c)]);
+      for (const e of [p, r]) expect([e.body?.error?.code, e.body?.error?.message], JSON.stringify(e.body)).toEqual([-32603, expect.stringMatching(/server "guard" \(failMode "closed"\)/)]);
+      expect((await serverHealth(h.url, 'late'))?.state).toBe('starting');
+      // A call made now (guard past its first attempt, retrying) is refused at once too.
+      const t0 = Date.now();
+      const again = await callTool(h.url, 'ok__echo', { text: 'again' });
+      expect(text(again)).toMatch(/refuses calls while server "guard"/);
+      expect(Date.now() - t0).toBeLessThan(15_000);
+    } finally {
+      await h.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
   it('/healthz says "refusing", not "starting", in the grace once the first attempt has failed: calls no longer wait then', async () => {
     // e62b6d2, 7866eca: a fail-closed server whose first attempt failed is `starting` again (or
     // `restarting`) with its reason, and calls are refused at once, so "starting" would be untrue.
