@@ -145,8 +145,6 @@ export class Hub implements HubCore {
   private graceWait: Promise<void> | undefined;
   /** The wait of the calls in the grace held by failMode "closed" servers starting, one for all (failClosedGrace). */
   private closedWait: Promise<void> | undefined;
-  /** Calls let past the start-up grace (passesGrace): the router does not hold them in it either. */
-  private readonly pastGrace = new WeakSet<CallContext>();
   /** Requests being handled, so that stop() can drain them. */
   readonly inflight = new InFlight();
   private draining = false;
@@ -297,8 +295,9 @@ export class Hub implements HubCore {
     this.router = new Router(this.catalog, observed, this.subs, this.mrtr, log, {
       pageSize: config.pageSize,
       cursorKey: cursorKeyFrom(stateKey),
-      // Past the grace (every call from then on), no look in pastGrace.
-      startupGrace: (ctx) => (this.graceOver || (ctx !== undefined && this.pastGrace.has(ctx)) ? undefined : this.startupGrace()),
+      // A call let past the grace (passesGrace) is not held in it by the router either. Past the
+      // grace (every call from then on), no look at the call's context.
+      startupGrace: (ctx) => (this.graceOver || ctx?.routedInGrace !== undefined ? undefined : this.startupGrace()),
       closingUpstreams: () => this.closingUpstreams,
       stopBegun: this.stopBegun.signal,
       confirmer: new Confirmer(policy as ConfirmPolicy),
@@ -817,7 +816,8 @@ export class Hub implements HubCore {
     if (!routed || routed.server.upstream.state !== 'ready' || ctx.signal.aborted || this.stopBegun.signal.aborted) return false;
     const known = method === 'tools/call' ? this.routes.serverOf(name, ctx) : undefined;
     if (known !== undefined ? known !== routed.server.id : this.firstStarting(name, ctx).length > 0) return false;
-    this.pastGrace.add(ctx);
+    // The router routes it so (its list, kept 0 ms, is not fetched again), and does not hold it in the grace.
+    ctx.routedInGrace = routed;
     this.log.debug({ method, name, server: routed.server.id }, 'a call goes on in the start-up grace: its name is a ready server\'s alone');
     return true;
   }

@@ -585,7 +585,14 @@ export class Catalog extends EventEmitter {
    * which need not wait for the servers still starting when its name is a ready server's alone.
    */
   async soleRoute(kind: 'tools' | 'prompts', hubName: string, view: View = {}): Promise<Routed | null | undefined> {
-    return (kind === 'tools' ? this.readyTool(hubName, view) : undefined) ?? this.ownerItem(kind, hubName, view);
+    if (kind === 'prompts') return this.ownerItem(kind, hubName, view);
+    const ready = this.readyTool(hubName, view);
+    if (ready) return ready;
+    const own = await this.ownerItem(kind, hubName, view);
+    // As resolveTool's: the next calls are routed by readyTool once it is built (the call's route
+    // is this one, Hub.passesGrace: the router does not resolve it again).
+    if (own !== undefined) this.buildSoon(view.principal);
+    return own;
   }
 
   /** The tools aggregate of this principal built in the background (once at a time), for readyTool. */

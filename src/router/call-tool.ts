@@ -183,7 +183,9 @@ export class ToolCall {
     const grace = this.opts.startupGrace(ctx);
     if (grace) await unlessAborted(() => grace, ctx.signal, () => undefined);
     const view = viewOf(ctx);
-    const routed = hubName ? (this.catalog.readyTool(hubName, view) ?? (await this.resolved(hubName, view, ctx, { hubName, argsHash: hash, args }, t0))) : undefined;
+    // A call let past the start-up grace comes with the route that let it (Hub.passesGrace); read
+    // only when the aggregate has none, so the usual call pays nothing for it.
+    const routed = hubName ? (this.catalog.readyTool(hubName, view) ?? ctx.routedInGrace ?? (await this.resolved(hubName, view, ctx, { hubName, argsHash: hash, args }, t0))) : undefined;
     const begin = beginOf('tools/call', ctx, {
       hubName,
       argsHash: hash,

@@ -3,6 +3,7 @@ import type { Id } from '../protocol/jsonrpc.js';
 import type { ClientCapabilities, Implementation, InputRequest, LoggingLevel, ProgressInfo } from '../protocol/types.js';
 import type { Signal } from '../cancel.js';
 import type { TraceSpan } from '../protocol/trace-context.js';
+import type { Routed } from '../catalog/catalog.js';
 
 /**
  * One downstream request in era-neutral form. The downstream edge builds it; the core never
@@ -52,4 +53,10 @@ export interface CallContext {
    * arguments are checked once the tool's schema is known.
    */
   requestHeader?: (name: string) => string | undefined;
+  /**
+   * Set by the hub for a call it let past the start-up grace (Hub.passesGrace): the route its
+   * server's list gave, which the router takes rather than ask for that list again (a list kept
+   * 0 ms was fetched twice). Past the grace, never set.
+   */
+  routedInGrace?: Routed;
 }

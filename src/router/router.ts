@@ -298,7 +298,8 @@ export class Router {
     const view = viewOf(ctx);
     // A prompt of a server that is down is not listed, but it is not unknown either: the
     // forward answers that the server is unavailable, and the row says which one.
-    const routed = hubName ? await this.found(method, ctx, { hubName }, async () => (await this.catalog.resolvePrompt(hubName, view)) ?? this.catalog.downItem('prompts', hubName, view)) : undefined;
+    // One let past the start-up grace comes with its route (Hub.passesGrace): its server's list is not fetched again.
+    const routed = !hubName ? undefined : (ctx.routedInGrace ?? (await this.found(method, ctx, { hubName }, async () => (await this.catalog.resolvePrompt(hubName, view)) ?? this.catalog.downItem('prompts', hubName, view))));
     if (!routed) {
       throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, `Unknown ${what}: ${hubName || '(no name)'}`), { hubName });
     }
@@ -464,7 +465,7 @@ export class Router {
     // resources/read): the forward answers that the server is unavailable.
     if (ref.type === 'ref/prompt' && typeof ref.name === 'string') {
       const name = ref.name;
-      const routed = await this.found('completion/complete', ctx, { hubName }, async () => (await this.catalog.resolvePrompt(name, view)) ?? this.catalog.downItem('prompts', name, view));
+      const routed = ctx.routedInGrace ?? (await this.found('completion/complete', ctx, { hubName }, async () => (await this.catalog.resolvePrompt(name, view)) ?? this.catalog.downItem('prompts', name, view)));
       if (routed) {
         server = routed.server;
         upstreamName = routed.upstreamName;

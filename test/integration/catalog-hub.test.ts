@@ -12,7 +12,7 @@ import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
-import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { legacySession, modernBody, modernHeaders, modernPost, parseMessages, post, streamWatchingFetch, waitForReady, type Json } from '../helpers/wire.js';
 import { tmp } from './catalog-helpers.js';
 import { alive } from './upstream-helpers.js';
@@ -257,6 +257,57 @@ describe("a first call before any list is routed by its server's list, not held 
     writeFileSync(gate, '');
     expect(await callWithin('/mcp', 'denied', 'mod__leak', {}, 20_000)).toMatchObject({ error: { code: -32602, message: expect.stringMatching(/Unknown tool/) } });
   });
+});
+
+// In the start-up grace a call by a name only a ready server has goes on (Hub.passesGrace), found
+// by that server's list; a list kept 0 ms (m's, the mutable server's default ttlMs) was fetched
+// again by the router to route the same call. late is held starting all the while (the grace,
+// 30 s, outlasts the test); g's tools/list is held once the hub has listed it at its ready, so
+// the tools aggregate a call has built in the background stays unbuilt (counts exact).
+describe('in the start-up grace, a call let past it is routed by the list that let it', () => {
+  it("fetches a list kept 0 ms once per call, not once for the grace and again for the route", async () => {
+    const dir = tmp();
+    const [mStats, gStats, gGate, lateHold] = ['grace-m-stats.json', 'grace-g-stats.json', 'grace-g-gate', 'grace-late.hold'].map((f) => join(dir, f));
+    writeFileSync(gGate, '');
+    writeFileSync(lateHold, '');
+    const late = mutable({ ERA: 'modern', START_HOLD_FILE: lateHold });
+    const hub = await startHub(
+      {
+        servers: {
+          m: mutable({ ERA: 'modern', PROMPTS: '1', STATS_FILE: mStats }),
+          // It offers completions: a completion of m's prompt is not held at the edge for want of any.
+          g: mutable({ ERA: 'modern', LIST_GATE: gGate, STATS_FILE: gStats, DISCOVER_CAPS: JSON.stringify({ tools: { listChanged: true }, completions: {} }) }),
+          late: { ...late, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(late.args as string[])] },
+        },
+      },
+      { env: { SWITCHYARD_STARTUP_GRACE_MS: '30000' } },
+    );
+    const count = (file: string, method: string) => (existsSync(file) ? ((JSON.parse(readFileSync(file, 'utf8')) as Record<string, number>)[method] ?? 0) : 0);
+    try {
+      await waitForReady(hub.url, ['m', 'g']);
+      // Each listed at its ready (the tools only).
+      await expect.poll(() => [count(mStats, 'tools/list'), count(gStats, 'tools/list')], { timeout: 10_000, interval: 20 }).toEqual([1, 1]);
+      rmSync(gGate);
+      const [tools0, prompts0, g0] = [count(mStats, 'tools/list'), count(mStats, 'prompts/list'), count(gStats, 'tools/list')];
+      const first = await modernPost(hub.url, 'c1', 'tools/call', { name: 'm__echo', arguments: { text: 'a' } });
+      expect(first.body?.result, first.text).toMatchObject({ content: [{ text: 'echo:a' }] });
+      // The aggregate built for the next calls: m's list fetched, g's asked for and held.
+      await expect.poll(() => count(gStats, 'tools/list'), { timeout: 10_000, interval: 20 }).toBe(g0 + 1);
+      const second = await modernPost(hub.url, 'c2', 'tools/call', { name: 'm__add', arguments: { a: 1, b: 2 } });
+      expect(second.body?.result, second.text).toMatchObject({ content: [{ text: '3' }] });
+      // Per call, m's tools/list once (the aggregate's once more); it was twice per call.
+      expect(count(mStats, 'tools/list') - tools0).toBe(3);
+      const p = await modernPost(hub.url, 'p1', 'prompts/get', { name: 'm__greet', arguments: { who: 'x' } });
+      expect(JSON.stringify(p.body?.result?.messages), p.text).toContain('x');
+      const c = await modernPost(hub.url, 'cc', 'completion/complete', { ref: { type: 'ref/prompt', name: 'm__greet' }, argument: { name: 'who', value: 'a' } });
+      expect(c.body?.result, c.text).toMatchObject({ completion: { values: [] } });
+      expect(count(mStats, 'prompts/list') - prompts0).toBe(2);
+      expect((await (await fetch(new URL('/healthz', hub.url))).json()) as Json).toMatchObject({ servers: expect.arrayContaining([expect.objectContaining({ id: 'late', state: 'starting' })]) });
+    } finally {
+      writeFileSync(gGate, '');
+      await hub.stop();
+    }
+  }, 60_000);
 });
 
 describe('annotations, groups, filters, poisoning and plugins through the hub', () => {
