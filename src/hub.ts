@@ -838,6 +838,22 @@ export class Hub implements HubCore {
     return prompt !== undefined && firstStarting(prompt, this.handles.values(), (id) => this.catalog.groups.showsServer(group, id)).length > 0;
   }
 
+  /**
+   * See HubCore.familyInGrace. Past the grace 'wait', which waits for nothing then. A server shown
+   * still starting (its first attempt, or a retry of one that failed) may offer the family once
+   * ready; one that was ready counts with what it offered (currentCapabilities). 'on' lets the
+   * completion reach route(), where passesGrace checks it as it does a prompts/get (the prompt's
+   * list, fail-closed servers, own connections): not let past, it waits there for the grace.
+   */
+  familyInGrace(method: string, params: Record<string, unknown>, group?: string): 'wait' | 'on' | 'none' {
+    if (this.graceOver || monotonicNow() >= this.startedAt + this.graceMs || this.stopBegun.signal.aborted) return 'wait';
+    let starting = false;
+    for (const h of this.handles.values()) if (h.upstream.state === 'starting' && this.catalog.groups.showsServer(group, h.id)) starting = true;
+    if (!starting) return 'none';
+    const prompt = promptNamed(method, params);
+    return prompt !== undefined && this.catalog.readyOwner('prompts', prompt, group) ? 'on' : 'wait';
+  }
+
   currentCapabilities(group?: string): ServerCapabilities {
     // A server that is not ready counts with what it offered last (or, never seen, the list
     // families while it starts): its families answer "unavailable" or an empty list meanwhile

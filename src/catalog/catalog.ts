@@ -579,6 +579,18 @@ export class Catalog extends EventEmitter {
   }
 
   /**
+   * The ready server, shown to `group`, that a hub tool or prompt name can only be of
+   * (NameAssigner.soleOwner) and that offers the kind; its list is not looked at (it may not
+   * list the name, or hide it: ownerItem says).
+   */
+  readyOwner(kind: 'tools' | 'prompts', hubName: string, group?: string): ServerHandle | undefined {
+    const servers = this.servers();
+    const owner = this.names.soleOwner(kind === 'tools' ? 'tool' : 'prompt', hubName, servers.map((h) => ({ id: h.id, prefix: h.config.prefix })));
+    const h = owner && servers.find((x) => x.id === owner.server);
+    return h && h.upstream.state === 'ready' && offers(h.upstream.capabilities, kind) && this.groups.showsServer(group, h.id) ? h : undefined;
+  }
+
+  /**
    * The route of a tool or prompt name when it needs no other server's list (readyTool, else
    * ownerItem), built into no aggregate; null when that list hides it from this view; undefined
    * when only the whole aggregate can tell. For a call in the start-up grace (Hub.passesGrace),

@@ -27,6 +27,15 @@ export interface HubCore {
    * (hub/first-start.ts).
    */
   namesFirstStarting?(method: string, params: Record<string, unknown>, group?: string): boolean;
+  /**
+   * For a request of a family no server shown on endpoint `group` is known to offer yet (a
+   * `completion/complete`: the list families always are): 'wait' for the servers still starting
+   * (capabilities), as in the start-up grace a handshake does; 'none' in the grace when none shown
+   * is still starting (none can offer it by the grace's end: refused at once); 'on' in the grace
+   * for a completion of a prompt only a ready server shown can have, which is routed as its
+   * prompts/get is (what the servers starting offer cannot change what that server completes).
+   */
+  familyInGrace?(method: string, params: Record<string, unknown>, group?: string): 'wait' | 'on' | 'none';
   /** The upstreams' instructions a client of this endpoint group gets (undefined group: `/mcp`). */
   instructions(group?: string): string | undefined;
   handle(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>>;

@@ -235,16 +235,21 @@ export class Endpoint {
       // A fresh hub (stdio: every spawn) may get its first request while upstreams still start: wait for them (bounded).
       // The capabilities of what the client's endpoint shows (/mcp/<group>), as its discover says.
       let offered = family && !LEGACY_ONLY.has(req.method) ? this.core.currentCapabilities(ctx.group)[family] : undefined;
+      let goesOn = false;
       if (family && !LEGACY_ONLY.has(req.method) && !offered) {
-        // Waited for no longer than its client does: one gone meanwhile is recorded so then, not
-        // refused (-32601) when the grace ends.
-        const capabilities = await capabilitiesWhileOpen(this.core, ex);
-        if (!capabilities) return await unanswered(this.core, req, ex, ctx);
-        offered = capabilities[family];
+        const grace = this.core.familyInGrace?.(req.method, req.params ?? {}, ctx.group) ?? 'wait';
+        if (grace === 'on') goesOn = true;
+        else if (grace === 'wait') {
+          // Waited for no longer than its client does: one gone meanwhile is recorded so then, not
+          // refused (-32601) when the grace ends.
+          const capabilities = await capabilitiesWhileOpen(this.core, ex);
+          if (!capabilities) return await unanswered(this.core, req, ex, ctx);
+          offered = capabilities[family];
+        }
       }
       // A server never seen counts only with the list families: a completion of its prompt's
       // argument is let through while it starts, to wait for it as a call does.
-      if (!offered && !this.core.namesFirstStarting?.(req.method, req.params ?? {}, ctx.group)) {
+      if (!offered && !goesOn && !this.core.namesFirstStarting?.(req.method, req.params ?? {}, ctx.group)) {
         const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${req.method}`);
         await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
         ex.reply(errorResponse(req.id, err), ex.transport === 'http' ? 404 : 200);

@@ -219,6 +219,48 @@ describe('failMode closed, a server still starting', () => {
     }
   }, 60_000);
 
+  it('in the grace, a completion of a ready server\'s prompt is not held at the edge for want of a server offering completions; one no server shown can answer is refused at once', async () => {
+    // m: ready, offers prompts but no completions. late: offers completions (SDK v1), held
+    // starting by its file; never seen, it counts only with the list families meanwhile. The
+    // group "mine" shows m alone. The grace (30 s) outlasts the test.
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-grace-complete-'));
+    const lateHold = join(dir, 'late.hold');
+    writeFileSync(lateHold, '');
+    const s = nodeServer(SDK1);
+    const servers = {
+      m: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', PROMPTS: '1' }),
+      late: { ...s, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(s.args as string[])], env: { START_HOLD_FILE: lateHold } },
+    };
+    const h = await startHub({ groups: { mine: { servers: ['m'] } }, servers }, { dir, env: { SWITCHYARD_STARTUP_GRACE_MS: '30000' } });
+    const mine = h.url.replace(/\/mcp$/, '/mcp/mine');
+    try {
+      await waitForState(h.url, 'm', ['ready']);
+      const complete = (url: string, id: string, ref: Json, name: string) => modernCall(url, id, 'completion/complete', { ref, argument: { name, value: 'al' } });
+      // Held until late is ready: a completion of late's prompt, and of a resource template's
+      // argument (late may list it): what they get depends on late.
+      let held = 0;
+      const ofLate = complete(h.url, 'c-late', { type: 'ref/prompt', name: 'late__greet' }, 'name').finally(() => held++);
+      const ofTemplate = complete(h.url, 'c-template', { type: 'ref/resource', uri: 'sdk1://item/{id}' }, 'id').finally(() => held++);
+      const t0 = Date.now();
+      // m's prompt: m completes nothing, whatever late offers. Answered at once (was: held at the
+      // edge to the grace's end, 30 s, to learn whether late offers completions).
+      const ofM = await complete(h.url, 'c-m', { type: 'ref/prompt', name: 'm__greet' }, 'who');
+      expect(ofM.body?.result, JSON.stringify(ofM.body)).toMatchObject({ completion: { values: [] } });
+      // On /mcp/mine no server still starting is shown: none can offer completions there by the
+      // grace's end, so -32601 at once (was: after the grace).
+      const onMine = await complete(mine, 'c-mine', { type: 'ref/prompt', name: 'm__greet' }, 'who');
+      expect(onMine.body?.error?.code, JSON.stringify(onMine.body)).toBe(-32601);
+      expect(Date.now() - t0).toBeLessThan(15_000); // half the grace
+      expect([held, (await serverHealth(h.url, 'late'))?.state]).toEqual([0, 'starting']);
+      rmSync(lateHold);
+      expect(((await ofLate).body?.result?.completion as Json | undefined)?.values, JSON.stringify((await ofLate).body)).toEqual(['alice', 'albert']);
+      expect((await ofTemplate).body?.result?.completion, JSON.stringify((await ofTemplate).body)).toBeDefined();
+    } finally {
+      await h.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
   it('/healthz says "refusing", not "starting", in the grace once the first attempt has failed: calls no longer wait then', async () => {
     // e62b6d2, 7866eca: a fail-closed server whose first attempt failed is `starting` again (or
     // `restarting`) with its reason, and calls are refused at once, so "starting" would be untrue.
