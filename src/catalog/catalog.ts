@@ -7,7 +7,7 @@ import type { Aggregate, Connection, Routed, ServerHandle, View } from './types.
 import { Groups, toolFilter } from './filters.js';
 import { LIST_RETRY_MS, ListCache, type ListEntry } from './list-cache.js';
 import { fetchList } from './fetch-list.js';
-import { CHANGED_NOTIFICATION, LIST_KINDS, LIST_METHOD, NAME_FIELD, offers, type ListKind } from './lists.js';
+import { CHANGED_NOTIFICATION, LIST_KINDS, LIST_METHOD, NAME_FIELD, declaresListChanged, offers, type ListKind } from './lists.js';
 import { MAX_TEMPLATE_LENGTH, templateMatcher, type TemplateMatcher } from './uri-template.js';
 import type { NameAssigner } from './names.js';
 import { buildPart, type PartPolicy, type PartRecord, type CatalogEvent } from './part.js';
@@ -22,6 +22,7 @@ import { ListenManager } from './upstream-listen.js';
 import { principalConn, principalOfConn } from './principal-conn.js';
 import { LapsedLists } from './lapsed-lists.js';
 import { monotonicNow } from '../monotonic.js';
+import { MODERN } from '../protocol/era.js';
 
 export type { Aggregate, Connection, Routed, ServerHandle, View } from './types.js';
 
@@ -48,6 +49,8 @@ interface Part {
   h: ServerHandle;
   conn: Connection;
   e: ListEntry;
+  /** The cache key of `e` (a principal's connection may have been given the shared public list). */
+  key: string;
   records: PartRecord[];
   /** The pin generation its records were judged under (not the catalog's now: it may have moved meanwhile). */
   pinGen: number;
@@ -78,7 +81,7 @@ interface Built extends GroupView {
   /** Ready servers whose list failed with none to serve instead: left out, and asked again at the next list. */
   failed: readonly string[];
   views: Map<string, GroupView>;
-  /** Catalog.toolsEpoch when the lists it was built from were asked for (see readyTool). */
+  /** Catalog.changeEpoch when the lists it was built from were asked for (see readyTool). */
   epoch: number;
 }
 
@@ -180,12 +183,19 @@ export class Catalog extends EventEmitter {
   /** The shared tools list each principal's connection last learned from (entryFor). */
   private readonly taught = new WeakMap<object, readonly unknown[]>();
   /**
-   * Counts tool-list invalidations; `toolsChangedAt` has each server's last. An aggregate built
+   * Counts list changes; `toolsChangedAt` has each server's last of its tools. An aggregate built
    * before its server's list changed must not route calls to that server's tools: the new
    * definitions may be ones the pins refuse.
    */
-  private toolsEpoch = 0;
+  private changeEpoch = 0;
   private readonly toolsChangedAt = new Map<string, number>();
+  /**
+   * Each server's last moment (changeEpoch) its resource lists may have changed unseen by a list
+   * asked for before it: a list_changed heard, a restart, a listen gap, a principal's connection
+   * gone, or its changes heard only from then on (a listen stream acknowledged). A read is routed
+   * by a list kept 0 ms, without asking for it again, only if it was asked for since (lastValid).
+   */
+  private readonly resourcesChangedAt = new Map<string, number>();
   /**
    * `server\0kind` → why that list last failed on the server's own connection, until it next
    * succeeds: otherwise a ready server whose list is refused (too large, an error) shows 0 tools
@@ -225,6 +235,7 @@ export class Catalog extends EventEmitter {
       subscribedUris: (key) => opts.subscribedUris?.(serverOfListenKey(key), connOfListenKey(key)) ?? [],
       onGap: (key) => this.listenGap(key),
       onLeftOut: (key, uris) => opts.listenLeftOut?.(serverOfListenKey(key), connOfListenKey(key), uris),
+      onHearing: (key) => this.resourcesChanged(serverOfListenKey(key)),
     });
     this.itemPins = opts.itemPins ?? { prompts: new MemoryPinStore(), resources: new MemoryPinStore(), resourceTemplates: new MemoryPinStore() };
     for (const kind of LIST_KINDS) {
@@ -323,8 +334,15 @@ export class Catalog extends EventEmitter {
       upstream.on('state', onState);
     }
     // Its notification stream was down for a while (and what came meanwhile is not replayed).
-    upstream.on('gap', () => this.cache.expire(`${h.id}\0`));
+    upstream.on('gap', () => {
+      this.resourcesChanged(h.id);
+      this.cache.expire(`${h.id}\0`);
+    });
     upstream.on('notification', (n: { method: string; params?: Record<string, unknown> }) => {
+      // Reads stop going by the resource lists held now as it is heard: not after the handling
+      // of the notifications before it, the plugins, or the refetch gate. (One a plugin drops
+      // costs a read one list of each server.)
+      if (CHANGED_NOTIFICATION[n.method]?.includes('resources')) this.resourcesChanged(h.id);
       // Plugins may drop a notification; keep each server's notifications in order.
       const prev = this.notifyChain.get(h.id) ?? Promise.resolve();
       const next = prev.then(() => this.onNotification(this.current(h), n.method, n.params ?? {}, principal)).catch((err: unknown) =>
@@ -405,7 +423,15 @@ export class Catalog extends EventEmitter {
   /** Every list held goes through the checks and hooks again at its next build; until then no call is routed by the old one. */
   private judgeAgain(): void {
     this.pinGen++;
-    for (const h of this.servers()) this.toolsChangedAt.set(h.id, ++this.toolsEpoch);
+    for (const h of this.servers()) {
+      this.toolsChangedAt.set(h.id, ++this.changeEpoch);
+      this.resourcesChanged(h.id);
+    }
+  }
+
+  /** The server's resource lists may have changed since any of them was asked for (see resourcesChangedAt). */
+  private resourcesChanged(serverId: string): void {
+    this.resourcesChangedAt.set(serverId, ++this.changeEpoch);
   }
 
   /** No aggregate built so far is served or routed by again. */
@@ -436,7 +462,8 @@ export class Catalog extends EventEmitter {
 
   /** `principal`: only that principal's own partition (its connection's credential) changed, and only its clients are told. */
   invalidate(serverId: string, kinds: readonly ListKind[] = LIST_KINDS, principal?: string): void {
-    if (kinds.includes('tools')) this.toolsChangedAt.set(serverId, ++this.toolsEpoch);
+    if (kinds.includes('tools')) this.toolsChangedAt.set(serverId, ++this.changeEpoch);
+    if (kinds.includes('resources') || kinds.includes('resourceTemplates')) this.resourcesChanged(serverId);
     const own = principal === undefined ? '' : `\0${principalConn(principal)}`;
     for (const k of kinds) this.cache.invalidate(`${serverId}\0${k}${own}`);
     // Clients hear one resources/list_changed for both families, so a change of both is said once.
@@ -461,7 +488,8 @@ export class Catalog extends EventEmitter {
     });
     if (unheard.length) this.invalidate(serverId, unheard);
     // A call waits for the tools list and its pin check, as after a list_changed.
-    if (this.cache.peek(`${serverId}\0tools`)) this.toolsChangedAt.set(serverId, ++this.toolsEpoch);
+    if (this.cache.peek(`${serverId}\0tools`)) this.toolsChangedAt.set(serverId, ++this.changeEpoch);
+    this.resourcesChanged(serverId);
     this.cache.expire(`${serverId}\0`);
     const h = this.servers().find((x) => x.id === serverId);
     if (h) void this.warm(h);
@@ -476,7 +504,8 @@ export class Catalog extends EventEmitter {
    */
   private ownListsLapsed(serverId: string, principal: string): void {
     const own = `\0${principalConn(principal)}`;
-    if (this.cache.peek(`${serverId}\0tools${own}`)) this.toolsChangedAt.set(serverId, ++this.toolsEpoch);
+    if (this.cache.peek(`${serverId}\0tools${own}`)) this.toolsChangedAt.set(serverId, ++this.changeEpoch);
+    this.resourcesChanged(serverId);
     for (const k of LIST_KINDS) this.cache.expire(`${serverId}\0${k}${own}`);
   }
 
@@ -712,11 +741,12 @@ export class Catalog extends EventEmitter {
    * The upstream that serves a URI: an exact match in some resources list first (a server that
    * is down now counts with what its last list showed: a read of its resource is told it is
    * unavailable, never sent through another server's template), then the first matching
-   * template; ties go to the server listed first in the config (documented).
+   * template; ties go to the server listed first in the config (documented). By the lists built
+   * last for this principal while they hold (lastValid), else built now.
    */
   async routeUri(uri: string, view: View = {}): Promise<ServerHandle | undefined> {
     const ok = (h: ServerHandle) => this.groups.includes(view.group, 'resources', h.id, uri);
-    let resources = await this.build('resources', view.principal);
+    let resources = (await this.lastValid('resources', view.principal)) ?? (await this.build('resources', view.principal));
     let exact = this.groupView('resources', resources, view.group).byHubName.get(uri);
     // A server that came back while the list was built is in neither it nor what is down
     // (downResource): its URIs were routed nowhere, a read answered "not found" and a listen
@@ -729,7 +759,8 @@ export class Catalog extends EventEmitter {
     if (resources.hidden?.has(uriKey(uri))) return undefined;
     const down = await this.downResource(uri, view, true);
     if (down) return down;
-    for (const t of (await this.build('resourceTemplates', view.principal)).templates) if (t.matcher.test(uri) && ok(t.routed.server)) return t.routed.server;
+    const templates = (await this.lastValid('resourceTemplates', view.principal)) ?? (await this.build('resourceTemplates', view.principal));
+    for (const t of templates.templates) if (t.matcher.test(uri) && ok(t.routed.server)) return t.routed.server;
     // Neither listed nor templated: a link a tool of a server gave this principal (a server that
     // offers resources, ready, shown to this view; a URI its list hides was refused above).
     const linked = this.links.serverOf(view.principal ?? '', uri);
@@ -744,13 +775,74 @@ export class Catalog extends EventEmitter {
    * read through a template with the hidden resource, and name it.
    */
   async hidesAny(uris: readonly string[], view: View = {}): Promise<boolean> {
-    const hidden = (await this.build('resources', view.principal)).hidden;
+    const hidden = ((await this.lastValid('resources', view.principal)) ?? (await this.build('resources', view.principal))).hidden;
     return !!hidden && uris.some((u) => hidden.has(uriKey(u)));
   }
 
   /** The server owning a resource template, by its exact uriTemplate (completion refs name templates). */
   async templateOwner(uriTemplate: string, view: View = {}): Promise<ServerHandle | undefined> {
-    return this.groupView('resourceTemplates', await this.build('resourceTemplates', view.principal), view.group).byHubName.get(uriTemplate)?.server;
+    const templates = (await this.lastValid('resourceTemplates', view.principal)) ?? (await this.build('resourceTemplates', view.principal));
+    return this.groupView('resourceTemplates', templates, view.group).byHubName.get(uriTemplate)?.server;
+  }
+
+  /**
+   * The resources (or templates) aggregate built last for this principal (its authorization
+   * contexts: see build's memo key), when building it now would make the same of it, without
+   * asking any server for its list: the ready servers that offer the kind are those it has
+   * parts of, in the same order (none came back, none left, none failed to list, none down that
+   * this principal's own connection would list instead), under the same config record, pins,
+   * policy and plugins (pinGen), over the connections this principal's calls use now; and each
+   * part's list is the one its cache holds, fresh (a build would serve it as it is), or else
+   * (kept 0 ms, or past its ttl) asked for after the last moment its server's lists may have
+   * changed unheard (resourcesChangedAt), over a connection whose list changes the hub hears
+   * now. Otherwise undefined: the caller builds, as every read did (a read waited for every
+   * server's list, the slowest one's too, and refetched each kept 0 ms).
+   */
+  private async lastValid(kind: RouteKind, principal: string | undefined): Promise<Built | undefined> {
+    const mk = this.lastBuilt.get(`${kind}\0${principal ?? ''}`);
+    const last = mk === undefined ? undefined : this.built.get(mk);
+    if (!last || last.failed.length !== 0) return undefined;
+    const parts = last.parts;
+    // The connections first: what follows is checked after the last await, as of the answer.
+    if (this.opts.connection)
+      for (const p of parts) {
+        const conn = await this.connection(p.h, principal);
+        if (conn.credential !== p.conn.credential || conn.upstream !== p.conn.upstream) return undefined;
+      }
+    if (this.built.get(mk!) !== last || last.parts !== parts) return undefined;
+    const ready = this.ready(kind);
+    if (ready.length !== parts.length) return undefined;
+    for (let i = 0; i < parts.length; i++) if (!this.partHolds(kind, parts[i]!, ready[i]!)) return undefined;
+    const standsAlone = this.opts.standsAlone;
+    if (principal !== undefined && standsAlone && this.servers().some((h) => h.upstream.state !== 'ready' && h.upstream.state !== 'stopped' && standsAlone(h, principal, false))) return undefined;
+    return last;
+  }
+
+  /** Whether a build now would take part `p` as it is, for the ready server `h` in its place (lastValid). */
+  private partHolds(kind: RouteKind, p: Part, h: ServerHandle): boolean {
+    if (p.h !== h || p.pinGen !== this.pinGen || p.conn.upstream.state !== 'ready') return false;
+    const e = this.cache.peek(p.key);
+    if (!e || e.version !== p.e.version || e.retryAt !== undefined) return false;
+    const shared = `${h.id}\0${kind}`;
+    if (p.conn.credential !== '') {
+      // A principal's connection given the shared public list keeps it only while a build would
+      // give it that list; one with a list of its own, only while it would not.
+      if (p.key === shared) return this.sharedFor(shared) === e;
+      if (this.sharedFor(shared)) return false;
+    }
+    if (this.cache.isFresh(e)) return true;
+    return (e.askedAt ?? -1) >= (this.resourcesChangedAt.get(h.id) ?? 0) && this.hearsResourceChanges(h, p.conn);
+  }
+
+  /**
+   * Whether a change of the server's resource lists on this connection would be heard: a modern
+   * connection's listen stream says them (acknowledged), a legacy one declared listChanged and
+   * has the stream that carries it.
+   */
+  private hearsResourceChanges(h: ServerHandle, conn: Connection): boolean {
+    const up = conn.upstream;
+    if (up.era === MODERN) return this.listens.hearsListChanges(listenKeyOf(h.id, conn.credential), 'resourcesListChanged');
+    return declaresListChanged(up.capabilities, 'resources') && up.hearsNotifications !== false;
   }
 
   /** The connection (and authorization context) a principal's requests to a server use. */
@@ -839,23 +931,38 @@ export class Catalog extends EventEmitter {
     return { ttlMs, scope };
   }
 
-  /** The list entry for a server, kind and authorization context; public entries of the server's own context are shared. */
-  private entryFor(h: ServerHandle, kind: ListKind, conn: Connection): Promise<ListEntry> {
+  /**
+   * The list entry for a server, kind and authorization context, and its cache key; public
+   * entries of the server's own context are shared.
+   */
+  private entryFor(h: ServerHandle, kind: ListKind, conn: Connection): { key: string; entry: Promise<ListEntry> } {
     const shared = `${h.id}\0${kind}`;
     if (conn.credential !== '') {
-      const e = this.cache.peek(shared);
-      if (e && e.scope === 'public' && this.cache.isFresh(e)) {
+      const e = this.sharedFor(shared);
+      if (e) {
         // Calls by this list go over the principal's own connection, which never saw it: it
         // needs the tools' x-mcp-header declarations (once per list it is given).
         if (kind === 'tools' && conn.upstream.learnTools && this.taught.get(conn.upstream) !== e.items) {
           this.taught.set(conn.upstream, e.items);
           conn.upstream.learnTools(e.items);
         }
-        return Promise.resolve(e);
+        return { key: shared, entry: Promise.resolve(e) };
       }
     }
     const key = conn.credential === '' ? shared : `${shared}\0${conn.credential}`;
-    return this.cache.get(key, () => fetchList(conn.upstream, kind, h.config.cacheTtlMs, this.cacheNow));
+    return {
+      key,
+      entry: this.cache.get(key, () => {
+        const askedAt = this.changeEpoch;
+        return fetchList(conn.upstream, kind, h.config.cacheTtlMs, this.cacheNow).then((l) => Object.assign(l, { askedAt }));
+      }),
+    };
+  }
+
+  /** The shared entry under `shared` when a principal's own connection is given it: public and fresh. */
+  private sharedFor(shared: string): ListEntry | undefined {
+    const e = this.cache.peek(shared);
+    return e && e.scope === 'public' && this.cache.isFresh(e) ? e : undefined;
   }
 
   /** Why a list of the server's own connection failed last (none since it succeeded). */
@@ -886,7 +993,8 @@ export class Catalog extends EventEmitter {
   }
 
   private async partOf(kind: ListKind, h: ServerHandle, conn: Connection): Promise<Part> {
-    const e = await this.entryFor(h, kind, conn);
+    const { key, entry } = this.entryFor(h, kind, conn);
+    const e = await entry;
     const pk = partKey(h.id, conn.credential, kind);
     let memo = this.parts.get(pk);
     if (!memo || memo.version !== e.version || memo.pinGen !== this.pinGen) {
@@ -927,7 +1035,7 @@ export class Catalog extends EventEmitter {
       });
     }
     const m = memo;
-    return { h, conn, e, records: await m.records, pinGen: m.pinGen };
+    return { h, conn, e, key, records: await m.records, pinGen: m.pinGen };
   }
 
   /**
@@ -939,7 +1047,7 @@ export class Catalog extends EventEmitter {
   }
 
   private async build(kind: ListKind, principal: string | undefined): Promise<Built> {
-    const epoch = this.toolsEpoch;
+    const epoch = this.changeEpoch;
     const ready = this.ready(kind);
     // A server whose main connection is down, to a principal whose own connection needs none of
     // it (standsAlone): listed from that connection (made now, as for a server that is up) once

@@ -18,6 +18,8 @@ export interface ListEntry {
   version: number;
   /** Its refresh failed: served stale, and not fetched again, until then. */
   retryAt?: number;
+  /** Set by its fetcher: when it was asked for, on the fetcher's own count (Catalog's changeEpoch). */
+  askedAt?: number;
 }
 
 export type Fetcher = () => Promise<Omit<ListEntry, 'receivedAt' | 'version'>>;

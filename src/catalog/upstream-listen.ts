@@ -62,6 +62,8 @@ interface Stream {
   ackedAt?: number;
   /** Its list-change flags (the base's; `{}` for a stream of URIs only). */
   flagsKey: string;
+  /** The list-change flags its acknowledgement honoured (a base's). */
+  heard?: ReadonlySet<string>;
 }
 
 interface Tracked {
@@ -96,6 +98,11 @@ export interface ListenManagerOptions {
    * then: see Hub.subscribeResources) learn otherwise only from the caller.
    */
   onLeftOut?(key: string, uris: string[]): void;
+  /**
+   * A stream with list-change flags was acknowledged: changes said from now on are heard (one
+   * said before it may not have been: a list asked for before then may be out of date).
+   */
+  onHearing?(key: string): void;
 }
 
 export function filterFor(upstream: Upstream, uris: string[]): ListenFilter | undefined {
@@ -198,6 +205,14 @@ export class ListenManager {
     });
   }
 
+  /**
+   * Whether an acknowledged stream of this connection watches list changes of a family: its
+   * base (the stream with the list-change flags) is open and its acknowledgement honoured `flag`.
+   */
+  hearsListChanges(id: string, flag: 'toolsListChanged' | 'promptsListChanged' | 'resourcesListChanged'): boolean {
+    return this.tracked.get(id)?.streams[0]?.heard?.has(flag) === true;
+  }
+
   /** Whether a listen stream to this server is open (for status and tests). */
   listening(id: string): boolean {
     const t = this.tracked.get(id);
@@ -290,14 +305,17 @@ export class ListenManager {
       if (m.method !== 'notifications/subscriptions/acknowledged' || t.opening?.stream !== stream || stream.ackedAt !== undefined) return;
       clearTimeout(slow);
       stream.ackedAt = monotonicNow();
-      const subs = (m.params.notifications as { resourceSubscriptions?: unknown } | undefined)?.resourceSubscriptions;
+      const notifications = m.params.notifications as Record<string, unknown> | undefined;
+      const subs = notifications?.resourceSubscriptions;
       stream.honoured = new Set(Array.isArray(subs) ? subs.filter((u): u is string => typeof u === 'string') : []);
+      if (flagsKey !== '{}') stream.heard = new Set(Object.keys(notifications ?? {}).filter((k) => k !== 'resourceSubscriptions' && notifications![k] === true));
       // It takes the place of those it replaces, closed only now: a change said while it was
       // opened reached one of them.
       const replaced = t.streams.splice(t.opening.from, t.streams.length, stream);
       t.opening = undefined;
       for (const s of replaced) s.handle.close();
       this.log.debug({ server: t.id, honoured: m.params.notifications, streams: t.streams.length }, 'upstream listen acknowledged');
+      if (stream.heard && this.tracked.get(t.id) === t) this.opts.onHearing?.(t.id);
       // Said before the waiters hear it: a subscriber still waiting for this answer is not yet
       // told anything, and is answered by it (honours).
       if (this.tracked.get(t.id) === t) this.leftOut(t, [...stream.asked].filter((u) => !stream.honoured!.has(u)));
