@@ -163,12 +163,12 @@ describe('the catalog routing reads by the lists it built last (real stdio upstr
     fixtures = [];
     catalogs = [];
   });
-  const catalogOver = async (servers: Record<string, Record<string, string>>, opts: ConstructorParameters<typeof Catalog>[3] = {}) => {
+  const catalogOver = async (servers: Record<string, Record<string, string>>, opts: ConstructorParameters<typeof Catalog>[3] = {}, over: Parameters<typeof serverConfig>[1] = {}) => {
     const handles: ServerHandle[] = [];
     for (const [id, env] of Object.entries(servers)) {
       const f = await startMutable(id, { LIST_TTL_MS: '0', ...env });
       fixtures.push(f);
-      handles.push({ id, config: serverConfig(id), upstream: f.upstream });
+      handles.push({ id, config: serverConfig(id, over), upstream: f.upstream });
     }
     const c = new Catalog(() => handles, new NameAssigner(), silentLogger, opts);
     for (const h of handles) c.watch(h);
@@ -187,6 +187,17 @@ describe('the catalog routing reads by the lists it built last (real stdio upstr
     }
     const after = stats.map((f) => f.stats()['resources/list'] ?? 0);
     expect(after[0]! - before[0]!).toBe(2 * N);
+  });
+
+  it('a legacy server kept 0 ms by cacheTtlMs, which says its list changes: read by the list held until it says one', async () => {
+    const { c, stats } = await catalogOver({ l: { ERA: 'legacy', DOC_URI: 'l://doc' } }, {}, { cacheTtlMs: 0 });
+    const [l] = stats;
+    expect((await c.routeUri('l://doc'))?.id).toBe('l');
+    const before = l!.stats()['resources/list'] ?? 0;
+    for (let i = 0; i < N; i++) expect((await c.routeUri('l://doc'))?.id).toBe('l');
+    expect((l!.stats()['resources/list'] ?? 0) - before).toBe(0);
+    await l!.upstream.request('tools/call', { name: 'touch', arguments: { uri: 'l://new', listed: true } });
+    expect((await c.routeUri('l://new'))?.id).toBe('l');
   });
 
   it('a server restarted with another list: reads after it go by the new one', async () => {
