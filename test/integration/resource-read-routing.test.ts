@@ -4,7 +4,7 @@
  * still hold (no list_changed, restart or listen gap since, the server's changes heard), not by
  * asking every server for its lists again at every read. Counted on the upstreams themselves.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Catalog, type ServerHandle } from '../../src/catalog/catalog.js';
@@ -25,6 +25,7 @@ describe('resources/read over upstreams whose lists are kept 0 ms', () => {
   let hub: HubProcess;
   const dir = tmp();
   const statsOf = (id: string) => join(dir, `${id}.json`);
+  const gate = join(dir, 'slow-gate');
   const count = (id: string, method: string) => (JSON.parse(readFileSync(statsOf(id), 'utf8')) as Record<string, number>)[method] ?? 0;
   const lists = (id: string) => ({ resources: count(id, 'resources/list'), templates: count(id, 'resources/templates/list') });
   const server = (id: string, env: Record<string, string>) => nodeServer(MUTABLE, [], { ERA: 'modern', LIST_TTL_MS: '0', STATS_FILE: statsOf(id), TAG: `@${id}`, ...env });
@@ -36,10 +37,13 @@ describe('resources/read over upstreams whose lists are kept 0 ms', () => {
   const text = (r: Json) => ((r.result as { contents?: { text?: string }[] } | undefined)?.contents?.[0]?.text ?? JSON.stringify(r));
 
   beforeAll(async () => {
+    writeFileSync(gate, '');
     hub = await startHub({
       policy: { poisoning: 'block' },
       servers: {
         a: server('a', { DOC_URI: 'doc://one' }),
+        // Its resources/list is answered only while the gate file exists.
+        slow: server('slow', { DOC_URI: 'slow://doc', RESOURCES_GATE: gate }),
         b: server('b', { DOC_URI: 'b://doc', TEMPLATE: 'b://files/{name}' }),
         // A resource hidden for poisoning whose URI its own server's template matches too.
         bad: server('bad', {
@@ -49,27 +53,48 @@ describe('resources/read over upstreams whose lists are kept 0 ms', () => {
         }),
       },
     });
-    await waitForReady(hub.url, ['a', 'b', 'bad']);
+    await waitForReady(hub.url, ['a', 'slow', 'b', 'bad']);
     // Each listens (its list changes are heard from then on).
-    for (let i = 0; i < 200 && !['a', 'b', 'bad'].every((id) => count(id, 'subscriptions/listen') >= 1); i++) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 200 && !['a', 'slow', 'b', 'bad'].every((id) => count(id, 'subscriptions/listen') >= 1); i++) await new Promise((r) => setTimeout(r, 50));
   }, 60_000);
   afterAll(async () => void (await hub?.stop()));
 
   it(`${N} reads of a listed URI and of a templated one ask each server for its lists once, not ${N} times`, async () => {
     expect(text(await read('doc://one'))).toBe('first version@a');
-    const before = { a: lists('a'), b: lists('b'), bad: lists('bad') };
+    const before = { a: lists('a'), slow: lists('slow'), b: lists('b'), bad: lists('bad') };
     for (let i = 0; i < N; i++) {
       expect(text(await read('doc://one'))).toBe('first version@a');
       // b's template: not found by b (no such file), but routed there.
       expect((await read('b://files/x')).error).toMatchObject({ code: -32602 });
     }
-    for (const id of ['a', 'b', 'bad'] as const) {
+    for (const id of ['a', 'slow', 'b', 'bad'] as const) {
       const after = lists(id);
       // The templates list is first needed by the first templated read.
       expect(after.resources - before[id].resources, `${id} resources/list`).toBeLessThanOrEqual(1);
       expect(after.templates - before[id].templates, `${id} resources/templates/list`).toBeLessThanOrEqual(1);
     }
     expect(count('b', 'resources/read')).toBeGreaterThanOrEqual(N);
+  });
+
+  it("a read waits for no other server's list: one held, reads of the others' resources are answered", async () => {
+    expect(text(await read('slow://doc'))).toBe('first version@slow');
+    const held = lists('slow').resources;
+    rmSync(gate);
+    try {
+      for (let i = 0; i < N; i++) {
+        let timer: NodeJS.Timeout | undefined;
+        const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error("the read waited for slow's resources/list")), 10_000)));
+        try {
+          expect(text(await Promise.race([read('doc://one'), late]))).toBe('first version@a');
+          expect(text(await Promise.race([read('slow://doc'), late]))).toBe('first version@slow');
+        } finally {
+          clearTimeout(timer);
+        }
+      }
+      expect(lists('slow').resources).toBe(held);
+    } finally {
+      writeFileSync(gate, '');
+    }
   });
 
   it('a list_changed makes the next read use the new list: a URI added is found, a URI removed goes to the server that has it now', async () => {
