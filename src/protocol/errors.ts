@@ -25,6 +25,17 @@ export function codeSeenBy(modernClient: boolean, code: number): number {
   return modernClient && code === LEGACY_RESOURCE_NOT_FOUND ? INVALID_PARAMS : code;
 }
 
+/**
+ * Whether an error's data is the 2026 resource-not-found's, {uri} and nothing more: the
+ * spec's example, and what the SDK v2 sends and reads as one (its -32602 of any other data is
+ * ordinary invalid params).
+ */
+export function namesOnlyUri(data: unknown): boolean {
+  if (data === null || typeof data !== 'object' || Array.isArray(data)) return false;
+  const keys = Object.keys(data);
+  return keys.length === 1 && keys[0] === 'uri' && typeof (data as { uri: unknown }).uri === 'string';
+}
+
 export interface RpcErrorObject {
   code: number;
   message: string;

@@ -6,7 +6,7 @@ import { KIND_OF_METHOD, NAME_FIELD, type ListKind } from '../catalog/lists.js';
 import { decodeCursor, encodeCursor } from '../catalog/cursor.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditBegin, AuditEnd } from '../ledger/types.js';
-import { CancelledError, HubStoppingError, INTERNAL_ERROR, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, notSent, RpcError, UpstreamUnavailableError } from '../protocol/errors.js';
+import { CancelledError, HubStoppingError, INTERNAL_ERROR, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, namesOnlyUri, notSent, RpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import { completionArgumentsProblem, promptArgumentsProblem } from '../protocol/string-args.js';
 import { copyOf } from '../protocol/copy.js';
 import type { CallOptions, Upstream } from '../upstream/types.js';
@@ -387,11 +387,16 @@ export class Router {
     return outcomeSeenBy(ctx.clientEra === MODERN, err);
   }
 
-  /** Resource-not-found is -32002 in the legacy era and -32602 + data.uri in the modern one; the core uses -32002. */
+  /**
+   * Resource-not-found is -32002 in the legacy era and -32602 + data.uri in the modern one; the
+   * core uses -32002. A -32602 is a not-found only in that form, data {uri} and nothing more (as
+   * the SDK v2 reads it): the 2026 code is also every other invalid params, and one whose data
+   * says more ({uri, reason} for a URI the SDK cannot parse) or nothing is passed on as it is,
+   * invalid params in both eras, rather than told to a legacy client as a resource not found.
+   */
   private normaliseNotFound(method: string, params: Result, err: unknown): unknown {
     if (method !== 'resources/read' || !(err instanceof RpcError)) return err;
-    const data = err.data as { uri?: unknown } | undefined;
-    if (err.code === LEGACY_RESOURCE_NOT_FOUND || (err.code === INVALID_PARAMS && data && typeof data.uri === 'string'))
+    if (err.code === LEGACY_RESOURCE_NOT_FOUND || (err.code === INVALID_PARAMS && namesOnlyUri(err.data)))
       return new RpcError(LEGACY_RESOURCE_NOT_FOUND, err.message || 'Resource not found', { uri: params.uri });
     return err;
   }
