@@ -136,9 +136,10 @@ export class Endpoint {
     }
     if (verdict.era === 'modern' && c.kind === 'request') return this.modern(c.msg, ex);
     if (verdict.era === 'modern') {
-      // Modern clients send no notifications over HTTP (nothing to do but check the headers
-      // every POST carries); on stdio only notifications/cancelled.
-      const bad = ex.transport === 'http' && c.kind === 'notification' ? checkModernHeaders(c.msg.method, c.msg.params, ex) : null;
+      // Modern clients send no notifications over HTTP (nothing to do but check the headers it
+      // carries, then accept it: a client may still send one, as the SDK v2 does on closing a
+      // listen, and closing the stream is what cancels); on stdio only notifications/cancelled.
+      const bad = ex.transport === 'http' && c.kind === 'notification' ? checkModernHeaders(c.msg.method, c.msg.params, ex, true) : null;
       if (bad) return ex.reply(errorResponse(undefined, bad.error), bad.status);
       if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled' && stdioSession) this.cancelModernStdio(c.msg);
       ex.reply(undefined, 202);

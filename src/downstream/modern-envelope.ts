@@ -41,8 +41,13 @@ export function checkModern(req: Request, ex: Exchange): { error: RpcError; stat
   return null;
 }
 
-/** The version in `_meta` and the headers every modern POST carries (requests and notifications alike). */
-export function checkModernHeaders(method: string, params: Params | undefined, ex: Exchange): { error: RpcError; status: number } | null {
+/**
+ * The version in `_meta` and the headers every modern POST carries. A notification's POST is
+ * held to headers only where it has them: the 2026 revision defines no header for one (and no
+ * client notification over HTTP), and the SDK v2 client POSTs its listen teardown's
+ * notifications/cancelled without Mcp-Method; a header it does send must agree with its body.
+ */
+export function checkModernHeaders(method: string, params: Params | undefined, ex: Exchange, notification = false): { error: RpcError; status: number } | null {
   const req = { method, params };
   const meta = (req.params?._meta ?? {}) as Params;
   const version = meta[META_PROTOCOL_VERSION];
@@ -64,7 +69,7 @@ export function checkModernHeaders(method: string, params: Params | undefined, e
     };
   if (ex.transport === 'http') {
     const hm = ex.header('mcp-method');
-    if (hm !== req.method)
+    if (hm !== req.method && !(notification && hm === undefined))
       return { status: 400, error: new RpcError(HEADER_MISMATCH, hm === undefined ? 'missing Mcp-Method header' : `Mcp-Method header ${hm} does not match method ${req.method}`) };
     const field = NAMED[req.method];
     if (field) {

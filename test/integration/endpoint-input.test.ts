@@ -4,6 +4,7 @@
  * written to stdout. Raw fetch / node:http only, against the real built binary.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import {
   LEGACY_VERSION,
@@ -18,6 +19,7 @@ import {
   legacySession,
   post,
   rawHttp,
+  recordingFetch,
   waitForReady,
   type RawReply,
   type RpcMessage,
@@ -334,17 +336,41 @@ describe('bad input at the HTTP endpoint', () => {
     expect((await post(url, { jsonrpc: '2.0', id: 23, method: 'tools/list', params: {} }, { ...JSON_HEADERS, 'mcp-session-id': s.sessionId })).status).toBe(200);
   });
 
-  it('a modern notification over HTTP is checked like any POST: bad headers → 400, else 202', async () => {
+  // The 2026 revision defines no client notifications over HTTP, nor headers for a notification
+  // POST: one is accepted (202, and nothing done: closing a stream is what cancels), but headers
+  // it does carry must agree with its body.
+  it('a modern notification over HTTP: headers that disagree with its body → 400, an absent Mcp-Method is no fault, else 202', async () => {
     const note = (meta = modernMeta()) => ({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1, _meta: meta } });
     const mismatch = await post(url, note(), { ...JSON_HEADERS, 'mcp-protocol-version': MODERN_VERSION, 'mcp-method': 'tools/call' });
     expect(mismatch.status).toBe(400);
     expect(mismatch.body).toMatchObject({ error: { code: -32020 } });
     const noMethod = await post(url, note(), { ...JSON_HEADERS, 'mcp-protocol-version': MODERN_VERSION });
-    expect(noMethod.body).toMatchObject({ error: { code: -32020 } });
+    expect(noMethod.status).toBe(202);
+    const otherVersion = await post(url, note(), { ...JSON_HEADERS, 'mcp-protocol-version': '2025-11-25', 'mcp-method': 'notifications/cancelled' });
+    expect(otherVersion.status).toBe(400);
+    expect(otherVersion.body).toMatchObject({ error: { code: -32020 } });
     const unsupported = await post(url, note(modernMeta({ [META_VERSION]: '2099-01-01' })), { ...JSON_HEADERS, 'mcp-protocol-version': '2099-01-01', 'mcp-method': 'notifications/cancelled' });
     expect(unsupported.status).toBe(400);
     expect(unsupported.body).toMatchObject({ error: { code: -32022 } });
     expect((await post(url, note(), { ...JSON_HEADERS, 'mcp-protocol-version': MODERN_VERSION, 'mcp-method': 'notifications/cancelled' })).status).toBe(202);
+  });
+
+  it("an SDK v2 client's listen teardown (notifications/cancelled, POSTed without Mcp-Method) is accepted: 202, no error at the client", async () => {
+    const rec = recordingFetch();
+    const client = new ClientV2({ name: 'listen-closer', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    const errors: unknown[] = [];
+    client.onerror = (e) => errors.push(e);
+    await client.connect(new TransportV2(new URL(url), { fetch: rec.fetch }));
+    try {
+      const sub = await client.listen({ toolsListChanged: true });
+      // close() awaits the notification's POST, so its answer is in by now.
+      await sub.close();
+      const teardown = (await rec.settled()).filter((e) => e.request.method === 'notifications/cancelled');
+      expect(teardown.map((e) => e.status)).toEqual([202]);
+      expect(errors).toEqual([]);
+    } finally {
+      await client.close();
+    }
   });
 
   it('malformed client capabilities or clientInfo → 400 with -32602, whichever era serves the tool', async () => {
