@@ -386,3 +386,314 @@ describe('2,500 random and mutated frames over switchyard stdio', () => {
     expect(stderr).not.toMatch(/unexpected error while handling|request handler failed/);
   }, 600_000);
 });
+
+// ------------------------------------------------------------------------------------------
+// Each odd frame gets its era's answer. The runs above prove nothing breaks; these say what a
+// frame of each kind is answered with, on both edges and in both eras: the JSON-RPC code (and on
+// HTTP the status) of digest §1.3 / §6.3, the id when the frame's could be read, and for a call
+// carrying `_meta` keys the hub does not know, those keys at the upstream unchanged.
+
+/** What the hub owes a frame: its HTTP status, its error code and the id it names (none if unread); or, for a call, its unknown `_meta` keys as the upstream got them. */
+interface Owed {
+  status: number;
+  code?: number;
+  id?: string | number;
+  forwards?: Obj;
+}
+interface OddFrame {
+  kind: string;
+  era: 'modern' | 'legacy';
+  text: string;
+  /** What its headers say over HTTP (the modern ones mirror it; a mismatch names another). */
+  method: string;
+  name?: string;
+  headers?: Record<string, string>;
+  owed: Owed;
+  /** An HTTP-only matter (headers, a claim the stdio edge reads as no claim at all). */
+  httpOnly?: boolean;
+  /** Over stdio: the error a line over the limit gets (no status, no id). */
+  stdioOwed?: Owed;
+}
+
+const ODD_RUNS = 300;
+const ECHO_TOOLS = ['ql__echo', 'qm__echo'];
+const oddId = fc.oneof(fc.integer({ min: -(2 ** 53 - 1), max: 2 ** 53 - 1 }), fc.string({ maxLength: 12 }));
+const envelope = (): Obj => ({ [PV]: MODERN, [CAPS]: {}, [INFO]: { name: 'fuzz', version: '1' } });
+function oddRequest(era: 'modern' | 'legacy', rid: unknown, method: string, p: Obj = {}): Obj {
+  return { jsonrpc: '2.0', id: rid, method, params: era === 'modern' ? { ...p, _meta: { ...envelope(), ...(p._meta as Obj | undefined) } } : p };
+}
+const notJson = (s: string): boolean => {
+  try {
+    JSON.parse(s.replace(/^\uFEFF/, ''));
+    return false;
+  } catch {
+    return s.trim() !== '';
+  }
+};
+/** An id no MCP message may carry: null, an object, an array, a boolean, a fraction, an integer a JSON number does not hold exactly (raw JSON text). */
+const badIdText = fc.oneof(
+  fc.constantFrom('null', '{}', '[]', '[1]', 'true', 'false', '1.5', '-0.25', '1e300', '9007199254740993', '123456789012345678901234567890'),
+  fc.double({ noNaN: true, noDefaultInfinity: true }).filter((d) => !Number.isInteger(d)).map((d) => JSON.stringify(d)),
+  fc.bigInt({ min: 2n ** 53n + 1n, max: 2n ** 80n }).map((b) => (Math.random() < 0.5 ? '-' : '') + b.toString()),
+);
+/** A `_meta` key the hub has no reading of (the spec's key grammar, no reserved prefix, none of its own or the bare reserved names). */
+const label = fc.stringMatching(/^[a-z](?:[a-z0-9-]{0,6}[a-z0-9])?$/);
+const foreignKey = fc
+  .tuple(fc.option(fc.array(label, { minLength: 1, maxLength: 3 }), { nil: undefined }), fc.stringMatching(/^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,10}[A-Za-z0-9])?$/))
+  .filter(([labels]) => labels === undefined || !['modelcontextprotocol', 'mcp'].includes(labels[1] ?? '') && labels.join('.') !== 'dev.switchyard')
+  .map(([labels, name]) => (labels ? `${labels.join('.')}/${name}` : name))
+  .filter((k) => !['progressToken', 'traceparent', 'tracestate', 'baggage'].includes(k));
+
+function oddFrames(era: 'modern' | 'legacy'): fc.Arbitrary<OddFrame> {
+  const plain = (kind: string, text: string, owed: Owed, method = 'tools/list', extra: Partial<OddFrame> = {}): OddFrame => ({ kind, era, text, method, owed, ...extra });
+  const kinds: fc.Arbitrary<OddFrame>[] = [
+    // Not JSON: printable garbage, or a request cut short.
+    fc
+      .oneof(printable, fc.tuple(oddId, fc.nat()).map(([rid, n]) => { const t = JSON.stringify(oddRequest(era, rid, 'tools/list')); return t.slice(0, n % t.length); }))
+      .filter(notJson)
+      .map((t) => plain('not JSON', t, { status: 400, code: -32700 })),
+    // A jsonrpc that is not "2.0" (or none): -32600 naming the id it could read.
+    fc.tuple(oddId, fc.constantFrom<unknown>('1.0', '2', 2, null, true, '', undefined, ' 2.0')).map(([rid, v]) => {
+      const o = { ...oddRequest(era, rid, 'tools/list'), jsonrpc: v };
+      if (v === undefined) delete o.jsonrpc;
+      return plain('jsonrpc', JSON.stringify(o), { status: 400, code: -32600, id: rid });
+    }),
+    // An id of no allowed type: -32600 with no id.
+    fc.tuple(badIdText, fc.constantFrom('tools/list', 'ping', 'tools/call')).map(([raw, method]) =>
+      plain('bad id', JSON.stringify(oddRequest(era, '\u0000ID', method)).replace('"\\u0000ID"', raw), { status: 400, code: -32600 }, method),
+    ),
+    // A batch (neither era has them; a 2025-03-26 session alone may send one): -32600.
+    fc.array(oddId, { maxLength: 3 }).map((ids) => plain('batch', JSON.stringify(ids.map((rid) => oddRequest(era, rid, 'tools/list'))), { status: 400, code: -32600 })),
+    // params that are no object: -32600 naming the id.
+    fc.tuple(oddId, fc.constantFrom('tools/list', 'tools/call', 'ping', 'resources/read'), fc.oneof(fc.array(json, { maxLength: 3 }), fc.string({ maxLength: 8 }), fc.integer(), fc.boolean(), fc.constant(null))).map(([rid, method, p]) =>
+      plain('params', JSON.stringify({ jsonrpc: '2.0', id: rid, method, params: p }), { status: 400, code: -32600, id: rid }, method),
+    ),
+    // A method nobody has (the prototype's names among them, and long ones): -32601; 404 for a modern client.
+    fc.tuple(oddId, fc.oneof(printable.map((s) => `fuzz/${s}`), fc.constantFrom('constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf'), fc.integer({ min: 200, max: 4000 }).map((n) => 'm'.repeat(n)))).map(([rid, method]) =>
+      plain('method', JSON.stringify(oddRequest(era, rid, method)), { status: era === 'modern' ? 404 : 200, code: -32601, id: rid }, method),
+    ),
+    // An over-long tool name (the body within the limit): an unknown tool, -32602 in-band.
+    fc.tuple(oddId, fc.integer({ min: 500, max: 6000 })).map(([rid, n]) =>
+      plain('long name', JSON.stringify(oddRequest(era, rid, 'tools/call', { name: 'x'.repeat(n), arguments: {} })), { status: 200, code: -32602, id: rid }, 'tools/call', { name: 'x'.repeat(n) }),
+    ),
+    // A body over listen.maxBodyBytes: 413 before anything is read; a stdio line so long, -32600 without an id.
+    fc.tuple(oddId, fc.integer({ min: MAX_BODY + 10, max: MAX_BODY * 2 })).map(([rid, n]) =>
+      plain('too large', JSON.stringify(oddRequest(era, rid, 'ping', { pad: 'x'.repeat(n) })), { status: 413 }, 'ping', { stdioOwed: { status: 0, code: -32600 } }),
+    ),
+    // A call of an echoing tool with `_meta` keys the hub does not know: they reach the upstream as they were.
+    fc.tuple(oddId, fc.constantFrom(...ECHO_TOOLS), fc.dictionary(foreignKey, json, { minKeys: 1, maxKeys: 4 })).map(([rid, tool, extra]) =>
+      plain('foreign _meta', JSON.stringify(oddRequest(era, rid, 'tools/call', { name: tool, arguments: {}, _meta: extra })), { status: 200, id: rid, forwards: JSON.parse(JSON.stringify(extra)) as Obj }, 'tools/call', { name: tool }),
+    ),
+  ];
+  if (era === 'modern') {
+    const method = fc.constantFrom('tools/list', 'server/discover', 'prompts/list', 'resources/list');
+    kinds.push(
+      // Without clientCapabilities, or with one that is no object: -32602, 400.
+      fc.tuple(oddId, method, fc.oneof(fc.constant(undefined), fc.constant(null), fc.array(json, { maxLength: 2 }), fc.string({ maxLength: 5 }), fc.integer())).map(([rid, m, caps]) => {
+        const o = oddRequest(era, rid, m);
+        const meta = (o.params as Obj)._meta as Obj;
+        if (caps === undefined) delete meta[CAPS];
+        else meta[CAPS] = caps;
+        return plain('capabilities', JSON.stringify(o), { status: 400, code: -32602, id: rid }, m);
+      }),
+      // No version claim in the body (no _meta, one of the wrong type, or no version key) under a
+      // modern version header: -32602, 400. (Over stdio that is a legacy request: no header says otherwise.)
+      fc.tuple(oddId, method, fc.constantFrom<unknown>('none', 'no params', null, [], 'x', 7)).map(([rid, m, how]) => {
+        const o = oddRequest(era, rid, m);
+        if (how === 'none') delete ((o.params as Obj)._meta as Obj)[PV];
+        else if (how === 'no params') delete o.params;
+        else (o.params as Obj)._meta = how;
+        return plain('no claim', JSON.stringify(o), { status: 400, code: -32602, id: rid }, m, { httpOnly: true });
+      }),
+      // A version the hub does not serve, in the body and the header alike: -32022, 400.
+      fc.tuple(oddId, method, fc.constantFrom('2099-01-01', LEGACY, '2024-11-05', '1.0', 'latest')).map(([rid, m, v]) =>
+        plain('version', JSON.stringify(oddRequest(era, rid, m, { _meta: { [PV]: v } })), { status: 400, code: -32022, id: rid }, m, { headers: { 'mcp-protocol-version': v } }),
+      ),
+      // Headers that disagree with the body (the version, or the method): -32020, 400.
+      fc.tuple(oddId, method, fc.boolean()).map(([rid, m, version]) =>
+        plain('header mismatch', JSON.stringify(oddRequest(era, rid, m)), { status: 400, code: -32020, id: rid }, m, {
+          httpOnly: true,
+          headers: version ? { 'mcp-protocol-version': '2099-01-01' } : { 'mcp-method': m === 'tools/list' ? 'prompts/list' : 'tools/list' },
+        }),
+      ),
+    );
+  }
+  return fc.oneof(...kinds);
+}
+
+function oddConfigFor(dir: string): Record<string, unknown> {
+  return {
+    ledger: { path: join(dir, 'ledger.db') },
+    listen: { maxBodyBytes: MAX_BODY },
+    servers: { ql: nodeServer('test/fixtures/quirks/legacy-32601.mjs'), qm: nodeServer('test/fixtures/quirks/modern.mjs') },
+  };
+}
+
+/** The answer `m` is the one `owed` says (an error of its code and id; or a result whose upstream saw the foreign keys). */
+function expectOwed(f: OddFrame, owed: Owed, m: RpcMessage | undefined): void {
+  const where = `${f.kind} (${f.era}): ${f.text.slice(0, 200)}`;
+  expect(m, where).toBeDefined();
+  if (owed.forwards) {
+    expect(m!.error, where).toBeUndefined();
+    const seen = (m!.result?.structuredContent as { meta?: Obj } | undefined)?.meta;
+    expect(seen, where).toMatchObject(owed.forwards);
+    return;
+  }
+  expect(m!.error?.code, where).toBe(owed.code);
+  expect(m!.id, where).toBe(owed.id);
+}
+
+describe('odd frames get their era’s answer', () => {
+  let hub: HubProcess;
+  let session: string;
+
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-odd-http-'));
+    hub = await startHub(oddConfigFor(dir), { dir });
+    await waitForState(hub.url, 'ql', ['ready']);
+    await waitForState(hub.url, 'qm', ['ready']);
+    const r = await fetch(hub.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: LEGACY, capabilities: {}, clientInfo: { name: 'odd', version: '1' } } }),
+    });
+    await r.text();
+    session = r.headers.get('mcp-session-id')!;
+  }, 60_000);
+
+  afterAll(async () => {
+    expect(await hub?.stop()).toBe(0);
+  });
+
+  it('over HTTP, modern requests and a legacy session: the status, code and id of each era, foreign _meta keys forwarded', async () => {
+    const seen = new Set<string>();
+    await fc.assert(
+      fc.asyncProperty(fc.oneof(oddFrames('modern'), oddFrames('legacy')), async (f) => {
+        seen.add(`${f.era} ${f.kind}`);
+        const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+        if (f.era === 'modern') Object.assign(headers, { 'mcp-protocol-version': MODERN, 'mcp-method': f.method }, f.name === undefined ? {} : { 'mcp-name': f.name });
+        else Object.assign(headers, { 'mcp-protocol-version': LEGACY, 'mcp-session-id': session });
+        const res = await fetch(hub.url, { method: 'POST', headers: { ...headers, ...f.headers }, body: f.text, signal: AbortSignal.timeout(15_000) });
+        const body = await res.text();
+        expect(res.status, `${f.kind} (${f.era}): ${body.slice(0, 300)}`).toBe(f.owed.status);
+        if (f.owed.status === 413) return;
+        const msgs = parseMessages(res.headers.get('content-type'), body);
+        for (const m of msgs) checkMessage(m);
+        const final = msgs.filter((m) => 'result' in m || 'error' in m);
+        expect(final, f.kind).toHaveLength(1);
+        expectOwed(f, f.owed, final[0]);
+      }),
+      { numRuns: Number(process.env.FUZZ_RUNS ?? ODD_RUNS), seed: Number(process.env.FUZZ_SEED ?? 20260728), endOnFailure: true },
+    );
+    // Every kind of frame was sent (the mix is no accident of the seed).
+    expect(seen.size).toBe(9 + 9 + 4);
+    // Still serving: a real call of each upstream, and nothing unhandled in its log.
+    for (const tool of ECHO_TOOLS) {
+      const r = await modernFetch(hub.url, tool);
+      expect(r.result?.structuredContent, tool).toMatchObject({ args: { ok: 1 } });
+    }
+    expect((await healthOf(hub.url)).status).toBe('ok');
+    expect(hub.stdout()).toBe('');
+    expect(hub.logs.filter((l) => /request handler failed|unexpected error while handling/.test(l))).toEqual([]);
+  }, 300_000);
+});
+
+/** A modern tools/call of `tool` with arguments {ok: 1}, its answer. */
+async function modernFetch(url: string, tool: string): Promise<RpcMessage> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': tool },
+    body: JSON.stringify(oddRequest('modern', 'after', 'tools/call', { name: tool, arguments: { ok: 1 } })),
+  });
+  return parseMessages(res.headers.get('content-type'), await res.text()).find((m) => m.id === 'after')!;
+}
+
+describe('odd frames get their era’s answer over switchyard stdio', () => {
+  let proc: ChildProcess;
+  const lines: string[] = [];
+  const waiters = new Map<string, (m: RpcMessage) => void>();
+  let stderr = '';
+
+  function answerTo(rid: string | number, ms = 15_000): Promise<RpcMessage> {
+    const key = JSON.stringify(rid);
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => {
+        waiters.delete(key);
+        reject(new Error(`no answer to ${key} within ${ms} ms`));
+      }, ms);
+      waiters.set(key, (m) => {
+        clearTimeout(t);
+        waiters.delete(key);
+        resolve(m);
+      });
+    });
+  }
+
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-odd-stdio-'));
+    const file = join(dir, 'hub.config.json');
+    writeFileSync(file, JSON.stringify(oddConfigFor(dir)));
+    proc = spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+    proc.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-200_000)));
+    let buf = '';
+    proc.stdout!.on('data', (d: Buffer) => {
+      buf += d.toString();
+      let i;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        lines.push(line);
+        let m: RpcMessage | undefined;
+        try {
+          m = JSON.parse(line) as RpcMessage;
+        } catch {
+          continue;
+        }
+        const w = waiters.get(JSON.stringify(m.id ?? null));
+        if (w && ('result' in m || 'error' in m)) w(m);
+      }
+    });
+    // A legacy session on this process (at 2025-11-25, which has no batches), so that both eras' frames are served.
+    const init = answerTo('init', 45_000);
+    proc.stdin!.write(JSON.stringify({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: LEGACY, capabilities: {}, clientInfo: { name: 'odd', version: '1' } } }) + '\n');
+    expect((await init).result).toMatchObject({ protocolVersion: LEGACY });
+    proc.stdin!.write(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) + '\n');
+  }, 60_000);
+
+  afterAll(async () => {
+    proc.stdin!.end();
+    const code = await new Promise<number | null>((r) => (proc.exitCode !== null ? r(proc.exitCode) : proc.once('exit', (c) => r(c))));
+    expect(code).toBe(0);
+  });
+
+  it('the code and id of each era on stdout, nothing there but JSON-RPC, foreign _meta keys forwarded', async () => {
+    let n = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.oneof(oddFrames('modern'), oddFrames('legacy')).filter((f) => !f.httpOnly), async (f) => {
+        n++;
+        const owed = f.stdioOwed ?? f.owed;
+        const from = lines.length;
+        // A frame without a readable id is answered before the line after it (the sentinel) is.
+        const own = owed.id !== undefined ? answerTo(owed.id) : undefined;
+        const done = answerTo(`odd-sentinel-${n}`);
+        proc.stdin!.write(f.text + '\n' + JSON.stringify(oddRequest('modern', `odd-sentinel-${n}`, 'tools/list')) + '\n');
+        await done;
+        const answered = own
+          ? await own
+          : lines
+              .slice(from)
+              .map((l) => JSON.parse(l) as RpcMessage)
+              .find((m) => ('result' in m || 'error' in m) && m.id === undefined);
+        expectOwed(f, owed, answered);
+      }),
+      { numRuns: Number(process.env.FUZZ_RUNS ?? ODD_RUNS), seed: Number(process.env.FUZZ_SEED ?? 20260728), endOnFailure: true },
+    );
+    // Every line the hub wrote is one JSON-RPC message; it still serves a call.
+    for (const line of lines) checkMessage(JSON.parse(line) as RpcMessage);
+    const after = answerTo('after');
+    proc.stdin!.write(JSON.stringify(oddRequest('legacy', 'after', 'tools/call', { name: 'qm__echo', arguments: { ok: 1 } })) + '\n');
+    expect((await after).result?.structuredContent).toMatchObject({ args: { ok: 1 } });
+    expect(proc.exitCode).toBeNull();
+    expect(stderr).not.toMatch(/unexpected error while handling|request handler failed/);
+  }, 300_000);
+});
