@@ -35,6 +35,7 @@ import { KeyedTable } from '../keyed-table.js';
 import { LogBudget } from '../log-budget.js';
 import { legacyContext, modernContext } from './call-context.js';
 import { checkModern, checkModernHeaders } from './modern-envelope.js';
+import { legacyMetaProblem } from './legacy-meta.js';
 import { monotonicNow } from '../monotonic.js';
 import { named, recordRefused, refusedMembers } from './refusal-rows.js';
 import { batchRefusal } from './batch-rules.js';
@@ -564,6 +565,11 @@ export class Endpoint {
       const err = new CancelledError(ahead.reason);
       await this.core.recordLocal(req.method, ctx, { outcome: 'cancelled', errorKind: null, errorMessage: err.message }, named(req.params));
       return ex.reply(undefined, 202);
+    }
+    const metaBad = legacyMetaProblem(req.params);
+    if (metaBad) {
+      await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: metaBad.code, errorMessage: metaBad.message }, named(req.params));
+      return ex.reply(errorResponse(req.id, metaBad));
     }
     if (req.method === 'ping') {
       await this.core.recordLocal('ping', ctx, { outcome: 'ok' });

@@ -480,6 +480,14 @@ function oddFrames(era: 'modern' | 'legacy'): fc.Arbitrary<OddFrame> {
     fc.tuple(oddId, fc.integer({ min: MAX_BODY + 10, max: MAX_BODY * 2 })).map(([rid, n]) =>
       plain('too large', JSON.stringify(oddRequest(era, rid, 'ping', { pad: 'x'.repeat(n) })), { status: 413 }, 'ping', { stdioOwed: { status: 0, code: -32600 } }),
     ),
+    // A progressToken of a type no ProgressToken has (both eras' schema: a string or a number;
+    // a modern one an integer, as the SDKs read it): -32602 in-band, never echoed in progress
+    // notifications the client could not match.
+    fc
+      .tuple(oddId, fc.constantFrom(...ECHO_TOOLS), fc.oneof(fc.constant(null), fc.boolean(), fc.dictionary(fc.string({ maxLength: 3 }), json, { maxKeys: 2 }), fc.array(json, { maxLength: 2 }), ...(era === 'modern' ? [fc.constantFrom(1.5, -0.25, 1e300)] : [])))
+      .map(([rid, tool, token]) =>
+        plain('progress token', JSON.stringify(oddRequest(era, rid, 'tools/call', { name: tool, arguments: {}, _meta: { progressToken: token } })), { status: 200, code: -32602, id: rid }, 'tools/call', { name: tool }),
+      ),
     // A call of an echoing tool with `_meta` keys the hub does not know: they reach the upstream as they were.
     fc.tuple(oddId, fc.constantFrom(...ECHO_TOOLS), fc.dictionary(foreignKey, json, { minKeys: 1, maxKeys: 4 })).map(([rid, tool, extra]) =>
       plain('foreign _meta', JSON.stringify(oddRequest(era, rid, 'tools/call', { name: tool, arguments: {}, _meta: extra })), { status: 200, id: rid, forwards: JSON.parse(JSON.stringify(extra)) as Obj }, 'tools/call', { name: tool }),
@@ -586,7 +594,7 @@ describe('odd frames get their era’s answer', () => {
       { numRuns: Number(process.env.FUZZ_RUNS ?? ODD_RUNS), seed: Number(process.env.FUZZ_SEED ?? 20260728), endOnFailure: true },
     );
     // Every kind of frame was sent (the mix is no accident of the seed).
-    expect(seen.size).toBe(9 + 9 + 4);
+    expect(seen.size).toBe(10 + 10 + 4);
     // Still serving: a real call of each upstream, and nothing unhandled in its log.
     for (const tool of ECHO_TOOLS) {
       const r = await modernFetch(hub.url, tool);
