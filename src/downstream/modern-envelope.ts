@@ -54,7 +54,7 @@ export function checkModernHeaders(method: string, params: Params | undefined, e
   // Header ≠ body is a malformed request whatever the version, so it is checked first.
   if (ex.transport === 'http') {
     const hv = ex.header('mcp-protocol-version');
-    if (hv !== version)
+    if (hv !== version && !(notification && hv === undefined))
       return { status: 400, error: new RpcError(HEADER_MISMATCH, hv === undefined ? 'missing MCP-Protocol-Version header' : `MCP-Protocol-Version header ${hv} does not match _meta ${String(version)}`) };
   }
   if (typeof version !== 'string' || !(MODERN_VERSIONS as readonly string[]).includes(version))

@@ -339,13 +339,15 @@ describe('bad input at the HTTP endpoint', () => {
   // The 2026 revision defines no client notifications over HTTP, nor headers for a notification
   // POST: one is accepted (202, and nothing done: closing a stream is what cancels), but headers
   // it does carry must agree with its body.
-  it('a modern notification over HTTP: headers that disagree with its body → 400, an absent Mcp-Method is no fault, else 202', async () => {
+  it('a modern notification over HTTP: headers that disagree with its body → 400, absent ones are no fault, else 202', async () => {
     const note = (meta = modernMeta()) => ({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1, _meta: meta } });
     const mismatch = await post(url, note(), { ...JSON_HEADERS, 'mcp-protocol-version': MODERN_VERSION, 'mcp-method': 'tools/call' });
     expect(mismatch.status).toBe(400);
     expect(mismatch.body).toMatchObject({ error: { code: -32020 } });
     const noMethod = await post(url, note(), { ...JSON_HEADERS, 'mcp-protocol-version': MODERN_VERSION });
     expect(noMethod.status).toBe(202);
+    // Its body's claim alone says its era.
+    expect((await post(url, note(), JSON_HEADERS)).status).toBe(202);
     const otherVersion = await post(url, note(), { ...JSON_HEADERS, 'mcp-protocol-version': '2025-11-25', 'mcp-method': 'notifications/cancelled' });
     expect(otherVersion.status).toBe(400);
     expect(otherVersion.body).toMatchObject({ error: { code: -32020 } });
