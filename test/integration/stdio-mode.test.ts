@@ -205,6 +205,19 @@ describe('the raw line protocol of switchyard stdio', () => {
     expect(c.received.some((m) => m.id === 'slow-1')).toBe(false);
   });
 
+  // A notification's _meta is optional in 2026-07-28 (NotificationParams), and the spec's own
+  // cancellation example has none: without a version claim it is still the modern call's cancel.
+  it('cancels a modern call on a notifications/cancelled without _meta (the 2026 example form)', async () => {
+    const sent = Date.now();
+    c.send(JSON.stringify({ jsonrpc: '2.0', id: 'slow-bare', method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 1500 }, _meta: META } }));
+    await new Promise((r) => setTimeout(r, 300));
+    c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'slow-bare', reason: 'User requested cancellation' } }));
+    const after = await c.request({ jsonrpc: '2.0', id: 'after-bare', method: 'tools/call', params: { name: 'modern__echo', arguments: { text: 'y' }, _meta: META } });
+    expect(after.result.content[0].text).toBe('echo:y');
+    await new Promise((r) => setTimeout(r, Math.max(0, sent + 1500 + 1200 - Date.now())));
+    expect(c.received.some((m) => m.id === 'slow-bare')).toBe(false);
+  });
+
   it('a cancellation names an id with its type: the string "7" does not cancel the number 7', async () => {
     c.send(JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 600 }, _meta: META } }));
     await new Promise((r) => setTimeout(r, 200));
