@@ -22,7 +22,13 @@ const DATE = /^\d{4}-\d{2}-\d{2}$/;
  * Which era one incoming message belongs to, from its body claim and the version header.
  * Mirrors the dual-era classification of digest §2.4.
  */
-export function classifyEra(method: string | undefined, params: Record<string, unknown> | undefined, headerVersion: string | undefined): EraVerdict {
+export function classifyEra(
+  method: string | undefined,
+  params: Record<string, unknown> | undefined,
+  headerVersion: string | undefined,
+  /** The message is a notification: its `_meta` is optional in 2026-07-28 (NotificationParams), so a modern header alone says its era. */
+  notification = false,
+): EraVerdict {
   const meta = params?._meta as Record<string, unknown> | undefined;
   const claim = meta?.[META_PROTOCOL_VERSION];
   if (method === 'initialize') {
@@ -37,6 +43,7 @@ export function classifyEra(method: string | undefined, params: Record<string, u
   // questions (they return input_required), so a client of it sends requests and notifications only.
   if (method === undefined && looksModern(headerVersion))
     return { era: 'invalid', status: 400, error: new RpcError(INVALID_REQUEST, `a ${headerVersion} client sends no responses: the hub asks for input with input_required results`) };
+  if (notification && looksModern(headerVersion)) return { era: 'modern', version: headerVersion };
   if (looksModern(headerVersion))
     return {
       era: 'invalid',

@@ -129,7 +129,7 @@ export class Endpoint {
     const msg = c.kind === 'invalid' ? undefined : (c.msg as Request | Notification);
     const method = msg && 'method' in msg ? msg.method : undefined;
     const params = msg && 'method' in msg ? msg.params : undefined;
-    const verdict = classifyEra(method, params, ex.header('mcp-protocol-version'));
+    const verdict = classifyEra(method, params, ex.header('mcp-protocol-version'), c.kind === 'notification');
     if (verdict.era === 'invalid') {
       if (c.kind === 'request') await recordRefused(this.core, c.msg, ex, verdict.error);
       ex.reply(errorResponse(c.kind === 'request' ? c.msg.id : undefined, verdict.error), verdict.status);

@@ -50,7 +50,9 @@ export function checkModern(req: Request, ex: Exchange): { error: RpcError; stat
 export function checkModernHeaders(method: string, params: Params | undefined, ex: Exchange, notification = false): { error: RpcError; status: number } | null {
   const req = { method, params };
   const meta = (req.params?._meta ?? {}) as Params;
-  const version = meta[META_PROTOCOL_VERSION];
+  // A notification needs no _meta (2026-07-28 NotificationParams): without a version of its own, its header's stands.
+  const own = meta[META_PROTOCOL_VERSION];
+  const version = own === undefined && notification && ex.transport === 'http' ? ex.header('mcp-protocol-version') : own;
   // Header ≠ body is a malformed request whatever the version, so it is checked first.
   if (ex.transport === 'http') {
     const hv = ex.header('mcp-protocol-version');

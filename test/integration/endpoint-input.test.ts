@@ -348,6 +348,13 @@ describe('bad input at the HTTP endpoint', () => {
     expect(noMethod.status).toBe(202);
     // Its body's claim alone says its era.
     expect((await post(url, note(), JSON_HEADERS)).status).toBe(202);
+    // Or its header alone: a notification's _meta is optional in 2026-07-28 (the spec's own
+    // cancellation example has none), unlike a request's (-32602 above).
+    const bare = { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: '123', reason: 'User requested cancellation' } };
+    expect((await post(url, bare, { ...JSON_HEADERS, 'mcp-protocol-version': MODERN_VERSION, 'mcp-method': 'notifications/cancelled' })).status).toBe(202);
+    const bareUnsupported = await post(url, bare, { ...JSON_HEADERS, 'mcp-protocol-version': '2099-01-01', 'mcp-method': 'notifications/cancelled' });
+    expect(bareUnsupported.status).toBe(400);
+    expect(bareUnsupported.body).toMatchObject({ error: { code: -32022 } });
     const otherVersion = await post(url, note(), { ...JSON_HEADERS, 'mcp-protocol-version': '2025-11-25', 'mcp-method': 'notifications/cancelled' });
     expect(otherVersion.status).toBe(400);
     expect(otherVersion.body).toMatchObject({ error: { code: -32020 } });
