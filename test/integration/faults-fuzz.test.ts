@@ -399,6 +399,8 @@ interface Owed {
   code?: number;
   id?: string | number;
   forwards?: Obj;
+  /** A notification: no answer at all (202 with no body over HTTP). */
+  none?: true;
 }
 interface OddFrame {
   kind: string;
@@ -408,6 +410,7 @@ interface OddFrame {
   method: string;
   name?: string;
   headers?: Record<string, string>;
+  omitHeaders?: string[];
   owed: Owed;
   /** An HTTP-only matter (headers, a claim the stdio edge reads as no claim at all). */
   httpOnly?: boolean;
@@ -488,6 +491,15 @@ function oddFrames(era: 'modern' | 'legacy'): fc.Arbitrary<OddFrame> {
       .map(([rid, tool, token]) =>
         plain('progress token', JSON.stringify(oddRequest(era, rid, 'tools/call', { name: tool, arguments: {}, _meta: { progressToken: token } })), { status: 200, code: -32602, id: rid }, 'tools/call', { name: tool }),
       ),
+    // A notification, known or not, with or without its _meta (optional on one) and, over HTTP, its
+    // Mcp-Method header: accepted, and never answered (a modern one changes nothing over HTTP).
+    // (A cancellation names an id no other frame has: a legacy session keeps one of an id it has
+    // not seen for 10 s, and would end a later frame of that id unanswered.)
+    fc.tuple(fc.constantFrom('notifications/cancelled', 'notifications/initialized', 'notifications/roots/list_changed', 'notifications/fuzz'), fc.boolean(), fc.boolean(), fc.nat()).map(([method, withMeta, withHeader, k]) => {
+      const params: Obj = method === 'notifications/cancelled' ? { requestId: `never-sent-id-${k}` } : {};
+      if (withMeta && era === 'modern') params._meta = envelope();
+      return plain('notification', JSON.stringify({ jsonrpc: '2.0', method, params }), { status: 202, none: true }, method, withHeader ? {} : { omitHeaders: ['mcp-method'] });
+    }),
     // A call of an echoing tool with `_meta` keys the hub does not know: they reach the upstream as they were.
     fc.tuple(oddId, fc.constantFrom(...ECHO_TOOLS), fc.dictionary(foreignKey, json, { minKeys: 1, maxKeys: 4 })).map(([rid, tool, extra]) =>
       plain('foreign _meta', JSON.stringify(oddRequest(era, rid, 'tools/call', { name: tool, arguments: {}, _meta: extra })), { status: 200, id: rid, forwards: JSON.parse(JSON.stringify(extra)) as Obj }, 'tools/call', { name: tool }),
@@ -581,10 +593,16 @@ describe('odd frames get their era’s answer', () => {
         const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
         if (f.era === 'modern') Object.assign(headers, { 'mcp-protocol-version': MODERN, 'mcp-method': f.method }, f.name === undefined ? {} : { 'mcp-name': f.name });
         else Object.assign(headers, { 'mcp-protocol-version': LEGACY, 'mcp-session-id': session });
-        const res = await fetch(hub.url, { method: 'POST', headers: { ...headers, ...f.headers }, body: f.text, signal: AbortSignal.timeout(15_000) });
+        Object.assign(headers, f.headers);
+        for (const h of f.omitHeaders ?? []) delete headers[h];
+        const res = await fetch(hub.url, { method: 'POST', headers, body: f.text, signal: AbortSignal.timeout(15_000) });
         const body = await res.text();
         expect(res.status, `${f.kind} (${f.era}): ${body.slice(0, 300)}`).toBe(f.owed.status);
         if (f.owed.status === 413) return;
+        if (f.owed.none) {
+          expect(body, f.kind).toBe('');
+          return;
+        }
         const msgs = parseMessages(res.headers.get('content-type'), body);
         for (const m of msgs) checkMessage(m);
         const final = msgs.filter((m) => 'result' in m || 'error' in m);
@@ -594,7 +612,7 @@ describe('odd frames get their era’s answer', () => {
       { numRuns: Number(process.env.FUZZ_RUNS ?? ODD_RUNS), seed: Number(process.env.FUZZ_SEED ?? 20260728), endOnFailure: true },
     );
     // Every kind of frame was sent (the mix is no accident of the seed), unless FUZZ_RUNS asked for fewer frames than these runs' own.
-    if (Number(process.env.FUZZ_RUNS ?? ODD_RUNS) >= ODD_RUNS) expect(seen.size).toBe(10 + 10 + 4);
+    if (Number(process.env.FUZZ_RUNS ?? ODD_RUNS) >= ODD_RUNS) expect(seen.size).toBe(11 + 11 + 4);
     // Still serving: a real call of each upstream, and nothing unhandled in its log.
     for (const tool of ECHO_TOOLS) {
       const r = await modernFetch(hub.url, tool);
@@ -694,12 +712,16 @@ describe('odd frames get their era’s answer over switchyard stdio', () => {
               .slice(from)
               .map((l) => JSON.parse(l) as RpcMessage)
               .find((m) => ('result' in m || 'error' in m) && m.id === undefined);
+        if (owed.none) {
+          expect(answered, `${f.kind}: ${f.text}`).toBeUndefined();
+          return;
+        }
         expectOwed(f, owed, answered);
       }),
       { numRuns: Number(process.env.FUZZ_RUNS ?? ODD_RUNS), seed: Number(process.env.FUZZ_SEED ?? 20260728), endOnFailure: true },
     );
     // Every kind of frame but the two about HTTP headers was sent.
-    if (Number(process.env.FUZZ_RUNS ?? ODD_RUNS) >= ODD_RUNS) expect(seen.size).toBe(10 + 10 + 4 - 2);
+    if (Number(process.env.FUZZ_RUNS ?? ODD_RUNS) >= ODD_RUNS) expect(seen.size).toBe(11 + 11 + 4 - 2);
     // Every line the hub wrote is one JSON-RPC message; it still serves a call.
     for (const line of lines) checkMessage(JSON.parse(line) as RpcMessage);
     const after = answerTo('after');
