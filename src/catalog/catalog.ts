@@ -164,7 +164,12 @@ export class Catalog extends EventEmitter {
   private readonly building = new Set<string>();
   /** `kind\0principal` → the memo key of the aggregate built last for that principal. */
   private readonly lastBuilt = new Map<string, string>();
-  private readonly parts = new Map<string, { version: number; pinGen: number; records: Promise<PartRecord[]> }>();
+  /**
+   * Each list's records as judged last: by the list's version, the pin generation and the
+   * server's config they were judged under (a reload that changes allow/deny or trust puts a new
+   * config in place; a list fetched across it is judged again by the new one).
+   */
+  private readonly parts = new Map<string, { version: number; pinGen: number; config: ServerHandle['config']; records: Promise<PartRecord[]> }>();
   /**
    * Of each partition whose renames are judged by its own lists (not onePartition), every name
    * its lists have had in this process: a tool gone from one list and back under a new name in a
@@ -997,7 +1002,7 @@ export class Catalog extends EventEmitter {
     const e = await entry;
     const pk = partKey(h.id, conn.credential, kind);
     let memo = this.parts.get(pk);
-    if (!memo || memo.version !== e.version || memo.pinGen !== this.pinGen) {
+    if (!memo || memo.version !== e.version || memo.pinGen !== this.pinGen || memo.config !== h.config) {
       const old = memo;
       const records = (async () => {
         // Renames are judged by the pins alone where they all came from lists like this one. A
@@ -1027,7 +1032,7 @@ export class Catalog extends EventEmitter {
         }
         return built;
       })();
-      const m = { version: e.version, pinGen: this.pinGen, records };
+      const m = { version: e.version, pinGen: this.pinGen, config: h.config, records };
       memo = m;
       this.parts.set(pk, m);
       records.catch(() => {
