@@ -119,16 +119,24 @@ export class ListCache {
     this.stats.misses++;
     let p = this.inflight.get(key);
     if (!p) {
-      p = this.refresh(key, fetch, e);
-      this.inflight.set(key, p);
-      p.finally(() => this.inflight.delete(key)).catch(() => {});
+      const fetched: Promise<ListEntry> = this.refresh(key, fetch, e, () => this.inflight.get(key) === fetched);
+      p = fetched;
+      this.inflight.set(key, fetched);
+      fetched
+        .finally(() => {
+          if (this.inflight.get(key) === fetched) this.inflight.delete(key);
+        })
+        .catch(() => {});
     }
     return p;
   }
 
-  private async refresh(key: string, fetch: Fetcher, stale: ListEntry | undefined): Promise<ListEntry> {
+  /** `current`: whether the key still waits for this fetch (drop() lets go of it). */
+  private async refresh(key: string, fetch: Fetcher, stale: ListEntry | undefined, current: () => boolean): Promise<ListEntry> {
     try {
       const got = await fetch();
+      // Dropped meanwhile (its server removed or replaced): those waiting for it get it, and nothing is kept of it.
+      if (!current()) return { ...got, receivedAt: this.now(), version: ++this.versionCounter };
       this.failures.delete(key);
       const same = stale && JSON.stringify(stale.items) === JSON.stringify(got.items);
       const entry: ListEntry = { ...got, receivedAt: this.now(), version: same ? stale.version : ++this.versionCounter };
@@ -138,6 +146,7 @@ export class ListCache {
       if (stale && !same && this.mayAnnounce(key, stale)) this.onChanged?.(key);
       return entry;
     } catch (err) {
+      if (!current()) throw err;
       this.changedInFlight.delete(key);
       const until = this.now() + this.retryMs;
       this.failures.delete(key);
@@ -228,8 +237,20 @@ export class ListCache {
       }
   }
 
+  /**
+   * Forget entries (a server removed or reconfigured, a principal's connection gone), and the
+   * fetches of them under way: their lists, or failures, come from a connection that is not the
+   * one in use any more. Kept, a fetch on a connection a reload or `servers restart` replaced
+   * (its process draining its calls) held the new one's first lists until it closed, and its
+   * failure then kept the server out of every list for LIST_RETRY_MS.
+   */
   drop(prefix: string): void {
     this.forgetFailures(prefix);
+    for (const k of [...this.inflight.keys()])
+      if (covers(prefix, k)) {
+        this.inflight.delete(k);
+        this.changedInFlight.delete(k);
+      }
     for (const k of [...this.entries.keys()]) if (covers(prefix, k)) this.entries.delete(k);
     for (const k of [...this.toldAt.keys()]) if (covers(prefix, k)) this.toldAt.delete(k);
     for (const [k, timer] of this.deferred)

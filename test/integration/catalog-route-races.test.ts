@@ -1,12 +1,13 @@
 /**
- * A call routed by its server's list alone (Catalog.ownerItem) or by the whole list, racing a
- * reload: what the reload changed (allow/deny) holds for every call after it.
+ * Lists and calls racing a reload, through the real hub: what the reload changed (allow/deny)
+ * holds for every list and call after it, and a list under way on a connection the reload
+ * replaced holds up neither the new connection's lists nor the calls routed by them.
  */
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { modernPost, waitForReady, type Json } from '../helpers/wire.js';
+import { modernBody, modernHeaders, modernPost, waitForReady, type Json } from '../helpers/wire.js';
 import { loggedTimes, setSection } from '../helpers/config-edit.js';
 import { tmp } from './catalog-helpers.js';
 
@@ -44,5 +45,55 @@ describe('a list fetched across a reload', () => {
     const call = await modernPost(hub.url, 'c', 'tools/call', { name: 'mod__echo', arguments: { text: 'x' } });
     expect(call.body?.error).toMatchObject({ code: -32602 });
     expect(existsSync(gate)).toBe(true);
+  });
+});
+
+describe("a list under way on a server's connection as a reload replaces it", () => {
+  let hub: HubProcess;
+  const gate = join(tmp(), 'restart-race-gate');
+  const stats = join(tmp(), 'restart-race-stats.json');
+  const lists = () => (JSON.parse(readFileSync(stats, 'utf8')) as Json)['tools/list'] as number;
+  const TOOLS = JSON.stringify([{ name: 'echo', inputSchema: { type: 'object' } }, { name: 'hang', inputSchema: { type: 'object' } }]);
+  // Lists kept 0 ms: every list asks the server. Its first process's lists wait for the gate; the second's do not.
+  const servers = (env: Record<string, string>) => ({ r: nodeServer(MUTABLE, [], { ERA: 'modern', LIST_TTL_MS: '0', TOOLS, STATS_FILE: stats, ...env }) });
+  beforeAll(async () => {
+    writeFileSync(gate, '');
+    hub = await startHub({ listen: { drainTimeoutMs: 20_000 }, servers: servers({ LIST_GATE: gate }) });
+    await waitForReady(hub.url, ['r']);
+  }, 60_000);
+  afterAll(async () => void (await hub?.stop()));
+
+  it('does not hold, nor fail, the lists and calls of the connection that replaced it', async () => {
+    expect((await modernPost(hub.url, 'first-list', 'tools/list')).body?.result).toBeDefined();
+    // A call that keeps the first process draining after the reload, and a list held on it.
+    // Cancelled at the end (its client goes away): the first process then drains and closes.
+    const cancel = new AbortController();
+    let hangEnded = false;
+    const hanging = fetch(hub.url, {
+      method: 'POST',
+      headers: modernHeaders('tools/call', 'r__hang'),
+      body: JSON.stringify(modernBody('hang', 'tools/call', { name: 'r__hang', arguments: {} })),
+      signal: cancel.signal,
+    })
+      .then((r) => r.text())
+      .catch(() => undefined)
+      .finally(() => (hangEnded = true));
+    await expect.poll(() => (JSON.parse(readFileSync(stats, 'utf8')) as Json)['tools/call'], { timeout: 10_000, interval: 20 }).toBe(1);
+    rmSync(gate);
+    const before = lists();
+    const held = modernPost(hub.url, 'held-list', 'tools/list');
+    await expect.poll(lists, { timeout: 10_000, interval: 20 }).toBeGreaterThan(before);
+    setSection(hub, 'servers', servers({}));
+    await loggedTimes(hub, 'config reloaded', 1);
+    await waitForReady(hub.url, ['r']);
+    const call = await modernPost(hub.url, 'c', 'tools/call', { name: 'r__echo', arguments: { text: 'x' } });
+    expect(call.body?.result).toMatchObject({ content: [{ text: 'echo:x' }] });
+    // Answered by the new process while the first one still drains (it held the call until it closed).
+    expect(hangEnded).toBe(false);
+    const names = (((await modernPost(hub.url, 'l', 'tools/list')).body!.result as Json).tools as Json[]).map((t) => t.name);
+    expect(names).toContain('r__echo');
+    cancel.abort();
+    await hanging;
+    await held.catch(() => undefined);
   });
 });

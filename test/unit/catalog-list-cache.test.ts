@@ -214,6 +214,29 @@ describe('a change found inside the once-a-second window', () => {
 });
 
 describe('ListCache.expire (a notification stream was down)', () => {
+  it("lets go of a fetch under way when its key is dropped: the next get fetches afresh, and the dropped one's answer or failure is not kept", async () => {
+    const cache = new ListCache(() => 1000);
+    const f = held();
+    const old = cache.get('s\0tools', f.fetch); // on the connection a reload is about to replace
+    cache.drop('s\0');
+    const fresh = cache.get('s\0tools', f.fetch);
+    expect(f.asked).toHaveLength(2); // not joined to the old one
+    f.asked[1]!(['new']);
+    expect((await fresh).items).toEqual([{ name: 'new' }]);
+    f.asked[0]!(['old']);
+    expect((await old).items).toEqual([{ name: 'old' }]); // its own waiters still get it
+    expect(cache.peek('s\0tools')?.items).toEqual([{ name: 'new' }]);
+    // Failed after the drop (its connection closed): no failure is kept for the key.
+    const failing = cache.get('t\0tools', () => Promise.reject(new Error('closed')));
+    cache.drop('t\0');
+    await expect(failing).rejects.toThrow('closed');
+    const next = held();
+    const again = cache.get('t\0tools', next.fetch);
+    expect(next.asked).toHaveLength(1);
+    next.asked[0]!(['t1']);
+    expect((await again).items).toEqual([{ name: 't1' }]);
+  });
+
   it('makes entries stale without telling anyone; the refresh tells clients only if the list differs', async () => {
     const clock = { t: 1000 };
     const told: string[] = [];
