@@ -188,3 +188,25 @@ describe('a first call routed by its server list alone', () => {
     c.close();
   });
 });
+
+describe('a lookup racing a reload', () => {
+  it("judges its server's list by the config the reload put in place, not the one it began with", async () => {
+    const { u } = upstream(TOOLS);
+    let handles: ServerHandle[] = [{ id: 'f', config: serverConfig('f'), upstream: u } as ServerHandle];
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    // The connection is looked up (and waited for) before the list is read: the reload comes meanwhile.
+    const c = new Catalog(() => handles, new NameAssigner(), silentLogger, { connection: async (h) => (await gate, { credential: '', upstream: h.upstream }) });
+    const racing = c.resolveTool('f__add');
+    // A reload that denies add: the same connection, a new config (hub/reload.ts, `updated`).
+    handles = [{ ...handles[0], config: serverConfig('f', { tools: { deny: ['add'], byName: {} } }) } as ServerHandle];
+    c.forget('f');
+    open();
+    await racing;
+    const shown = (await c.aggregate('tools')).items.map((t) => String(t.name));
+    expect(shown).toContain('f__echo');
+    expect(shown).not.toContain('f__add');
+    expect(await c.resolveTool('f__add')).toBeUndefined();
+    c.close();
+  });
+});
