@@ -987,14 +987,22 @@ export class Catalog extends EventEmitter {
       const part = await this.partOf(kind, h, conn);
       // It failed with no list to serve instead: clients that listed meanwhile were shown none
       // of its items, and nothing else tells them (no entry changed; a legacy client has no TTL).
-      if (this.listFailed.size !== 0 && this.listFailed.delete(key)) this.emit('changed', kind === 'resourceTemplates' ? 'resources' : kind, undefined, h.id);
+      if (this.listFailed.size !== 0 && this.inUse(h, conn) && this.listFailed.delete(key)) this.emit('changed', kind === 'resourceTemplates' ? 'resources' : kind, undefined, h.id);
       return part;
     } catch (err) {
+      // A connection a reload or `servers restart` replaced since (closed under its fetch): its
+      // failure says nothing of the one in use, which showed it as its own list error.
+      if (!this.inUse(h, conn)) throw err;
       // Upstream errors come redacted (upstream/upstream-error.ts); the hub's own say no secrets.
       const msg = String((err as Error)?.message ?? err).slice(0, 1000);
       this.listFailed.set(key, msg.startsWith(LIST_METHOD[kind]) ? msg : `${LIST_METHOD[kind]} failed: ${msg}`);
       throw err;
     }
+  }
+
+  /** Whether `conn` (the server's own connection) is the one h's id is served by now. */
+  private inUse(h: ServerHandle, conn: Connection): boolean {
+    return this.servers().find((x) => x.id === h.id)?.upstream === conn.upstream;
   }
 
   private async partOf(kind: ListKind, h: ServerHandle, conn: Connection): Promise<Part> {
