@@ -344,6 +344,13 @@ export class Catalog extends EventEmitter {
       this.cache.expire(`${h.id}\0`);
     });
     upstream.on('notification', (n: { method: string; params?: Record<string, unknown> }) => {
+      // A server's connection a reload or `servers restart` replaced may still speak while its
+      // calls drain (legacy: on its own pipe): a list change it says is its own, and its list,
+      // fetched as the server's, was served and routed by as the new connection's.
+      if (principal === undefined && CHANGED_NOTIFICATION[n.method] && this.servers().find((x) => x.id === h.id)?.upstream !== upstream) {
+        this.log.debug({ server: h.id, method: n.method }, 'list change said by a connection replaced since: passed over');
+        return;
+      }
       // Reads stop going by the resource lists held now as it is heard: not after the handling
       // of the notifications before it, the plugins, or the refetch gate. (One a plugin drops
       // costs a read one list of each server.)

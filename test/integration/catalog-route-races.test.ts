@@ -100,3 +100,47 @@ describe("a list under way on a server's connection as a reload replaces it", ()
     expect(view.servers.find((s) => s.id === "r")).toMatchObject({ state: 'ready', listError: null });
   });
 });
+
+describe('a list change said by a connection a reload replaced, as it drains', () => {
+  let hub: HubProcess;
+  const dir = tmp();
+  const said = join(dir, 'said');
+  const TOOLS = JSON.stringify(['echo', 'hang', 'mutate'].map((name) => ({ name, inputSchema: { type: 'object' } })));
+  const servers = (stats: string) => ({ r: nodeServer(MUTABLE, [], { ERA: 'legacy', TOOLS, STATS_FILE: join(dir, stats) }) });
+  const oldLists = () => (JSON.parse(readFileSync(join(dir, 'first.json'), 'utf8')) as Json)['tools/list'] as number;
+  beforeAll(async () => {
+    hub = await startHub({ listen: { drainTimeoutMs: 20_000 }, servers: servers('first.json') });
+    await waitForReady(hub.url, ['r']);
+  }, 60_000);
+  afterAll(async () => void (await hub?.stop()));
+
+  it("is not the new connection's list: the first process's tools are not listed for the second", async () => {
+    const names = async () => (((await modernPost(hub.url, 'l', 'tools/list')).body!.result as Json).tools as Json[]).map((t) => String(t.name));
+    expect(await names()).toContain('r__echo');
+    // The first process lists a tool the hub is not told of, and will say its list changed once `said` exists.
+    await modernPost(hub.url, 'm', 'tools/call', { name: 'r__mutate', arguments: { op: 'add', def: { name: 'ghost', inputSchema: { type: 'object' } }, silent: true } });
+    await modernPost(hub.url, 's', 'tools/call', { name: 'r__mutate', arguments: { op: 'storm', n: 1, gate: said } });
+    const cancel = new AbortController();
+    const hanging = fetch(hub.url, {
+      method: 'POST',
+      headers: modernHeaders('tools/call', 'r__hang'),
+      body: JSON.stringify(modernBody('hang', 'tools/call', { name: 'r__hang', arguments: {} })),
+      signal: cancel.signal,
+    }).catch(() => undefined);
+    await expect.poll(() => (JSON.parse(readFileSync(join(dir, 'first.json'), 'utf8')) as Json)['tools/call'], { timeout: 10_000, interval: 20 }).toBe(3);
+    const listed = oldLists();
+    setSection(hub, 'servers', servers('second.json'));
+    await loggedTimes(hub, 'config reloaded', 1);
+    await waitForReady(hub.url, ['r']);
+    expect(await names()).not.toContain('r__ghost');
+    writeFileSync(said, '');
+    // Either the hub passes the first process's change over, or it lists that process's tools again.
+    await expect
+      .poll(async () => hub.logs.some((l) => l.includes('a connection replaced since')) || (await names()).includes('r__ghost'), { timeout: 10_000, interval: 50 })
+      .toBe(true);
+    expect(await names()).not.toContain('r__ghost');
+    expect(oldLists()).toBe(listed);
+    cancel.abort();
+    await hanging;
+  });
+});
