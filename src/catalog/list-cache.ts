@@ -119,14 +119,14 @@ export class ListCache {
     this.stats.misses++;
     let p = this.inflight.get(key);
     if (!p) {
-      const fetched: Promise<ListEntry> = this.refresh(key, fetch, e, () => this.inflight.get(key) === fetched);
-      p = fetched;
-      this.inflight.set(key, fetched);
-      fetched
-        .finally(() => {
-          if (this.inflight.get(key) === fetched) this.inflight.delete(key);
-        })
-        .catch(() => {});
+      let fetched: Promise<ListEntry> | undefined;
+      // Unset while refresh has not returned (a fetcher that throws at once): nothing dropped it meanwhile.
+      const f = (fetched = this.refresh(key, fetch, e, () => fetched === undefined || this.inflight.get(key) === fetched));
+      p = f;
+      this.inflight.set(key, f);
+      f.finally(() => {
+        if (this.inflight.get(key) === f) this.inflight.delete(key);
+      }).catch(() => {});
     }
     return p;
   }
