@@ -237,6 +237,14 @@ describe('ListCache.expire (a notification stream was down)', () => {
     expect((await again).items).toEqual([{ name: 't1' }]);
   });
 
+  it('a fetcher that throws at once fails the get with its own error, and waits its retry as any failure', async () => {
+    const cache = new ListCache(() => 1000);
+    await expect(cache.get('s\0tools', () => { throw new Error('at once'); })).rejects.toThrow('at once');
+    const f = held();
+    await expect(cache.get('s\0tools', f.fetch)).rejects.toThrow('at once');
+    expect(f.asked).toHaveLength(0);
+  });
+
   it('makes entries stale without telling anyone; the refresh tells clients only if the list differs', async () => {
     const clock = { t: 1000 };
     const told: string[] = [];
