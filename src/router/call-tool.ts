@@ -18,7 +18,7 @@ import { cutOffError, outcomeOfError, outcomeSeenBy, toolErrorResult } from './o
 import { elicits } from '../protocol/client-capabilities.js';
 import { paramHeaderProblem } from '../protocol/param-headers.js';
 import { awaitsUrlSteps, isCapabilityRefusal, UnfinishedTurnError, type Mrtr } from './mrtr.js';
-import { firstRowEnd, type FirstRequest } from './input-bridge.js';
+import { firstRowEnd, type FirstRow } from './input-bridge.js';
 import { endedKey, settleIdempotency, type ShownTool } from './idempotency.js';
 import { argsDigestOf, type Binding } from './request-state.js';
 import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
@@ -327,18 +327,20 @@ export class ToolCall {
      * Where this request stands in a parked call (Mrtr.run): answered `input_required`, its row
      * a round, when a retry of its client carries the call's end instead (firstRowEnd).
      */
-    let first: (() => FirstRequest) | undefined;
+    let first: FirstRow | undefined;
     const finish = (end: Omit<AuditEnd, 'latencyMs'>, answer: StoredAnswer | undefined, ran: boolean) => {
       finished = true;
-      end = firstRowEnd(first?.(), end);
       if (key) {
         // Stored before the audit row finishes, so the answer commits in the same batch or earlier.
         if (answer) this.ledger.idempotency.complete(owner, key, answer);
         else if (ran) this.ledger.idempotency.markUnknown(owner, key);
         else this.ledger.idempotency.abandon(owner, key);
       }
-      const e: AuditEnd = Object.assign({}, end, { latencyMs: performance.now() - t0 });
-      return audit.finish(e);
+      const latencyMs = performance.now() - t0;
+      // Ended while parked: this row carries the end only if no retry of its client takes it.
+      const later = first?.known();
+      if (later) return later.then((f) => audit.finish(Object.assign({}, firstRowEnd(f, end), { latencyMs })));
+      return audit.finish(Object.assign({}, firstRowEnd(first?.first, end), { latencyMs }));
     };
     /**
      * The end of a call that was sent: answered with its own outcome even if its row cannot be
@@ -386,7 +388,7 @@ export class ToolCall {
     // a client's cancellation then (safe: a retry with the key is refused, never run twice).
     const askClient = ctx.askClient;
     const asking: CallContext = askClient ? { ...ctx, askClient: (r, withdrawn) => askClient(r, withdrawn).catch(askedAndFailed) } : ctx;
-    const body = async (opts: CallOptions, parkedRun?: () => FirstRequest): Promise<Result> => {
+    const body = async (opts: CallOptions, parkedRun?: FirstRow): Promise<Result> => {
       first = parkedRun;
       try {
         const raw = withoutHubError(await this.mrtr.roundTrips('tools/call', conn, forwarded, asking, opts, bind, retry?.confirmed === true), server.config.trust);

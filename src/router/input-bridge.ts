@@ -41,6 +41,17 @@ interface Waiting {
 /** See InputCollector.first. */
 export type FirstRequest = 'waiting' | 'asked' | 'handed-on';
 
+/** Where a parked call's first request stands, for the end of its row (InputCollector; Mrtr.run). */
+export interface FirstRow {
+  readonly first: FirstRequest;
+  /**
+   * Undefined when `first` is final for the row's end; while the call is parked (its request
+   * answered `input_required`, no retry of its client back yet), what it is once a retry takes
+   * the call or none can any more.
+   */
+  known(): Promise<FirstRequest> | undefined;
+}
+
 /**
  * The end of a parked call's first row (Mrtr.run): a round when a retry carries the call's end;
  * the call's end, and a round too, when the call ended while parked, its client not back.
@@ -55,8 +66,12 @@ export function firstRowEnd<E extends Omit<AuditEnd, 'latencyMs'>>(first: FirstR
  * is modern: each becomes an entry of an `input_required` answer, and the client's retry
  * (its `inputResponses`) answers them.
  */
-export class InputCollector {
+export class InputCollector implements FirstRow {
   private readonly waiting = new Map<string, Waiting>();
+  /** Set while the call is parked: see known(). */
+  private parkedNow = false;
+  private unparked: Promise<FirstRequest> | undefined;
+  private unpark: ((first: FirstRequest) => void) | undefined;
   private wake: (() => void) | undefined;
   private next = 0;
   /** Set when the upstream asked for something the client did not declare. */
@@ -68,8 +83,9 @@ export class InputCollector {
   targets: Pick<CallOptions, 'onProgress' | 'onLog'> = {};
   /**
    * Where the call's first request stands (its row is the one the run finishes): `waiting` for
-   * the call; `asked`, answered `input_required` while the call is parked (should it end so, no
-   * request would carry its outcome: the first row carries it, and was a round too);
+   * the call; `asked`, answered `input_required` while the call is parked (should it end so and
+   * no retry take it, no request would carry its outcome: the first row carries it, and was a
+   * round too);
    * `handed-on`, answered so, and a retry of the client waits for the call: the call's end is
    * that retry's row's outcome, the first row's a round.
    */
@@ -77,6 +93,32 @@ export class InputCollector {
 
   /** `caps`: what the request now waiting for the call declared: the first, then each retry that resumes it. */
   constructor(private caps: ClientCapabilities) {}
+
+  /**
+   * A call that ends while parked has no request waiting for its end: the retry that comes for
+   * it next takes it (and its row carries it), or none comes in time and the first row keeps it.
+   * Finished at once, the first row carried the end and the retry's row did too: one call
+   * counted twice, in /metrics and `ledger stats`.
+   */
+  known(): Promise<FirstRequest> | undefined {
+    if (!this.parkedNow) return undefined;
+    return (this.unparked ??= new Promise((resolve) => (this.unpark = resolve)));
+  }
+
+  /** The call is parked: its request (the first, or a retry's) was answered `input_required`. */
+  parked(): void {
+    this.first = 'asked';
+    this.parkedNow = true;
+  }
+
+  /** Parked no more: a retry of the client took the call (`handedOn`), or none can now (time up, the hub stops). */
+  resumed(handedOn: boolean): void {
+    if (handedOn) this.first = 'handed-on';
+    this.parkedNow = false;
+    const unpark = this.unpark;
+    this.unparked = this.unpark = undefined;
+    unpark?.(this.first);
+  }
 
   readonly ask = (req: InputRequest, withdrawn?: Signal): Promise<Result> => {
     // Not a question a client can be asked (digest §5.1): the upstream's own mistake, refused
@@ -246,7 +288,7 @@ export class InputBridge {
     const id = randomBytes(12).toString('base64url');
     // That request is answered: its stream takes no more progress (the retry's will).
     collector.targets = {};
-    collector.first = 'asked';
+    collector.parked();
     // One limit per question, from when the client was first asked it, however many retries
     // come meanwhile without its answer (each would otherwise park the call, and hold a legacy
     // stdio upstream alone, for another timeoutMs). Monotonic: a wall-clock step between the
@@ -296,7 +338,7 @@ export class InputBridge {
     };
     signal.addEventListener('abort', onAbort, { once: true });
     p.collector.targets = targets;
-    p.collector.first = 'handed-on';
+    p.collector.resumed(true);
     // The retry's own capabilities, not the first request's, say what the client may be asked.
     p.collector.retried(inputResponses, caps);
     return this.settle(p.run, p.collector, p.abort, bind).finally(() => signal.removeEventListener('abort', onAbort));
@@ -312,6 +354,9 @@ export class InputBridge {
     const p = this.parked.get(id);
     if (!p) return;
     this.parked.delete(id);
+    // No retry can take the call now: its first row carries its end (a call that ended while
+    // parked, waiting for a retry, is finished so now).
+    p.collector.resumed(false);
     p.collector.giveUp();
     p.abort.abort(why ?? new InputTimeoutError('the input request', this.timeoutMs));
   }

@@ -6,7 +6,7 @@ import type { ServerHandle } from '../catalog/catalog.js';
 import type { CallOptions } from '../upstream/types.js';
 import type { CallContext } from './context.js';
 import { CONFIRM_KEY, verdict } from '../policy/confirm.js';
-import { InputBridge, InputCollector, missingCapability, type FirstRequest } from './input-bridge.js';
+import { InputBridge, InputCollector, missingCapability, type FirstRow } from './input-bridge.js';
 import { inputRequestsProblem, MAX_OPEN_ASKS, relayedInputs } from '../protocol/input-results.js';
 import { RequestStateSealer, StateError, type Binding, type StateBody } from './request-state.js';
 import { Canceller, type Signal } from '../cancel.js';
@@ -79,15 +79,16 @@ export class Mrtr {
    * through is `body` alone, which finishes its own row). `first`, given to both for a parked
    * run: where its first request stands (InputCollector.first): whether a retry of the client,
    * not the first request, now waits for the call's end (the first was answered
-   * `input_required`, so the call's outcome is the retry's row's).
+   * `input_required`, so the call's outcome is the retry's row's), and, for a call that ends
+   * while parked, whether a retry takes it (FirstRow.known).
    */
   run(
     ctx: CallContext,
     server: ServerHandle,
     opts: CallOptions,
     bind: Binding,
-    body: (opts: CallOptions, first?: () => FirstRequest) => Promise<Result>,
-    ended: (run: Promise<Result>, first?: () => FirstRequest) => Promise<Result> = (r) => r,
+    body: (opts: CallOptions, first?: FirstRow) => Promise<Result>,
+    ended: (run: Promise<Result>, first?: FirstRow) => Promise<Result> = (r) => r,
   ): Promise<Result> {
     if (!parks(ctx, server)) return body(opts);
     const collector = new InputCollector(ctx.clientCapabilities);
@@ -103,8 +104,7 @@ export class Mrtr {
     collector.targets = { onProgress: opts.onProgress, onLog: opts.onLog };
     if (opts.onProgress) callOpts.onProgress = (p) => collector.targets.onProgress?.(p);
     if (opts.onLog) callOpts.onLog = (l) => collector.targets.onLog?.(l);
-    const first = () => collector.first;
-    const run = ended(withUrlSteps(() => body(callOpts, first), collector, bind.method), first);
+    const run = ended(withUrlSteps(() => body(callOpts, collector), collector, bind.method), collector);
     return this.bridge.settle(run, collector, abort, bind);
   }
 

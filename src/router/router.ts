@@ -17,7 +17,7 @@ import { cutOffError, outcomeOfError, outcomeSeenBy } from './outcome.js';
 import { LISTEN_SHARE, MAX_SUBSCRIBED_URI_LENGTH, type Subscriptions } from './subscriptions.js';
 import { principalConn } from '../catalog/principal-conn.js';
 import { awaitsUrlSteps, type Mrtr } from './mrtr.js';
-import { firstRowEnd, type FirstRequest } from './input-bridge.js';
+import { firstRowEnd, type FirstRow } from './input-bridge.js';
 import type { Binding } from './request-state.js';
 import type { Confirmer } from '../policy/confirm.js';
 import { LEGACY, MODERN } from '../protocol/era.js';
@@ -344,9 +344,14 @@ export class Router {
     const found = chosen ?? (this.unstarted(server, ctx.principal) ? server : connectionFor(this.opts, server, ctx));
     const conn = found instanceof Promise ? await found : found;
     // A parked request whose retry carries its end (Mrtr.run): this request's row is a round.
-    let first: (() => FirstRequest) | undefined;
-    const finish = (e: AuditEnd): Promise<void> => audit.finish({ ...firstRowEnd(first?.(), e), latencyMs: e.latencyMs });
-    const body = async (opts: CallOptions, parkedRun?: () => FirstRequest): Promise<Result> => {
+    let first: FirstRow | undefined;
+    const finish = (e: AuditEnd): Promise<void> => {
+      // Ended while parked: this row carries the end only if no retry of its client takes it.
+      const later = first?.known();
+      if (later) return later.then((f) => audit.finish({ ...firstRowEnd(f, e), latencyMs: e.latencyMs }));
+      return audit.finish({ ...firstRowEnd(first?.first, e), latencyMs: e.latencyMs });
+    };
+    const body = async (opts: CallOptions, parkedRun?: FirstRow): Promise<Result> => {
       first = parkedRun;
       try {
         if (conn.upstream.state !== 'ready')

@@ -24,6 +24,7 @@ const LEGACY = 'test/fixtures/translation/legacy-server.mjs';
 const MODERN = 'test/fixtures/translation/modern-server.mjs';
 const QUIRK_MODERN = 'test/fixtures/quirks/modern.mjs';
 const QUIRK_LEGACY = 'test/fixtures/quirks/legacy-32601.mjs';
+const RELAY = 'test/fixtures/translation/legacy-relay.mjs';
 const KEY = 'dev.switchyard/idempotency-key';
 
 let hub: HubProcess;
@@ -35,9 +36,10 @@ beforeAll(async () => {
       ms: nodeServer(MODERN, [], { SERVER_NAME: 'modern-stdio' }),
       nq: nodeServer(QUIRK_MODERN, [], { QUIRK_NEEDCAP: '1' }),
       lq: nodeServer(QUIRK_LEGACY, [], { QUIRK_ASKTWO: '1' }),
+      rl: nodeServer(RELAY),
     },
   });
-  await waitForReady(hub.url, ['ls', 'ms', 'nq', 'lq']);
+  await waitForReady(hub.url, ['ls', 'ms', 'nq', 'lq', 'rl']);
 }, 60_000);
 afterAll(async () => void (await hub?.stop()));
 
@@ -81,6 +83,29 @@ describe('a call of several input_required rounds', () => {
       expect(metricValue(text, 'switchyard_input_rounds_total', { method: 'tools/call', tool })).toBe(1);
     });
   }
+});
+
+describe('a parked legacy call that ends before its client retries', () => {
+  // rl__self_cancel withdraws its question after 1 s and answers "gave up" a second later: the
+  // call ends while parked. The client's retry then takes that answer, so its row carries the
+  // call's end and the first request's row is the round it was: one call, counted once.
+  it('has its end on the row of the retry that took its answer, and counts once in /metrics', async () => {
+    const tool = 'rl__self_cancel';
+    const caps = { elicitation: { form: {} } };
+    const first = await call('ended-1', tool, caps);
+    expect(first.body?.result?.resultType).toBe('input_required');
+    // Another call of a client that can be asked runs alone on that stdio server (README): it is
+    // let in only once the parked call's upstream request has ended.
+    const after = await call('ended-probe', 'rl__asks_other', caps);
+    expect((after.body?.result?.content as Json[])[0]!.text).toBe('refused -32601');
+    const retry = await call('ended-2', tool, caps, {}, { requestState: first.body!.result!.requestState, inputResponses: {} });
+    expect((retry.body?.result?.content as Json[])[0]!.text).toBe('gave up');
+    await expect.poll(() => row('ended-2')?.outcome).toBe('ok');
+    await expect.poll(() => row('ended-1')?.outcome).toBe('input_required');
+    const text = await scrape(hub.url);
+    expect(metricValue(text, 'switchyard_calls_total', { method: 'tools/call', tool })).toBe(1);
+    expect(metricValue(text, 'switchyard_input_rounds_total', { method: 'tools/call', tool })).toBe(1);
+  });
 });
 
 describe('a modern client of a parked legacy call', () => {

@@ -35,6 +35,42 @@ describe('InputBridge', () => {
   });
 });
 
+describe('a call that ends while parked', () => {
+  const ask = { method: 'elicitation/create', params: { mode: 'form', message: 'name?', requestedSchema: { type: 'object', properties: {} } } };
+  const bind = { principal: 'p', method: 'tools/call', target: 't', args: {} };
+
+  /** A parked call (its first request answered input_required) whose run then ends, its client not back. */
+  async function endedWhileParked(timeoutMs: number) {
+    const sealer = new RequestStateSealer(randomBytes(32));
+    const bridge = new InputBridge(sealer, timeoutMs);
+    const collector = new InputCollector({ elicitation: {} });
+    void collector.ask(ask).catch(() => undefined);
+    let end!: (r: Record<string, unknown>) => void;
+    const run = new Promise<Record<string, unknown>>((r) => (end = r));
+    const first = await bridge.settle(run, collector, new Canceller(), bind);
+    expect(first.resultType).toBe('input_required');
+    end({ content: [] });
+    await run;
+    return { bridge, collector, id: (sealer.open(first.requestState, bind) as { id: string }).id };
+  }
+
+  it("keeps its first row's end open until a retry takes it: then that row is a round (handed-on), the retry's the call's end", async () => {
+    const { bridge, collector, id } = await endedWhileParked(60_000);
+    const known = collector.known();
+    expect(known).toBeInstanceOf(Promise);
+    const retried = await bridge.resume(id, {}, { elicitation: {} }, bind, new Canceller().signal);
+    expect(retried).toEqual({ content: [] });
+    expect(await known).toBe('handed-on');
+    expect(collector.known()).toBeUndefined();
+  });
+
+  it('gives it to the first row once no retry can take it (the time to answer is up)', async () => {
+    const { bridge, collector } = await endedWhileParked(50);
+    expect(await collector.known()).toBe('asked');
+    expect(bridge.size).toBe(0);
+  });
+});
+
 describe('RequestStateSealer.serverOf', () => {
   it("names the server of a state open() would take; not of one expired, used, or another request's (its retry would wait for that server only to be refused)", () => {
     let now = 1_000_000;
