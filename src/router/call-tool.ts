@@ -255,7 +255,10 @@ export class ToolCall {
     // asked: a client that sends its last request again (its response lost) gets the stored
     // answer, not -32602 for a requestState used up, nor a confirmation of a call that has run
     // (declined, it would read as not run). Plugins still see it, as they see every replay.
-    const keyEnded = key ? endedKey(this.ledger.idempotency, owner, key, hubName, argsDigestOf(bind), shown) : undefined;
+    // But a retry for a call parked here takes that call, though it ended and its key holds its
+    // answer: the same answer, and its row carries the call's end (the first row is a round).
+    let keyEnded = key ? endedKey(this.ledger.idempotency, owner, key, hubName, argsDigestOf(bind), shown) : undefined;
+    if (keyEnded && isRetry(params, ctx) && this.mrtr.parkedHere(params.requestState, bind)) keyEnded = undefined;
     const retry = !keyEnded && isRetry(params, ctx) ? await retryOf(this.mrtr, this.ledger, end, 'tools/call', params, ctx, bind, server, t0) : undefined;
     if (retry && 'result' in retry) return retry.result;
     // Without a confirmation policy confirm() answers undefined: no await for it then.

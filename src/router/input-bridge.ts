@@ -260,6 +260,11 @@ export class InputBridge {
     return this.parked.size;
   }
 
+  /** Whether the parked call `id` waits here for its client's retry. */
+  has(id: string): boolean {
+    return this.parked.has(id);
+  }
+
   /**
    * The final result, or an `input_required` that parks the still-running call: whichever
    * comes first. One promise settled by either side (the first settle wins), rather than a

@@ -207,6 +207,12 @@ export class Mrtr {
     return out;
   }
 
+  /** Whether `state` would open (bound to `bind`) as the state of a call parked here, waiting for this retry. Uses nothing up. */
+  parkedHere(state: unknown, bind: Binding): boolean {
+    const body = this.sealer.peek(state, bind);
+    return body?.k === 'park' && this.bridge.has(body.id);
+  }
+
   /**
    * Open a modern client's retry; throws -32602 for anything that does not check out. `caps`:
    * the capabilities the retry declared; `targets`: its progress and log sinks.

@@ -125,6 +125,20 @@ export class RequestStateSealer {
 
   /** Opens and consumes a state; throws StateError with a message fit for the client. */
   open(state: unknown, bind: Binding): StateBody {
+    return this.opened(state, bind, true);
+  }
+
+  /** What open() would take now, without using it up; undefined for what it would refuse. */
+  peek(state: unknown, bind: Binding): StateBody | undefined {
+    try {
+      return this.opened(state, bind, false);
+    } catch (err) {
+      if (err instanceof StateError) return undefined;
+      throw err;
+    }
+  }
+
+  private opened(state: unknown, bind: Binding, use: boolean): StateBody {
     if (typeof state !== 'string' || !state.startsWith(VERSION)) throw new StateError('requestState was not issued by this hub');
     let env: Envelope;
     try {
@@ -140,7 +154,7 @@ export class RequestStateSealer {
     if (env.a !== argsDigestOf(bind)) throw new StateError('requestState was issued for other arguments');
     this.sweep(now);
     if (this.used.has(env.n)) throw new StateError('requestState was already used');
-    this.used.set(env.n, env.e);
+    if (use) this.used.set(env.n, env.e);
     return env.b;
   }
 

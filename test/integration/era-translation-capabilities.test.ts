@@ -106,6 +106,27 @@ describe('a parked legacy call that ends before its client retries', () => {
     expect(metricValue(text, 'switchyard_calls_total', { method: 'tools/call', tool })).toBe(1);
     expect(metricValue(text, 'switchyard_input_rounds_total', { method: 'tools/call', tool })).toBe(1);
   });
+
+  // Its key holds the call's answer once it ended: the retry still takes the parked call (the
+  // same answer), rather than a replay of the key, which left the first row open until the
+  // call's time to answer ran out, and counted the call twice (ok, then replayed).
+  it('with an idempotency key: the same, the retry not answered as a replay of its key', async () => {
+    const tool = 'rl__self_cancel';
+    const caps = { elicitation: { form: {} } };
+    const meta = { [KEY]: 'k-ended-while-parked' };
+    const first = await call('keyed-ended-1', tool, caps, meta);
+    expect(first.body?.result?.resultType).toBe('input_required');
+    const after = await call('keyed-ended-probe', 'rl__asks_other', caps);
+    expect((after.body?.result?.content as Json[])[0]!.text).toBe('refused -32601');
+    const retry = await call('keyed-ended-2', tool, caps, meta, { requestState: first.body!.result!.requestState, inputResponses: {} });
+    expect((retry.body?.result?.content as Json[])[0]!.text).toBe('gave up');
+    await expect.poll(() => row('keyed-ended-2')?.outcome).toBe('ok');
+    await expect.poll(() => row('keyed-ended-1')?.outcome).toBe('input_required');
+    // The key still answers a later send of the same request.
+    const again = await call('keyed-ended-3', tool, caps, meta);
+    expect((again.body?.result?.content as Json[])[0]!.text).toBe('gave up');
+    await expect.poll(() => row('keyed-ended-3')?.outcome).toBe('replayed');
+  });
 });
 
 describe('a modern client of a parked legacy call', () => {
