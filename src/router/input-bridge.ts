@@ -341,9 +341,16 @@ export class InputBridge {
       p.collector.giveUp();
       p.abort.abort();
     };
-    signal.addEventListener('abort', onAbort, { once: true });
     p.collector.targets = targets;
     p.collector.resumed(true);
+    // Cancelled on its way here (its client went away while it waited before it got here, as in
+    // the router's start-up grace, which lets a cancelled request on): a listener added now would
+    // never run, and the call would go on with the answers its client took back.
+    if (signal.aborted) {
+      onAbort();
+      return this.settle(p.run, p.collector, p.abort, bind);
+    }
+    signal.addEventListener('abort', onAbort, { once: true });
     // The retry's own capabilities, not the first request's, say what the client may be asked.
     p.collector.retried(inputResponses, caps);
     return this.settle(p.run, p.collector, p.abort, bind).finally(() => signal.removeEventListener('abort', onAbort));

@@ -35,6 +35,27 @@ describe('InputBridge', () => {
   });
 });
 
+describe('a retry cancelled before it reaches its parked call', () => {
+  it("cancels the call, its question answered as the user's no answer: the answers it carried are not given to the upstream", async () => {
+    const sealer = new RequestStateSealer(randomBytes(32));
+    const bridge = new InputBridge(sealer, 60_000);
+    const collector = new InputCollector({ elicitation: {} });
+    const bind = { principal: 'p', method: 'tools/call', target: 't', args: {} };
+    const asked = collector.ask({ method: 'elicitation/create', params: { mode: 'form', message: 'go?', requestedSchema: { type: 'object', properties: {} } } });
+    const abort = new Canceller();
+    const run = new Promise<Record<string, unknown>>((_, reject) => abort.signal.addEventListener('abort', () => reject(new Error('cancelled'))));
+    const first = await bridge.settle(run, collector, abort, bind);
+    const { id } = sealer.open(first.requestState, bind) as { id: string };
+    const [key] = Object.keys(first.inputRequests as object);
+    const gone = new Canceller();
+    gone.abort('the client went away');
+    const retried = bridge.resume(id, { [key!]: { action: 'accept', content: {} } }, { elicitation: {} }, bind, gone.signal);
+    expect(await asked).toEqual({ action: 'cancel' });
+    expect(abort.signal.aborted).toBe(true);
+    await expect(retried).rejects.toThrow('cancelled');
+  });
+});
+
 describe('a call that ends while parked', () => {
   const ask = { method: 'elicitation/create', params: { mode: 'form', message: 'name?', requestedSchema: { type: 'object', properties: {} } } };
   const bind = { principal: 'p', method: 'tools/call', target: 't', args: {} };
