@@ -1,0 +1,108 @@
+/**
+ * Several questions in one turn, and a keyed write across the rounds, in every pair of eras,
+ * through the real built hub with real SDK peers (test/fixtures/translation/ask-all-*.mjs):
+ * - a legacy upstream asking elicitation, sampling and roots at once, and a modern one asking
+ *   all three in one `input_required`, reach a legacy client as three requests on its session
+ *   and a modern client as `input_required` rounds; every answer reaches the upstream;
+ * - a modern client's keyed write whose upstream asks first runs once, whatever the client sends
+ *   again meanwhile (the first request twice, the retry twice), and its rows are the rounds and
+ *   one call's end (README "The ledger", "Idempotency").
+ */
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
+import { META_CAPS, modernBody, modernHeaders, modernMeta, post, waitForReady, type Json } from '../helpers/wire.js';
+import { legacyUser, modernUser, textOf, USER_CAPABILITIES } from '../fixtures/translation/peers.js';
+import { queryRows } from './ledger-helpers.js';
+
+const LEGACY = 'test/fixtures/translation/ask-all-legacy.mjs';
+const MODERN = 'test/fixtures/translation/ask-all-modern.mjs';
+const UPSTREAMS = ['la', 'lah', 'ma', 'mah'] as const;
+const KEY = 'dev.switchyard/idempotency-key';
+
+let hub: HubProcess;
+let fixtures: HttpFixture[] = [];
+let events: string;
+
+beforeAll(async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-asks-'));
+  events = join(dir, 'events.log');
+  writeFileSync(events, '');
+  const env = { EVENTS_FILE: events };
+  fixtures = await Promise.all([startHttpFixture(LEGACY, env), startHttpFixture(MODERN, env)]);
+  hub = await startHub({ servers: { la: nodeServer(LEGACY, [], env), lah: { url: fixtures[0]!.url }, ma: nodeServer(MODERN, [], env), mah: { url: fixtures[1]!.url } } }, { dir });
+  await waitForReady(hub.url, [...UPSTREAMS]);
+}, 60_000);
+
+afterAll(async () => {
+  await hub?.stop();
+  await Promise.all(fixtures.map((f) => f.stop()));
+});
+
+describe.each([
+  ['legacy', legacyUser],
+  ['modern', modernUser],
+] as const)('a %s client', (era, connect) => {
+  it.each(UPSTREAMS)('asked elicitation, sampling and roots in one turn by %s: each answer reaches the upstream', async (up) => {
+    const name = `${era}-${up}`;
+    const user = await connect(hub.url, name);
+    try {
+      const r = await user.callTool(`${up}__ask_all`, { who: up });
+      expect(textOf(r)).toBe(`e=accept:{"name":"${name}"} s=hi from ${name} r=file:///home/${name},file:///work/${name}`);
+      expect(user.asks.map((a) => a.method).sort()).toEqual(['elicitation/create', 'roots/list', 'sampling/createMessage']);
+    } finally {
+      await user.close();
+    }
+  });
+});
+
+let nextId = 1;
+
+/** A modern tools/call whose client declared elicitation, sampling and roots, with `meta` added. */
+async function call(name: string, args: Json, meta: Json, extra: Json = {}): Promise<{ id: string; result?: Json; error?: Json }> {
+  const id = `w${nextId++}`;
+  const r = await post(hub.url, modernBody(id, 'tools/call', { name, arguments: args, ...extra }, modernMeta({ [META_CAPS]: USER_CAPABILITIES, ...meta })), modernHeaders('tools/call', name));
+  const m = r.messages.find((x) => x.id === id);
+  return { id, result: m?.result, error: m?.error };
+}
+
+/** The retry of an input_required answer, accepting its elicitation. */
+function retryOf(name: string, args: Json, meta: Json, round: Json) {
+  const answers = Object.fromEntries(Object.keys(round.inputRequests as Json).map((k) => [k, { action: 'accept', content: { name: 'Ada' } }]));
+  return call(name, args, meta, { requestState: round.requestState, inputResponses: answers });
+}
+
+describe('a modern client’s keyed write whose upstream asks first', () => {
+  it.each(UPSTREAMS)('runs once on %s: the first request sent twice, the retry sent twice', async (up) => {
+    const tool = `${up}__write`;
+    const key = `write-once-${up}`;
+    const args = { key };
+    const meta = { [KEY]: key };
+    const first = await call(tool, args, meta);
+    expect(first.result).toMatchObject({ resultType: 'input_required' });
+    // The same first request again, before the user answered: it waits for the call (a legacy
+    // upstream's, parked), or is asked too (a modern upstream's round is no outcome yet).
+    const again = call(tool, args, meta);
+    const done = await retryOf(tool, args, meta, first.result!);
+    expect(textOf(done.result!)).toBe(`wrote ${key} accept`);
+    const twin = await again;
+    const twinDone = twin.result?.resultType === 'input_required' ? await retryOf(tool, args, meta, twin.result) : twin;
+    expect(textOf(twinDone.result!)).toBe(`wrote ${key} accept`);
+    // The retry sent again (its answer lost): the key's answer, not "requestState was already used".
+    const resent = await retryOf(tool, args, meta, first.result!);
+    expect(textOf(resent.result!)).toBe(`wrote ${key} accept`);
+    const ran = readFileSync(events, 'utf8').split('\n').filter((l) => l.startsWith('ran write') && l.includes(key));
+    expect(ran).toHaveLength(1);
+    // One call's end (the retry that took it), the rounds as rounds, every other request a replay.
+    const rows = (await queryRows(join(hub.dir, 'ledger.db'), { tool })).filter((r) => r.idempotencyKey === key);
+    const outcome = (id: string) => rows.find((r) => r.requestId === id)?.outcome;
+    expect(outcome(first.id)).toBe('input_required');
+    expect(outcome(done.id)).toBe('ok');
+    expect(outcome(resent.id)).toBe('replayed');
+    expect(rows.filter((r) => r.outcome === 'ok')).toHaveLength(1);
+    expect(rows.map((r) => r.outcome).sort()).toEqual(twin.id === twinDone.id ? ['input_required', 'ok', 'replayed', 'replayed'] : ['input_required', 'input_required', 'ok', 'replayed', 'replayed']);
+  });
+});
