@@ -18,7 +18,7 @@ import { cutOffError, outcomeOfError, outcomeSeenBy, toolErrorResult } from './o
 import { elicits } from '../protocol/client-capabilities.js';
 import { paramHeaderProblem } from '../protocol/param-headers.js';
 import { awaitsUrlSteps, isCapabilityRefusal, UnfinishedTurnError, type Mrtr } from './mrtr.js';
-import { firstRowEnd, type FirstRow } from './input-bridge.js';
+import { firstRowEnd, type InputCollector } from './input-bridge.js';
 import { endedKey, settleIdempotency, type ShownTool } from './idempotency.js';
 import { argsDigestOf, type Binding } from './request-state.js';
 import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
@@ -63,6 +63,8 @@ export class ToolCall {
   private readonly mrtr: Mrtr;
   private readonly log: Logger;
   private readonly opts: ToolCallOptions;
+  /** Keyed calls parked now (a modern client's, a legacy upstream asking), by keyText: see askedAgain. */
+  private readonly parkedKeys = new Map<string, InputCollector>();
 
   constructor(deps: ToolCallDeps) {
     this.catalog = deps.catalog;
@@ -307,6 +309,11 @@ export class ToolCall {
       }
     }
     if (key) {
+      const again = keyEnded ? undefined : this.askedAgain(owner, key, bind, ctx);
+      if (again) {
+        await end({ outcome: 'input_required', errorKind: null, latencyMs: performance.now() - t0 });
+        return again;
+      }
       let settled: Awaited<ReturnType<typeof settleIdempotency>>;
       try {
         settled = keyEnded ?? (await settleIdempotency(this.ledger.idempotency, owner, key, hubName, argsDigestOf(bind), ctx.signal, shown));
@@ -330,10 +337,11 @@ export class ToolCall {
      * Where this request stands in a parked call (Mrtr.run): answered `input_required`, its row
      * a round, when a retry of its client carries the call's end instead (firstRowEnd).
      */
-    let first: FirstRow | undefined;
+    let first: InputCollector | undefined;
     const finish = (end: Omit<AuditEnd, 'latencyMs'>, answer: StoredAnswer | undefined, ran: boolean) => {
       finished = true;
       if (key) {
+        if (first) this.forgetParked(owner, key, first);
         // Stored before the audit row finishes, so the answer commits in the same batch or earlier.
         if (answer) this.ledger.idempotency.complete(owner, key, answer);
         else if (ran) this.ledger.idempotency.markUnknown(owner, key);
@@ -391,8 +399,9 @@ export class ToolCall {
     // a client's cancellation then (safe: a retry with the key is refused, never run twice).
     const askClient = ctx.askClient;
     const asking: CallContext = askClient ? { ...ctx, askClient: (r, withdrawn) => askClient(r, withdrawn).catch(askedAndFailed) } : ctx;
-    const body = async (opts: CallOptions, parkedRun?: FirstRow): Promise<Result> => {
+    const body = async (opts: CallOptions, parkedRun?: InputCollector): Promise<Result> => {
       first = parkedRun;
+      if (key && parkedRun) this.parkedKeys.set(keyText(owner, key), parkedRun);
       try {
         const raw = withoutHubError(await this.mrtr.roundTrips('tools/call', conn, forwarded, asking, opts, bind, retry?.confirmed === true), server.config.trust);
         const isFinal = raw.resultType === undefined || raw.resultType === 'complete';
@@ -462,6 +471,24 @@ export class ToolCall {
   }
 
   /**
+   * A modern client's keyed call sent again while the call with its key (the same tool and
+   * arguments) is parked, waiting for that client's answer: the first's answer, the same
+   * questions of the same call, under a state of its own. A client whose input_required was lost
+   * sends its request again; waiting for the call's end, which only a retry with the lost state
+   * could bring, it was held for policy.inputTimeoutMs and then refused as of an unknown outcome.
+   */
+  private askedAgain(owner: KeyOwner, key: string, bind: Binding, ctx: CallContext): Result | undefined {
+    if (this.parkedKeys.size === 0 || ctx.clientEra !== MODERN) return undefined;
+    const parked = this.parkedKeys.get(keyText(owner, key));
+    return parked && this.mrtr.bridge.askAgain(parked, bind, ctx.clientCapabilities);
+  }
+
+  private forgetParked(owner: KeyOwner, key: string, collector: InputCollector): void {
+    const k = keyText(owner, key);
+    if (this.parkedKeys.get(k) === collector) this.parkedKeys.delete(k);
+  }
+
+  /**
    * Policy confirmation of a risky call: undefined = go ahead; otherwise what to answer now
    * (an `input_required` asking a modern client, or a refusal). Legacy clients are asked on
    * their session while the call waits.
@@ -527,6 +554,11 @@ const MAX_KEY_LENGTH = 256;
  */
 function keyOwner(ctx: CallContext): KeyOwner {
   return ctx.group === undefined ? ctx.principal : { principal: ctx.principal, group: ctx.group };
+}
+
+/** A key and its owner as one map key. */
+function keyText(owner: KeyOwner, key: string): string {
+  return typeof owner === 'string' ? `${owner}\0\0${key}` : `${owner.principal}\0${owner.group ?? ''}\0${key}`;
 }
 
 /** The text of a result's first content block (the hub's own error results have one). */

@@ -68,8 +68,8 @@ export function firstRowEnd<E extends Omit<AuditEnd, 'latencyMs'>>(first: FirstR
  */
 export class InputCollector implements FirstRow {
   private readonly waiting = new Map<string, Waiting>();
-  /** Set while the call is parked: see known(). */
-  private parkedNow = false;
+  /** While the call is parked, the id it is parked under (InputBridge.park): see known(). */
+  parkedAs: string | undefined;
   private unparked: Promise<FirstRequest> | undefined;
   private unpark: ((first: FirstRequest) => void) | undefined;
   private wake: (() => void) | undefined;
@@ -101,20 +101,20 @@ export class InputCollector implements FirstRow {
    * counted twice, in /metrics and `ledger stats`.
    */
   known(): Promise<FirstRequest> | undefined {
-    if (!this.parkedNow) return undefined;
+    if (this.parkedAs === undefined) return undefined;
     return (this.unparked ??= new Promise((resolve) => (this.unpark = resolve)));
   }
 
   /** The call is parked: its request (the first, or a retry's) was answered `input_required`. */
-  parked(): void {
+  parked(id: string): void {
     this.first = 'asked';
-    this.parkedNow = true;
+    this.parkedAs = id;
   }
 
   /** Parked no more: a retry of the client took the call (`handedOn`), or none can now (time up, the hub stops). */
   resumed(handedOn: boolean): void {
     if (handedOn) this.first = 'handed-on';
-    this.parkedNow = false;
+    this.parkedAs = undefined;
     const unpark = this.unpark;
     this.unparked = this.unpark = undefined;
     unpark?.(this.first);
@@ -266,6 +266,20 @@ export class InputBridge {
   }
 
   /**
+   * The `input_required` a parked call's request was answered, again, for a request of its
+   * client bound as `bind` (one of the same call): the same questions, under a state of its own
+   * for the same parked call. Undefined when the call is not parked here, or when this request
+   * did not declare what its questions need (it is never asked that).
+   */
+  askAgain(collector: InputCollector, bind: Binding, caps: ClientCapabilities): Result | undefined {
+    const id = collector.parkedAs;
+    if (id === undefined || !this.parked.has(id)) return undefined;
+    const requests = collector.requests();
+    for (const req of Object.values(requests)) if (missingCapability(req, caps)) return undefined;
+    return { resultType: 'input_required', inputRequests: requests, requestState: this.sealer.seal(bind, { k: 'park', id }) };
+  }
+
+  /**
    * The final result, or an `input_required` that parks the still-running call: whichever
    * comes first. One promise settled by either side (the first settle wins), rather than a
    * race of three derived promises per call.
@@ -293,7 +307,7 @@ export class InputBridge {
     const id = randomBytes(12).toString('base64url');
     // That request is answered: its stream takes no more progress (the retry's will).
     collector.targets = {};
-    collector.parked();
+    collector.parked(id);
     // One limit per question, from when the client was first asked it, however many retries
     // come meanwhile without its answer (each would otherwise park the call, and hold a legacy
     // stdio upstream alone, for another timeoutMs). Monotonic: a wall-clock step between the

@@ -6,7 +6,7 @@ import type { ServerHandle } from '../catalog/catalog.js';
 import type { CallOptions } from '../upstream/types.js';
 import type { CallContext } from './context.js';
 import { CONFIRM_KEY, verdict } from '../policy/confirm.js';
-import { InputBridge, InputCollector, missingCapability, type FirstRow } from './input-bridge.js';
+import { InputBridge, InputCollector, missingCapability } from './input-bridge.js';
 import { inputRequestsProblem, MAX_OPEN_ASKS, relayedInputs } from '../protocol/input-results.js';
 import { RequestStateSealer, StateError, type Binding, type StateBody } from './request-state.js';
 import { Canceller, type Signal } from '../cancel.js';
@@ -87,8 +87,8 @@ export class Mrtr {
     server: ServerHandle,
     opts: CallOptions,
     bind: Binding,
-    body: (opts: CallOptions, first?: FirstRow) => Promise<Result>,
-    ended: (run: Promise<Result>, first?: FirstRow) => Promise<Result> = (r) => r,
+    body: (opts: CallOptions, first?: InputCollector) => Promise<Result>,
+    ended: (run: Promise<Result>, first?: InputCollector) => Promise<Result> = (r) => r,
   ): Promise<Result> {
     if (!parks(ctx, server)) return body(opts);
     const collector = new InputCollector(ctx.clientCapabilities);

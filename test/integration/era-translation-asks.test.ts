@@ -83,8 +83,9 @@ describe('a modern client’s keyed write whose upstream asks first', () => {
     const meta = { [KEY]: key };
     const first = await call(tool, args, meta);
     expect(first.result).toMatchObject({ resultType: 'input_required' });
-    // The same first request again, before the user answered: it waits for the call (a legacy
-    // upstream's, parked), or is asked too (a modern upstream's round is no outcome yet).
+    // The same first request again, before the user answered: it is asked the same question (a
+    // call parked at the hub, a legacy upstream's; a modern upstream's round, no outcome yet),
+    // or, sent once the call ended, gets its answer.
     const again = call(tool, args, meta);
     const done = await retryOf(tool, args, meta, first.result!);
     expect(textOf(done.result!)).toBe(`wrote ${key} accept`);

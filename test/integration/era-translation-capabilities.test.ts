@@ -129,6 +129,31 @@ describe('a parked legacy call that ends before its client retries', () => {
   });
 });
 
+describe('a keyed first request sent again while its call is parked', () => {
+  // Its first answer (input_required) lost, the client sends the request again with its key. It
+  // waited for the call's end, which only a retry with the lost requestState could bring: held
+  // for policy.inputTimeoutMs, then refused as of an unknown outcome. It gets the first's answer,
+  // the same question of the same call, instead.
+  it('is answered the same question of the same call, and the call runs once', async () => {
+    const tool = 'ls__elicit_form';
+    const caps = { elicitation: { form: {} } };
+    const meta = { [KEY]: 'k-parked-twice' };
+    const args = { arguments: { who: 'twice' } };
+    const first = await call('twice-1', tool, caps, meta, args);
+    expect(first.body?.result?.resultType).toBe('input_required');
+    const again = await call('twice-2', tool, caps, meta, args);
+    expect(again.body?.result).toMatchObject({ resultType: 'input_required', inputRequests: first.body!.result!.inputRequests });
+    const [key] = Object.keys(again.body!.result!.inputRequests as Json);
+    const answer = { [key!]: { action: 'accept', content: { name: 'Ada' } } };
+    const done = await call('twice-3', tool, caps, meta, { ...args, requestState: again.body!.result!.requestState, inputResponses: answer });
+    expect((done.body?.result?.content as Json[])[0]!.text).toBe('action=accept content={"name":"Ada"}');
+    // The first's state now: the call ended, its key answers.
+    const late = await call('twice-4', tool, caps, meta, { ...args, requestState: first.body!.result!.requestState, inputResponses: answer });
+    expect((late.body?.result?.content as Json[])[0]!.text).toBe('action=accept content={"name":"Ada"}');
+    await expect.poll(() => ['twice-1', 'twice-2', 'twice-3', 'twice-4'].map((id) => row(id)?.outcome)).toEqual(['input_required', 'input_required', 'ok', 'replayed']);
+  });
+});
+
 describe('a modern client of a parked legacy call', () => {
   it("gets the call's progress on the retry that resumed it, under the retry's token", async () => {
     const caps = { elicitation: { form: {} } };
