@@ -22,14 +22,18 @@ export interface ToolsExportArgs {
   local: boolean;
 }
 
-/** What stderr says beside an export: the tools it could not give as they are, counted. */
-export function exportNotes(doc: ReturnType<typeof toOpenAi> | ReturnType<typeof toAnthropic>): string {
-  let notes = '';
-  if (doc.format === 'openai' && doc.notStrict.length) notes += `${counted(doc.notStrict.length, 'tool')} could not be made strict; see "notStrict"\n`;
+/**
+ * What stderr says beside an export: the tools it could not give as they are, counted. Each a
+ * note of the command's (`switchyard tools export: note: …`), as every command's notes are: in
+ * an IDE's or a script's log a bare line does not say whose it is.
+ */
+export function exportNotes(doc: ReturnType<typeof toOpenAi> | ReturnType<typeof toAnthropic>, command: string): string {
+  const notes: string[] = [];
+  if (doc.format === 'openai' && doc.notStrict.length) notes.push(`${counted(doc.notStrict.length, 'tool')} could not be made strict; see "notStrict"`);
   if (doc.format === 'openai' && Object.keys(doc.loosened).length)
-    notes += `${counted(Object.keys(doc.loosened).length, 'strict tool')} lost constraints the API does not take (the hub still checks them); see "loosened"\n`;
-  if (doc.skipped.length) notes += `${counted(doc.skipped.length, 'tool')} left out: the API refuses their names; see "skipped"\n`;
-  return notes;
+    notes.push(`${counted(Object.keys(doc.loosened).length, 'strict tool')} lost constraints the API does not take (the hub still checks them); see "loosened"`);
+  if (doc.skipped.length) notes.push(`${counted(doc.skipped.length, 'tool')} left out: the API refuses their names; see "skipped"`);
+  return notes.map((n) => `switchyard ${command}: note: ${n}\n`).join('');
 }
 
 /**
@@ -108,7 +112,7 @@ export async function runToolsExport(a: ToolsExportArgs, command = 'tools export
     const tools = await catalog(a, command);
     const doc = a.format === 'openai' ? toOpenAi(tools) : toAnthropic(tools);
     out.write(screenJson(JSON.stringify(doc, null, 2)) + '\n');
-    process.stderr.write(exportNotes(doc));
+    process.stderr.write(exportNotes(doc, command));
   } catch (err) {
     // A config error is 2 (as start, validate and reload), the daemon's is 1, no daemon 3 (README, exit codes).
     if (err instanceof ConfigError) {

@@ -274,11 +274,12 @@ describe('toOpenAi / toAnthropic', () => {
     expect(out.skipped).toEqual([{ name: 'odd.name', reason: expect.stringMatching(/does not match/) }]);
     // Non-strict tools still carry their schema as given.
     expect(out.tools[1].function.parameters).toEqual(tools[1].inputSchema);
-    // Said on stderr by `tools export`, counted in words that fit one ("1 tool", it said "1 tool(s)").
-    expect(exportNotes(out)).toBe(
-      '1 tool could not be made strict; see "notStrict"\n' +
-        '1 strict tool lost constraints the API does not take (the hub still checks them); see "loosened"\n' +
-        '1 tool left out: the API refuses their names; see "skipped"\n',
+    // Said on stderr by `tools export`, counted in words that fit one ("1 tool", it said "1 tool(s)"),
+    // each line a note of the command's (it was a bare line, whose in a log of several commands?).
+    expect(exportNotes(out, 'tools export')).toBe(
+      'switchyard tools export: note: 1 tool could not be made strict; see "notStrict"\n' +
+        'switchyard tools export: note: 1 strict tool lost constraints the API does not take (the hub still checks them); see "loosened"\n' +
+        'switchyard tools export: note: 1 tool left out: the API refuses their names; see "skipped"\n',
     );
   });
 
