@@ -1,5 +1,5 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { configExposureProblem } from '../../src/auth/exposure.js';
 import { loadConfig, parseConfig } from '../../src/config/load.js';
@@ -154,5 +154,107 @@ describe('the configs a user copies', () => {
     expect(wrong).toEqual([]);
     // The table was read at all: a change of its layout must not pass by comparing nothing.
     expect(compared).toBeGreaterThan(25);
+  });
+});
+
+describe("README's configuration reference", () => {
+  type Node = { $ref?: string; properties?: Record<string, Node>; additionalProperties?: unknown; items?: Node; anyOf?: Node[]; oneOf?: Node[]; allOf?: Node[] };
+  const schema = hubConfigSchema() as Node;
+  const deref = (n: Node | undefined): Node | undefined => {
+    let out = n;
+    while (out?.$ref) out = out.$ref.replace('#/', '').split('/').reduce<unknown>((t, k) => (t as Record<string, unknown>)[k], schema) as Node;
+    return out;
+  };
+  /** Every key path of the schema, a map's keys as `<>` (`servers.<>.timeoutMs`); an array's items are the array's. */
+  function keyPaths(): string[] {
+    const out = new Set<string>();
+    const walk = (node: Node | undefined, path: string, depth: number): void => {
+      const n = deref(node);
+      if (!n || depth > 10) return;
+      for (const alt of [...(n.anyOf ?? []), ...(n.oneOf ?? []), ...(n.allOf ?? [])]) walk(alt, path, depth);
+      for (const [k, v] of Object.entries(n.properties ?? {})) {
+        // `mcpServers` is `servers` under another name (the reference says so once).
+        if (k === '$schema' || k === 'mcpServers') continue;
+        const p = path ? `${path}.${k}` : k;
+        out.add(p);
+        walk(v, p, depth + 1);
+      }
+      if (n.additionalProperties && typeof n.additionalProperties === 'object') walk(n.additionalProperties as Node, `${path}.<>`, depth + 1);
+      if (n.items) walk(n.items, path, depth + 1);
+    };
+    walk(schema, '', 0);
+    return [...out];
+  }
+
+  it('names every key of the schema: a row of its own, or in the row of the key it sits under', () => {
+    const md = text('README.md');
+    const section = md.slice(md.indexOf('## Configuration reference'));
+    const reference = section.slice(0, section.indexOf('\n### '));
+    const lines = reference.split('\n');
+    const words = (t: string) => new Set((t.match(/`[^`\n]+`/g) ?? []).flatMap((s) => s.split(/[^A-Za-z0-9_$]/)));
+    const norm = (p: string) => p.replace(/<[^>]*>/g, '<>');
+    const rows: { path: string; words: Set<string> }[] = [];
+    for (const row of lines.filter((l) => l.startsWith('| `'))) {
+      const names = [...(row.slice(1).split(/(?<!\\)\|/)[0] ?? '').matchAll(/`([^`]+)`/g)].map((m) => m[1]!);
+      // `listen.maxPendingPerSession` / `drainTimeoutMs`: the later names are siblings of the first.
+      const parent = names[0]!.split('.').slice(0, -1).join('.');
+      for (const n of names) rows.push({ path: norm(n.includes('.') || !parent ? n : `${parent}.${n}`), words: words(row) });
+    }
+    // What the text above the table names (an IDE's `type` and `disabled`, accepted with `mcpServers`).
+    const prose = words(lines.filter((l) => !l.startsWith('|')).join('\n'));
+    expect(rows.length).toBeGreaterThan(40);
+    const missing = keyPaths().filter((p) => {
+      if (rows.some((r) => r.path === p || r.path.startsWith(`${p}.`))) return false; // its row, or the rows of its keys
+      const last = p.split('.').pop()!;
+      const owner = rows.filter((r) => p.startsWith(`${r.path}.`)).sort((a, b) => b.path.length - a.path.length)[0];
+      return !(owner ? owner.words.has(last) : prose.has(last));
+    });
+    expect(missing).toEqual([]);
+  });
+});
+
+/** GitHub's anchor of a heading: lower case, punctuation dropped, spaces as `-`, a repeat numbered. */
+function anchorsOf(file: string): Set<string> {
+  const out = new Set<string>();
+  const seen = new Map<string, number>();
+  let fenced = false;
+  for (const l of text(file).split('\n')) {
+    if (/^\s*```/.test(l)) fenced = !fenced;
+    const h = fenced ? null : /^#{1,6}\s+(.*)$/.exec(l);
+    if (!h) continue;
+    const slug = h[1]!.trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-');
+    const n = seen.get(slug) ?? 0;
+    seen.set(slug, n + 1);
+    out.add(n ? `${slug}-${n}` : slug);
+  }
+  return out;
+}
+
+describe('links between the docs', () => {
+  it('every relative link of README.md and docs/*.md names a file there, and a heading of it when it names one', () => {
+    const files = ['README.md', ...readdirSync(join(packageRoot, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+    const broken: string[] = [];
+    let checked = 0;
+    for (const f of files) {
+      let fenced = false;
+      text(f)
+        .split('\n')
+        .forEach((l, i) => {
+          if (/^\s*```/.test(l)) fenced = !fenced;
+          if (fenced) return;
+          // Code spans hold text such as `[^](a+)+$`, no link.
+          for (const m of l.replace(/`[^`]*`/g, '').matchAll(/\]\(([^)\s]+)\)/g)) {
+            const target = m[1]!;
+            if (/^[a-z][a-z+.-]*:/i.test(target)) continue; // https:, mailto:
+            const [file = '', anchor] = target.split('#');
+            const path = file ? join(dirname(f), file) : f;
+            checked++;
+            if (!existsSync(join(packageRoot, path))) broken.push(`${f}:${i + 1}: ${target}: no file ${path}`);
+            else if (anchor !== undefined && path.endsWith('.md') && !anchorsOf(path).has(anchor)) broken.push(`${f}:${i + 1}: ${target}: no heading #${anchor} in ${path}`);
+          }
+        });
+    }
+    expect(checked).toBeGreaterThan(20);
+    expect(broken).toEqual([]);
   });
 });
