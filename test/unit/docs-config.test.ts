@@ -186,6 +186,30 @@ describe("README's configuration reference", () => {
     return [...out];
   }
 
+  it('every key path README.md and docs/*.md name (`servers.<id>.timeoutMs`) is one the schema has', () => {
+    // A path segment: a property, or `<id>` for any key of a map; an array's items are the array's.
+    const has = (path: string): boolean => {
+      let nodes: Node[] = [schema];
+      for (const seg of path.split('.')) {
+        const next: Node[] = [];
+        for (const node of nodes) {
+          const n = deref(node)!;
+          for (const alt of [n, ...(n.anyOf ?? []), ...(n.oneOf ?? []), ...(n.allOf ?? [])].map(deref)) {
+            const here = alt?.items ? deref(alt.items) : alt;
+            if (here?.properties && Object.hasOwn(here.properties, seg)) next.push(here.properties[seg]!);
+            else if (seg.startsWith('<') && here?.additionalProperties && typeof here.additionalProperties === 'object') next.push(here.additionalProperties as Node);
+          }
+        }
+        if (!next.length) return false;
+        nodes = next;
+      }
+      return true;
+    };
+    const named = DOCS.flatMap((f) => [...text(f).matchAll(/`((?:listen|ledger|names|servers|groups|plugins|policy|auth)\.[A-Za-z0-9_.<>-]+)`/g)].map((m) => ({ f, path: m[1]!.replace(/\.$/, '') })));
+    expect(named.length).toBeGreaterThan(50);
+    expect(named.filter(({ path }) => !has(path)).map(({ f, path }) => `${f}: ${path}`)).toEqual([]);
+  });
+
   it('names every key of the schema: a row of its own, or in the row of the key it sits under', () => {
     const md = text('README.md');
     const section = md.slice(md.indexOf('## Configuration reference'));
