@@ -74,6 +74,7 @@ function isReloadReport(r: unknown): r is ReloadReport {
   return (
     isObj(r) &&
     ['added', 'removed', 'restarted', 'updated', 'applied', 'restartOnly'].every((k) => isStrings(r[k])) &&
+    optional(r.disabled, isStrings) &&
     optional(r.pluginsFailed, isStrings) &&
     optional(r.pluginsNotLoaded, isStrings) &&
     optional(r.earlier, (e) => isObj(e) && typeof e.at === 'string' && isReloadReport(e.report))

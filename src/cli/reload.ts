@@ -32,6 +32,8 @@ export function describeOutcome(o: Outcome): { text: string; exitCode: number } 
     list('servers removed', c.removed);
     list('servers restarted', c.restarted);
     list('servers updated (connection kept)', c.updated);
+    // Absent from an older daemon's report.
+    list('servers disabled in the config (not started)', c.disabled ?? []);
     list('applied', c.applied);
   };
   changes(r);

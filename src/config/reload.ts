@@ -44,6 +44,12 @@ export interface ServerDiff {
   /** Only live settings changed: same connection, new handle. */
   updated: ServerConfig[];
   unchanged: string[];
+  /**
+   * Entries disabled in the new config that it adds, or whose disabled entry it changes: none
+   * runs, but `switchyard servers` lists them, so a reload that brought one changed something
+   * (a server turned off is `removed`).
+   */
+  disabled: string[];
 }
 
 /** A stable JSON form (object keys sorted), so key order in the file never counts as a change. */
@@ -67,7 +73,7 @@ function enabled(servers: Record<string, ServerConfig>): Map<string, ServerConfi
 export function diffServers(prev: Record<string, ServerConfig>, next: Record<string, ServerConfig>): ServerDiff {
   const a = enabled(prev);
   const b = enabled(next);
-  const d: ServerDiff = { added: [], removed: [], restarted: [], updated: [], unchanged: [] };
+  const d: ServerDiff = { added: [], removed: [], restarted: [], updated: [], unchanged: [], disabled: [] };
   for (const id of a.keys()) if (!b.has(id)) d.removed.push(id);
   for (const [id, s] of b) {
     const old = a.get(id);
@@ -86,6 +92,12 @@ export function diffServers(prev: Record<string, ServerConfig>, next: Record<str
     if (restart) d.restarted.push(s);
     else if (live) d.updated.push(s);
     else d.unchanged.push(id);
+  }
+  const before = new Map(Object.values(prev).map((s) => [s.id, s]));
+  for (const s of Object.values(next)) {
+    if (s.enabled) continue;
+    const old = before.get(s.id);
+    if (!old || (!old.enabled && canonical(old) !== canonical(s))) d.disabled.push(s.id);
   }
   return d;
 }
@@ -206,11 +218,12 @@ export function lostEndpoint(removed: ReadonlySet<string>, narrowed: ReadonlyMap
 }
 
 /** One line for the log: what a reload did. */
-export function describeDiff(d: ServerDiff): { added: string[]; removed: string[]; restarted: string[]; updated: string[] } {
+export function describeDiff(d: ServerDiff): { added: string[]; removed: string[]; restarted: string[]; updated: string[]; disabled: string[] } {
   return {
     added: d.added.map((s) => s.id),
     removed: d.removed,
     restarted: d.restarted.map((s) => s.id),
     updated: d.updated.map((s) => s.id),
+    disabled: d.disabled,
   };
 }

@@ -44,7 +44,9 @@ export interface ReloadTarget {
 }
 
 /** What a reload did: the servers by how they changed, the sections put in place, and those left for a restart. */
-export interface ReloadReport extends ReturnType<typeof describeDiff> {
+export interface ReloadReport extends Omit<ReturnType<typeof describeDiff>, 'disabled'> {
+  /** Disabled entries this reload added or changed (ServerDiff.disabled); an older daemon's report has none. */
+  disabled?: string[];
   /** Sections that took effect: `auth.apiKeys`, `policy`, `groups`, `pageSize`, `plugins`. */
   applied: string[];
   /** Sections that differ but change only on a restart (the running ones are kept). */
@@ -66,7 +68,7 @@ export interface ReloadReport extends ReturnType<typeof describeDiff> {
 
 /** Whether a reload changed anything that runs (servers, or a section put in place). */
 export function changedAnything(r: ReloadReport): boolean {
-  return r.added.length + r.removed.length + r.restarted.length + r.updated.length + r.applied.length > 0;
+  return r.added.length + r.removed.length + r.restarted.length + r.updated.length + (r.disabled?.length ?? 0) + r.applied.length > 0;
 }
 
 /**

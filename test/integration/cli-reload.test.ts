@@ -68,11 +68,12 @@ describe('switchyard reload', () => {
         removed: [],
         restarted: [],
         updated: [],
+        disabled: [],
         applied: [],
         restartOnly: ['listen.port'],
         pluginsFailed: [],
         pluginsNotLoaded: [],
-        earlier: { at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/), report: { added: ['b'], removed: [], restarted: [], updated: [], applied: ['pageSize'], restartOnly: ['listen.port'], pluginsFailed: [] } },
+        earlier: { at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/), report: { added: ['b'], removed: [], restarted: [], updated: [], disabled: [], applied: ['pageSize'], restartOnly: ['listen.port'], pluginsFailed: [] } },
       },
     });
     expect(hub.logs.filter((l) => l.includes('config reload requested (POST /admin/reload)'))).toHaveLength(3);

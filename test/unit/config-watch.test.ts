@@ -73,6 +73,11 @@ describe('what switchyard reload prints', () => {
     });
     expect(describeOutcome({ status: 'applied', report: { added: [], removed: [], restarted: [], updated: [], applied: [], restartOnly: [], pluginsFailed: [] } })).toEqual({ text: 'reloaded: nothing changed\n', exitCode: 0 });
     expect(describeOutcome({ status: 'unchanged' })).toEqual({ text: 'reloaded: nothing changed\n', exitCode: 0 });
+    // A disabled entry added: `switchyard servers` lists it, so the reload says it brought it.
+    expect(describeOutcome({ status: 'applied', report: { added: [], removed: [], restarted: [], updated: [], disabled: ['off'], applied: [], restartOnly: [], pluginsFailed: [] } })).toEqual({
+      text: 'reloaded:\n  servers disabled in the config (not started): off\n',
+      exitCode: 0,
+    });
     expect(describeOutcome({ status: 'applied', report: { ...report, applied: ['plugins'], restartOnly: [], added: [], removed: [], restarted: [], updated: [], pluginsFailed: ['/x/broken.mjs: no default export'] } })).toEqual({
       text: 'reloaded:\n  applied: plugins\nplugins that could not be loaded (the hub runs without them):\n  /x/broken.mjs: no default export\n',
       exitCode: 1,

@@ -194,7 +194,23 @@ describe('applyReload', () => {
     next.pageSize = 9;
     next.plugins = { disable: ['broken'] };
     next.listen = { ...next.listen, port: 1 };
-    expect(await applyReload(t, next)).toEqual({ added: [], removed: [], restarted: [], updated: [], applied: ['pageSize', 'plugins'], restartOnly: ['listen.port'], pluginsFailed: ['broken.mjs: no default export'] });
+    expect(await applyReload(t, next)).toEqual({ added: [], removed: [], restarted: [], updated: [], disabled: [], applied: ['pageSize', 'plugins'], restartOnly: ['listen.port'], pluginsFailed: ['broken.mjs: no default export'] });
     expect(await applyReload(t, next)).toMatchObject({ applied: [], pluginsFailed: [] }); // nothing new: nothing loaded
+  });
+
+  it('a disabled entry the reload adds or changes is in the report, started by nothing; a server turned off is removed', async () => {
+    // `switchyard servers` lists disabled entries: a reload that brought one changed what it shows,
+    // and reported nothing, so `switchyard reload` then named an older reload as the one that had
+    // applied the file.
+    const running = cfg({ a: { command: 'node' }, b: { command: 'node' } });
+    const { t, built } = target(running, undefined);
+    const next = cfg({ a: { command: 'node' }, b: { command: 'node', enabled: false }, off: { command: 'node', enabled: false } });
+    expect(await applyReload(t, next)).toMatchObject({ added: [], removed: ['b'], disabled: ['off'] });
+    expect(built).toEqual([]);
+    expect(Object.keys(running.servers)).toEqual(['a', 'b', 'off']);
+    // The same disabled entries again: nothing new; one of them changed: named again.
+    expect(await applyReload(t, cfg({ a: { command: 'node' }, b: { command: 'node', enabled: false }, off: { command: 'node', enabled: false } }))).toMatchObject({ removed: [], disabled: [] });
+    expect(await applyReload(t, cfg({ a: { command: 'node' }, b: { command: 'node', enabled: false }, off: { command: 'node', args: ['v2'], enabled: false } }))).toMatchObject({ removed: [], disabled: ['off'] });
+    expect(built).toEqual([]);
   });
 });

@@ -35,7 +35,7 @@ describe('config reload diff', () => {
     expect(d.updated.map((s) => s.id)).toEqual(['d']);
     expect(d.unchanged).toEqual(['a']);
     // What the reload's log line says.
-    expect(describeDiff(d)).toEqual({ added: ['off', 'e'], removed: ['b'], restarted: ['c'], updated: ['d'] });
+    expect(describeDiff(d)).toEqual({ added: ['off', 'e'], removed: ['b'], restarted: ['c'], updated: ['d'], disabled: [] });
   });
 
   it('each live key keeps the connection; each connection key restarts it', () => {
