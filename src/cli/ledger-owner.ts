@@ -6,6 +6,7 @@
  * drops when the process ends, however it ends: an exclusive SQLite lock (POSIX fcntl) on
  * `<ledger>.owner`, taken with the lock file and held for the life of the process.
  */
+import { closeSync, openSync } from 'node:fs';
 import Database from 'better-sqlite3';
 
 /** This process's hold, kept open (and so locked) until it exits. */
@@ -27,6 +28,9 @@ function busy(err: unknown): boolean {
  */
 export function takeOwnerLock(real: string): boolean {
   if (held) return true;
+  // Made owner-only first, as every file beside the ledger is (SQLite would make it 0644): it
+  // names the pid that writes the ledger for as long as the lock is taken.
+  closeSync(openSync(ownerFile(real), 'a', 0o600));
   // A contender's look (ownerLockHeldElsewhere) holds a shared lock for an instant: waited for.
   const db = new Database(ownerFile(real), { timeout: 1_000 });
   try {
