@@ -289,6 +289,13 @@ export class Catalog extends EventEmitter {
   watch(h: ServerHandle): void {
     this.watchConnection(h, h.upstream);
     h.upstream.on('state', (state: string) => {
+      // A connection a reload or `servers restart` replaced turns `stopped` once its calls have
+      // drained: the server's lists are the new connection's by then, and clients were told, and
+      // calls routed, by them (forget() dropped what the old one had).
+      if (this.servers().find((x) => x.id === h.id)?.upstream !== h.upstream) {
+        this.log.debug({ server: h.id, state }, 'state of a connection replaced since: passed over');
+        return;
+      }
       this.reads.invalidate(h.id);
       this.invalidate(h.id, LIST_KINDS);
       if (state === 'ready') this.warm(this.current(h));

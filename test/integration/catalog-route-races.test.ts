@@ -144,3 +144,44 @@ describe('a list change said by a connection a reload replaced, as it drains', (
     await hanging;
   });
 });
+
+describe('a connection a reload replaced, as it closes at last', () => {
+  let hub: HubProcess;
+  const dir = tmp();
+  const TOOLS = JSON.stringify(['echo', 'hang'].map((name) => ({ name, inputSchema: { type: 'object' } })));
+  // Legacy with listChanged: its tools are listed again only when the hub is told (or thinks) they changed.
+  const servers = (stats: string) => ({ r: nodeServer(MUTABLE, [], { ERA: 'legacy', TOOLS, STATS_FILE: join(dir, stats) }) });
+  const newLists = () => (JSON.parse(readFileSync(join(dir, 'second.json'), 'utf8')) as Json)['tools/list'] as number;
+  beforeAll(async () => {
+    hub = await startHub({ listen: { drainTimeoutMs: 20_000 }, servers: servers('first.json') });
+    await waitForReady(hub.url, ['r']);
+  }, 60_000);
+  afterAll(async () => void (await hub?.stop()));
+
+  it("leaves the new connection's lists as they are: a call after it is routed without listing the tools again", async () => {
+    const echo = async (id: string) => (await modernPost(hub.url, id, 'tools/call', { name: 'r__echo', arguments: { text: id } })).body?.result;
+    expect(await echo('first')).toMatchObject({ content: [{ text: 'echo:first' }] });
+    // A call that keeps the first process draining after the reload; cancelled once the second is in use.
+    const cancel = new AbortController();
+    const hanging = fetch(hub.url, {
+      method: 'POST',
+      headers: modernHeaders('tools/call', 'r__hang'),
+      body: JSON.stringify(modernBody('hang', 'tools/call', { name: 'r__hang', arguments: {} })),
+      signal: cancel.signal,
+    }).catch(() => undefined);
+    await expect.poll(() => (JSON.parse(readFileSync(join(dir, 'first.json'), 'utf8')) as Json)['tools/call'], { timeout: 10_000, interval: 20 }).toBe(2);
+    setSection(hub, 'servers', servers('second.json'));
+    await loggedTimes(hub, 'config reloaded', 1);
+    await waitForReady(hub.url, ['r']);
+    expect(await echo('second')).toMatchObject({ content: [{ text: 'echo:second' }] });
+    const listed = newLists();
+    const stopped = () => hub.logs.filter((l) => l.includes('upstream state') && l.includes('"stopped"')).length;
+    expect(stopped()).toBe(0);
+    cancel.abort();
+    await hanging;
+    // The first process drained: its connection closed (logged as its state turns, before the state is acted on).
+    await expect.poll(stopped, { timeout: 10_000, interval: 20 }).toBe(1);
+    expect(await echo('after')).toMatchObject({ content: [{ text: 'echo:after' }] });
+    expect(newLists()).toBe(listed);
+  });
+});
