@@ -7,8 +7,8 @@ import type { Aggregate, Connection, Routed, ServerHandle, View } from './types.
 import { Groups, toolFilter } from './filters.js';
 import { LIST_RETRY_MS, ListCache, type ListEntry } from './list-cache.js';
 import { fetchList } from './fetch-list.js';
-import { CHANGED_NOTIFICATION, LIST_KINDS, LIST_METHOD, NAME_FIELD, declaresListChanged, offers, type ListKind } from './lists.js';
-import { MAX_TEMPLATE_LENGTH, templateMatcher, type TemplateMatcher } from './uri-template.js';
+import { CHANGED_NOTIFICATION, LIST_KINDS, LIST_METHOD, declaresListChanged, offers, type ListKind } from './lists.js';
+import { templateMatcher } from './uri-template.js';
 import type { NameAssigner } from './names.js';
 import { buildPart, type PartPolicy, type PartRecord, type CatalogEvent } from './part.js';
 import { MemoryPinStore, type ItemPinKind, type PinStore } from './pins.js';
@@ -21,69 +21,14 @@ import { uriKey } from './uri-key.js';
 import { ListenManager } from './upstream-listen.js';
 import { principalConn, principalOfConn } from './principal-conn.js';
 import { LapsedLists } from './lapsed-lists.js';
+import { assemble, groupView, type Built, type Part } from './aggregate.js';
+import { connOfListenKey, listenKeyOf, partKey, principalListenKey, recordKey, serverOfListenKey } from './keys.js';
+import { MAX_LISTED_NAMES, refreshed } from './listed-names.js';
 import { monotonicNow } from '../monotonic.js';
 import { MODERN } from '../protocol/era.js';
 
 export type { Aggregate, Connection, Routed, ServerHandle, View } from './types.js';
-
-/** Names kept per partition for its renames (listedNames): a list holds at most 10,000 items. */
-const MAX_LISTED_NAMES = 20_000;
-
-/**
- * `names` with `listed` as its newest, and its oldest dropped past `max` (a server that makes up
- * names would otherwise grow it for as long as the hub runs).
- */
-export function refreshed(names: Set<string>, listed: readonly string[], max: number): Set<string> {
-  for (const n of listed) {
-    names.delete(n);
-    names.add(n);
-  }
-  for (const n of names) {
-    if (names.size <= max) break;
-    names.delete(n);
-  }
-  return names;
-}
-
-interface Part {
-  h: ServerHandle;
-  conn: Connection;
-  e: ListEntry;
-  /** The cache key of `e` (a principal's connection may have been given the shared public list). */
-  key: string;
-  records: PartRecord[];
-  /** The pin generation its records were judged under (not the catalog's now: it may have moved meanwhile). */
-  pinGen: number;
-}
-
-interface GroupView {
-  items: Record<string, unknown>[];
-  byHubName: Map<string, Routed>;
-  /** contentSnapshot of the items, worked out the first time a page needs it. */
-  snapshot?: string;
-}
-
-interface Built extends GroupView {
-  key: string;
-  /** Each part's server and cache scope: a page's cacheScope is part of what a snapshot is. */
-  scopes: string;
-  /** Every named record, hidden ones included (for `switchyard tools`). */
-  all: { hubName: string; h: ServerHandle; record: PartRecord }[];
-  templates: { matcher: TemplateMatcher; routed: Routed }[];
-  /** Resource URIs some server lists but the hub hides (policy, poisoning): never routed by a template either. */
-  hidden?: Set<string>;
-  /**
-   * Resources (templates) a server listed first in the config took the URI of: a group without
-   * that server shows the first of these it has instead.
-   */
-  shadowed?: { item: Record<string, unknown>; routed: Routed }[];
-  parts: Part[];
-  /** Ready servers whose list failed with none to serve instead: left out, and asked again at the next list. */
-  failed: readonly string[];
-  views: Map<string, GroupView>;
-  /** Catalog.changeEpoch when the lists it was built from were asked for (see readyTool). */
-  epoch: number;
-}
+export { refreshed } from './listed-names.js';
 
 export interface CatalogOptions {
   /** The clock of pins and caches alike (tests); without it, Date.now() and monotonicNow(). */
@@ -571,7 +516,7 @@ export class Catalog extends EventEmitter {
     // client's list, not at every build (a resource read builds two or three).
     for (const h of this.servers()) h.upstream.refreshDiscover?.();
     const b = await this.build(kind, view.principal);
-    const v = this.groupView(kind, b, view.group);
+    const v = groupView(this.groups, kind, b, view.group);
     // Only a page needs the snapshot (a cursor names it): most lists fit one page.
     return {
       items: v.items,
@@ -594,7 +539,7 @@ export class Catalog extends EventEmitter {
     const ready = this.readyTool(hubName, view);
     if (ready) return ready;
     const own = await this.ownerItem('tools', hubName, view);
-    if (own === undefined) return this.groupView('tools', await this.build('tools', view.principal), view.group).byHubName.get(hubName);
+    if (own === undefined) return groupView(this.groups, 'tools', await this.build('tools', view.principal), view.group).byHubName.get(hubName);
     // The next calls are routed by readyTool again once it is built, not each by a fetch of its server's list.
     this.buildSoon(view.principal);
     return own ?? undefined;
@@ -674,7 +619,7 @@ export class Catalog extends EventEmitter {
   readyTool(hubName: string, view: View = {}): Routed | undefined {
     const mk = this.lastBuilt.get(`tools\0${view.principal ?? ''}`);
     const last = mk === undefined ? undefined : this.built.get(mk);
-    const known = last && this.groupView('tools', last, view.group).byHubName.get(hubName);
+    const known = last && groupView(this.groups, 'tools', last, view.group).byHubName.get(hubName);
     // The main connection's state is read first: a principal's own is looked at only while it is down.
     if (!known || (known.server.upstream.state !== 'ready' && !(view.principal !== undefined && this.opts.standsAlone?.(known.server, view.principal, true)))) return undefined;
     return (this.toolsChangedAt.get(known.server.id) ?? 0) > last.epoch ? undefined : known;
@@ -686,7 +631,7 @@ export class Catalog extends EventEmitter {
    * would build the aggregate once per tool, and refetch every list whose ttlMs is 0).
    */
   knownTool(hubName: string, view: View = {}): Routed | undefined {
-    return this.latestTools ? this.groupView('tools', this.latestTools, view.group).byHubName.get(hubName) : undefined;
+    return this.latestTools ? groupView(this.groups, 'tools', this.latestTools, view.group).byHubName.get(hubName) : undefined;
   }
 
   /**
@@ -753,7 +698,7 @@ export class Catalog extends EventEmitter {
   async resolvePrompt(hubName: string, view: View = {}): Promise<Routed | undefined> {
     const own = await this.ownerItem('prompts', hubName, view);
     if (own !== undefined) return own ?? undefined;
-    return this.groupView('prompts', await this.build('prompts', view.principal), view.group).byHubName.get(hubName);
+    return groupView(this.groups, 'prompts', await this.build('prompts', view.principal), view.group).byHubName.get(hubName);
   }
 
   /**
@@ -766,13 +711,13 @@ export class Catalog extends EventEmitter {
   async routeUri(uri: string, view: View = {}): Promise<ServerHandle | undefined> {
     const ok = (h: ServerHandle) => this.groups.includes(view.group, 'resources', h.id, uri);
     let resources = (await this.lastValid('resources', view.principal)) ?? (await this.build('resources', view.principal));
-    let exact = this.groupView('resources', resources, view.group).byHubName.get(uri);
+    let exact = groupView(this.groups, 'resources', resources, view.group).byHubName.get(uri);
     // A server that came back while the list was built is in neither it nor what is down
     // (downResource): its URIs were routed nowhere, a read answered "not found" and a listen
     // stream opened as it came back told its URI was not honoured. Built again, once, with it.
     if (!exact && this.cameBack('resources', resources)) {
       resources = await this.build('resources', view.principal);
-      exact = this.groupView('resources', resources, view.group).byHubName.get(uri);
+      exact = groupView(this.groups, 'resources', resources, view.group).byHubName.get(uri);
     }
     if (exact) return exact.server;
     if (resources.hidden?.has(uriKey(uri))) return undefined;
@@ -801,7 +746,7 @@ export class Catalog extends EventEmitter {
   /** The server owning a resource template, by its exact uriTemplate (completion refs name templates). */
   async templateOwner(uriTemplate: string, view: View = {}): Promise<ServerHandle | undefined> {
     const templates = (await this.lastValid('resourceTemplates', view.principal)) ?? (await this.build('resourceTemplates', view.principal));
-    return this.groupView('resourceTemplates', templates, view.group).byHubName.get(uriTemplate)?.server;
+    return groupView(this.groups, 'resourceTemplates', templates, view.group).byHubName.get(uriTemplate)?.server;
   }
 
   /**
@@ -884,7 +829,7 @@ export class Catalog extends EventEmitter {
       return names.size;
     }
     const last = this.latestTools;
-    if (last) for (const g of groups) for (const [hubName, r] of this.groupView('tools', last, g).byHubName) if (r.server.id === server) names.add(hubName);
+    if (last) for (const g of groups) for (const [hubName, r] of groupView(this.groups, 'tools', last, g).byHubName) if (r.server.id === server) names.add(hubName);
     return names.size;
   }
 
@@ -895,7 +840,7 @@ export class Catalog extends EventEmitter {
    */
   async records(kind: ListKind, view: View = {}): Promise<{ hubName: string; server: ServerHandle; record: PartRecord; visible: boolean; inGroup: boolean }[]> {
     const b = await this.build(kind, view.principal);
-    const v = this.groupView(kind, b, view.group);
+    const v = groupView(this.groups, kind, b, view.group);
     return b.all.map(({ hubName, h, record }) => ({
       hubName,
       server: h,
@@ -1119,134 +1064,11 @@ export class Catalog extends EventEmitter {
       if (kind === 'tools') this.latestTools = prev;
       return prev;
     }
-    const built = this.assemble(kind, parts, failed, key, epoch);
+    const built = assemble(this.names, this.servers, this.log, kind, parts, failed, key, epoch);
     if (kind === 'tools') this.latestTools = built;
     this.built.delete(memoKey);
     this.built.set(memoKey, built);
     if (this.built.size > BUILT_MEMO) this.built.delete(this.built.keys().next().value!);
     return built;
   }
-
-  private assemble(kind: ListKind, parts: Part[], failed: readonly string[], key: string, epoch: number): Built {
-    const scopes = parts.map((p) => `${p.h.id}${p.e.scope === 'private' || p.conn.credential !== '' ? ':private' : ''}`).join('|');
-    const byHubName = new Map<string, Routed>();
-    const items: Record<string, unknown>[] = [];
-    const all: Built['all'] = [];
-    const templates: Built['templates'] = [];
-    let hidden: Set<string> | undefined;
-    let shadowed: Built['shadowed'];
-    if (kind === 'tools' || kind === 'prompts') {
-      const nameKind = kind === 'tools' ? 'tool' : 'prompt';
-      const assigned = this.names.assign(
-        nameKind,
-        parts.map((p) => ({ id: p.h.id, prefix: p.h.config.prefix, names: p.records.filter((r) => !r.denied).map((r) => r.upstreamName) })),
-        this.servers().map((h) => ({ id: h.id, prefix: h.config.prefix })),
-      );
-      for (const r of assigned.renamed) this.log.debug(r, `${nameKind} renamed for clients`);
-      for (const { h, records } of parts) {
-        const map = assigned.names.get(h.id);
-        for (const r of records) {
-          if (r.denied) continue;
-          const hubName = map?.get(r.upstreamName) ?? r.upstreamName;
-          all.push({ hubName, h, record: r });
-          if (r.hidden) continue;
-          byHubName.set(hubName, { server: h, upstreamName: r.upstreamName, item: r.upstream, annotations: r.annotations, hubName });
-          items.push(hubName === r.item.name ? r.item : { ...r.item, name: hubName });
-        }
-      }
-    } else {
-      // Resources keep their URIs; the first server in config order wins a collision.
-      for (const { h, records } of parts) {
-        for (const r of records) {
-          if (r.denied) continue;
-          all.push({ hubName: r.upstreamName, h, record: r });
-          if (r.hidden) {
-            if (kind === 'resources') (hidden ??= new Set()).add(uriKey(r.upstreamName));
-            continue;
-          }
-          const uri = r.upstreamName;
-          const routed: Routed = { server: h, upstreamName: uri, item: r.upstream, hubName: uri };
-          // A shadowed template still routes in config order: the first matching one a view shows.
-          if (kind === 'resourceTemplates') {
-            const where = { server: h.id, uriTemplate: uri.slice(0, 200) };
-            const matcher = templateMatcher(uri, () => this.log.warn(where, 'resource template no longer routed: matching it needs more than a matcher keeps'));
-            if (matcher) templates.push({ matcher, routed });
-            else this.log.warn(where, `resource template not routed: malformed, or longer than ${MAX_TEMPLATE_LENGTH} characters`);
-          }
-          if (byHubName.has(uri)) {
-            this.log.warn({ server: h.id, uri, owner: byHubName.get(uri)!.server.id }, 'duplicate resource URI: the first server in the config serves it (groups without that one: the next)');
-            (shadowed ??= []).push({ item: r.item, routed });
-            continue;
-          }
-          byHubName.set(uri, routed);
-          items.push(r.item);
-        }
-      }
-    }
-    return { key, scopes, items, byHubName, all, templates, hidden, shadowed, parts, failed, views: new Map(), epoch };
-  }
-
-  /** What one group shows of an aggregate (memoised with it). */
-  private groupView(kind: ListKind, b: Built, group: string | undefined): GroupView {
-    if (group === undefined) return b;
-    let v = b.views.get(group);
-    if (v) return v;
-    const items: Record<string, unknown>[] = [];
-    const byHubName = new Map<string, Routed>();
-    const nameField = NAME_FIELD[kind];
-    for (const it of b.items) {
-      const hubName = String(it[nameField]);
-      const r = b.byHubName.get(hubName);
-      if (!r || !this.groups.includes(group, kind, r.server.id, hubName, r.upstreamName, r.server.config.prefix)) continue;
-      items.push(it);
-      byHubName.set(hubName, r);
-    }
-    for (const s of b.shadowed ?? []) {
-      if (byHubName.has(s.routed.hubName) || !this.groups.includes(group, kind, s.routed.server.id, s.routed.hubName)) continue;
-      items.push(s.item);
-      byHubName.set(s.routed.hubName, s.routed);
-    }
-    v = { items, byHubName };
-    b.views.set(group, v);
-    return v;
-  }
-}
-
-/** The key of a server's list in one authorization context ('' = the server's own), in `parts`. */
-function partKey(serverId: string, credential: string, kind: ListKind): string {
-  return `${serverId}\0${credential}\0${kind}`;
-}
-
-/** The ListenManager key of a principal's own connection to a server (its main one's is the server id). */
-function principalListenKey(serverId: string, principal: string): string {
-  return `${serverId}\0${principal}`;
-}
-
-/** The server of a ListenManager key. */
-function serverOfListenKey(key: string): string {
-  const i = key.indexOf('\0');
-  return i < 0 ? key : key.slice(0, i);
-}
-
-/** The connection of a ListenManager key, as router/subscriptions.ts names it: '' the server's own, principalConn() a principal's. */
-function connOfListenKey(key: string): string {
-  const i = key.indexOf('\0');
-  return i < 0 ? '' : principalConn(key.slice(i + 1));
-}
-
-/** Resource records' URI keys, computed once per record (records live as long as their list). */
-const recordKeys = new WeakMap<PartRecord, string>();
-
-function recordKey(r: PartRecord): string {
-  let k = recordKeys.get(r);
-  if (k === undefined) {
-    k = uriKey(r.upstreamName);
-    recordKeys.set(r, k);
-  }
-  return k;
-}
-
-/** The listen stream of a server's connection `conn` (a subscriptions `conn`: '' the server's own). */
-function listenKeyOf(serverId: string, conn: string): string {
-  return conn === '' ? serverId : principalListenKey(serverId, principalOfConn(conn));
 }
