@@ -4,24 +4,24 @@ import type { Logger } from '../log.js';
 import type { PluginRunner } from '../plugins/runner.js';
 import type { Upstream } from '../upstream/types.js';
 import type { Aggregate, Connection, Routed, ServerHandle, View } from './types.js';
-import { Groups, toolFilter } from './filters.js';
+import { Groups } from './filters.js';
 import { LIST_RETRY_MS, ListCache, type ListEntry } from './list-cache.js';
 import { fetchList } from './fetch-list.js';
 import { CHANGED_NOTIFICATION, LIST_KINDS, LIST_METHOD, declaresListChanged, offers, type ListKind } from './lists.js';
-import { templateMatcher } from './uri-template.js';
 import type { NameAssigner } from './names.js';
 import { buildPart, type PartPolicy, type PartRecord, type CatalogEvent } from './part.js';
 import { MemoryPinStore, type ItemPinKind, type PinStore } from './pins.js';
 import { LinkedResources } from './linked-resources.js';
 import { ReadCache } from './read-cache.js';
 import { RefetchGate } from './refetch-gate.js';
-import { isRouteKind, MAX_STORED_ROUTES, routesOf, type ResourceRouteStore, type ResourceRoutes, type RouteKind } from './resource-routes.js';
+import { isRouteKind, MAX_STORED_ROUTES, routesOf, type ResourceRouteStore, type RouteKind } from './resource-routes.js';
 import { contentSnapshot } from './snapshot.js';
 import { uriKey } from './uri-key.js';
 import { ListenManager } from './upstream-listen.js';
 import { principalConn, principalOfConn } from './principal-conn.js';
 import { LapsedLists } from './lapsed-lists.js';
 import { assemble, groupView, type Built, type Part } from './aggregate.js';
+import { downItem, downResource, readyOwner } from './owners.js';
 import { connOfListenKey, listenKeyOf, partKey, principalListenKey, recordKey, serverOfListenKey } from './keys.js';
 import { MAX_LISTED_NAMES, refreshed } from './listed-names.js';
 import { monotonicNow } from '../monotonic.js';
@@ -571,16 +571,9 @@ export class Catalog extends EventEmitter {
     return { server: h, upstreamName: r.upstreamName, item: r.upstream, annotations: r.annotations, hubName };
   }
 
-  /**
-   * The ready server, shown to `group`, that a hub tool or prompt name can only be of
-   * (NameAssigner.soleOwner) and that offers the kind; its list is not looked at (it may not
-   * list the name, or hide it: ownerItem says).
-   */
+  /** The ready server a hub tool or prompt name can only be of (owners.ts). */
   readyOwner(kind: 'tools' | 'prompts', hubName: string, group?: string): ServerHandle | undefined {
-    const servers = this.servers();
-    const owner = this.names.soleOwner(kind === 'tools' ? 'tool' : 'prompt', hubName, servers.map((h) => ({ id: h.id, prefix: h.config.prefix })));
-    const h = owner && servers.find((x) => x.id === owner.server);
-    return h && h.upstream.state === 'ready' && offers(h.upstream.capabilities, kind) && this.groups.showsServer(group, h.id) ? h : undefined;
+    return readyOwner(this.servers(), this.names, this.groups, kind, hubName, group);
   }
 
   /**
@@ -634,60 +627,14 @@ export class Catalog extends EventEmitter {
     return this.latestTools ? groupView(this.groups, 'tools', this.latestTools, view.group).byHubName.get(hubName) : undefined;
   }
 
-  /**
-   * The server that is down behind a tool or prompt name no list of this process shows now: the
-   * name is stored for it (ledger names), is still its name under its prefix, and would be shown
-   * to this view once it is back (the group; for a tool also allow/deny and an approved pin). A
-   * client that kept a list (a 2026 client caches it by ttlMs, or it came from an earlier hub
-   * process) then hears "unavailable" rather than "unknown" while that server starts. What
-   * plugins or poisoning checks hide is decided on a list and cannot be known here: such an item
-   * is named unavailable too, and refused either way.
-   */
+  /** The server that is down behind a tool or prompt name no list of this process shows now (owners.ts). */
   downItem(kind: 'tools' | 'prompts', hubName: string, view: View = {}): { server: ServerHandle; upstreamName: string } | undefined {
-    const servers = this.servers();
-    if (servers.every((h) => h.upstream.state === 'ready')) return undefined;
-    const owners = this.names.storedOwners(kind === 'tools' ? 'tool' : 'prompt', hubName, servers.map((h) => ({ id: h.id, prefix: h.config.prefix })));
-    const byId = (id: string) => servers.find((h) => h.id === id)!;
-    // A server that is up and holds the name too (one that was down when a tool moved) is the
-    // catalog's to route: its list decides.
-    if (owners.some((o) => byId(o.server).upstream.state === 'ready')) return undefined;
-    const owner = owners[0];
-    const h = owner && byId(owner.server);
-    if (!h || !this.groups.includes(view.group, kind, h.id, hubName, owner.upstreamName, h.config.prefix)) return undefined;
-    const found = { server: h, upstreamName: owner.upstreamName };
-    if (kind === 'tools' && !toolFilter(h.config.tools)(owner.upstreamName)) return undefined;
-    const pin = this.pinsOf(kind).get(h.id, owner.upstreamName);
-    // A prompt not pinned yet (listed only by a build that did not pin prompts) is as it was: unavailable.
-    if (kind === 'prompts' ? pin?.hash === null : !pin || pin.hash === null) return undefined;
-    return this.policy.pinning === 'block' && pin !== undefined && pin.pendingHash !== null ? undefined : found;
+    return downItem(this.servers(), this.names, this.groups, this.pinsOf(kind), this.policy.pinning, kind, hubName, view);
   }
 
-  /**
-   * The server that is down behind a resource URI its last lists showed to this view (the URI
-   * itself, or a template it matches), in this process or, kept by the route store, an earlier
-   * one: a read hears "unavailable" rather than "not found" while it starts again.
-   */
-  async downResource(uri: string, view: View = {}, exactOnly = false): Promise<ServerHandle | undefined> {
-    for (const h of this.servers()) {
-      if (h.upstream.state === 'ready' || !this.groups.includes(view.group, 'resources', h.id, uri)) continue;
-      const listed = await this.lastRoutes(h, 'resources');
-      if (listed?.hidden.length && listed.hidden.includes(uriKey(uri))) continue;
-      if (listed?.shown.includes(uri)) return h;
-      if (exactOnly) continue;
-      const templates = await this.lastRoutes(h, 'resourceTemplates');
-      // The template itself (a completion reference names it) or a URI it matches.
-      if (templates?.shown.some((t) => t === uri || templateMatcher(t)?.test(uri))) return h;
-    }
-    return undefined;
-  }
-
-  /**
-   * What a server's list showed as its own connection last fetched it: in this process, else
-   * (a restarted hub) as the route store kept it.
-   */
-  private async lastRoutes(h: ServerHandle, kind: RouteKind): Promise<ResourceRoutes | undefined> {
-    const records = await this.parts.get(partKey(h.id, '', kind))?.records.catch(() => undefined);
-    return records ? routesOf(records, kind) : this.opts.resourceRoutes?.get(h.id, kind);
+  /** The server that is down behind a resource URI its last lists showed to this view (owners.ts). */
+  downResource(uri: string, view: View = {}, exactOnly = false): Promise<ServerHandle | undefined> {
+    return downResource(this.servers(), this.groups, this.parts, this.opts.resourceRoutes, uri, view, exactOnly);
   }
 
   /**
