@@ -9,9 +9,20 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * in CI before they got cheaper), conformance.test.ts (five conformance lines, three of them
  * one after another on one hub), era-translation-conformance.test.ts (a hub start and one
  * conformance line; ~45 s in CI when it ran fourteen CLI processes, less since).
+ *
+ * The two conformance files are the suite's busiest on CPU (several conformance CLIs, hubs and
+ * drivers at once): started together, one on each worker, they ran side by side for their
+ * whole length (CI: 100 s and 88 s). So the second worker starts with
+ * resource-subscriptions.test.ts (big, so near the front anyway), and conformance.test.ts
+ * follows whichever is done first. Measured on the five files at the front (these four and
+ * ledger-cli.test.ts) alone, the old order and this one in turn: 161 s, then 121 s; 204 s,
+ * then 166 s (load 12-25 from other work on the machine).
+ * conformance.test.ts took 23-37 s instead of 71-109 s, conformance-client 52-77 s instead of
+ * 76-121 s; resource-subscriptions, beside conformance-client now, 81-110 s instead of 48-53 s.
  */
 const FIRST = [
   'test/integration/conformance-client.test.ts',
+  'test/integration/resource-subscriptions.test.ts',
   'test/integration/conformance.test.ts',
   'test/integration/era-translation-conformance.test.ts',
 ];
