@@ -11,7 +11,7 @@ import { mkdtempSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, it, type TestContext } from 'vitest';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { firstText, health, legacySession, modernPost, waitForReady, type Json } from '../helpers/wire.js';
 import { setSection } from '../helpers/config-edit.js';
@@ -22,8 +22,15 @@ const slow = { command: process.execPath, args: ['--import', join(ROOT, 'test/fi
 // The same, unprefixed: any name in no prefix space may be one of its tools.
 const config = { servers: { slow, bare: { ...slow, prefix: '' } } };
 
-let hub: HubProcess | undefined;
-afterEach(async () => void (await hub?.stop()));
+/**
+ * A hub stopped when the test that started it ends: the tests run at once (each mostly waits for
+ * a slow start, a crash loop or a reload), so none holds a hub another would stop.
+ */
+async function hubOf(ctx: TestContext, ...args: Parameters<typeof startHub>): Promise<HubProcess> {
+  const hub = await startHub(...args);
+  ctx.onTestFinished(async () => void (await hub.stop()));
+  return hub;
+}
 
 // A short start-up grace (SWITCHYARD_STARTUP_GRACE_MS; 3 s by default), so that a handshake is
 // answered while the slow server still starts, well before it is ready.
@@ -31,10 +38,11 @@ const GRACE = { env: { SWITCHYARD_STARTUP_GRACE_MS: '300' } };
 
 const handshake = async (url: string) => (await legacySession(url)).init.body?.result?.capabilities;
 
-describe('capabilities while an upstream starts', () => {
-  it('a first run assumes the list families; a restarted hub answers with what the server offered when last ready', async () => {
+describe.concurrent('capabilities while an upstream starts', () => {
+  it('a first run assumes the list families; a restarted hub answers with what the server offered when last ready', async (ctx) => {
+    const { expect } = ctx;
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-caps-'));
-    hub = await startHub(config, { dir, ...GRACE });
+    let hub = await hubOf(ctx, config, { dir, ...GRACE });
     // Answered after the grace, the server still starting.
     const first = await legacySession(hub.url);
     expect(first.init.body?.result?.capabilities).toEqual({ tools: { listChanged: true }, prompts: { listChanged: true }, resources: { listChanged: true } });
@@ -53,15 +61,16 @@ describe('capabilities while an upstream starts', () => {
     expect(await handshake(hub.url)).toEqual(own);
     await hub.stop();
 
-    hub = await startHub(config, { dir, ...GRACE });
+    hub = await hubOf(ctx, config, { dir, ...GRACE });
     expect(await handshake(hub.url)).toEqual(own);
     expect((await health(hub.url)).servers.find((s) => s.id === 'slow')?.state).toBe('starting');
   }, 40_000);
 
-  it('what the ledger kept of a server removed from the config while the hub was down is dropped at the next start', async () => {
+  it('what the ledger kept of a server removed from the config while the hub was down is dropped at the next start', async (ctx) => {
+    const { expect } = ctx;
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-caps-'));
     const quick = (uri: string) => ({ command: process.execPath, args: [MUTABLE], env: { ERA: 'legacy', DOC_URI: uri } });
-    hub = await startHub({ servers: { a: quick('a://doc'), b: quick('b://doc') } }, { dir });
+    let hub = await hubOf(ctx, { servers: { a: quick('a://doc'), b: quick('b://doc') } }, { dir });
     await waitForReady(hub.url, ['a', 'b']);
     expect((await modernPost(hub.url, 1, 'resources/list')).body?.result?.resources).toHaveLength(2); // routes stored
     await hub.stop();
@@ -76,7 +85,7 @@ describe('capabilities while an upstream starts', () => {
     };
     expect(kept()).toEqual({ capabilities: ['a', 'b'], routes: ['a', 'b'] });
 
-    hub = await startHub({ servers: { a: quick('a://doc') } }, { dir });
+    hub = await hubOf(ctx, { servers: { a: quick('a://doc') } }, { dir });
     await waitForReady(hub.url, ['a']);
     await hub.stop();
     expect(kept()).toEqual({ capabilities: ['a'], routes: ['a'] });
@@ -85,9 +94,10 @@ describe('capabilities while an upstream starts', () => {
   // A handshake made while no server could offer tools left them out, and the session never
   // asked for the tools of a server a reload added later (it got -32601 for tools/list); so
   // with prompts and resources, which it still left out once tools were always offered.
-  it('offers the list families while no server can, so a session sees the tools, prompts and resources of a server a reload adds', async () => {
-    hub = await startHub({ servers: { broken: { command: join(tmpdir(), 'no-such-mcp-server') } } });
-    await expect.poll(async () => (await health(hub!.url)).servers[0]?.state, { timeout: 20_000 }).toBe('failed');
+  it('offers the list families while no server can, so a session sees the tools, prompts and resources of a server a reload adds', async (ctx) => {
+    const { expect } = ctx;
+    const hub = await hubOf(ctx, { servers: { broken: { command: join(tmpdir(), 'no-such-mcp-server') } } });
+    await expect.poll(async () => (await health(hub.url)).servers[0]?.state, { timeout: 20_000 }).toBe('failed');
     const s = await legacySession(hub.url);
     expect(s.init.body?.result?.capabilities).toEqual({ tools: { listChanged: true }, prompts: { listChanged: true }, resources: { listChanged: true } });
     expect((await s.request(1, 'tools/list')).body?.result).toEqual({ tools: [] });
