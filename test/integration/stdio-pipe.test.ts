@@ -70,41 +70,6 @@ async function initialize(c: LineClient, capabilities: Json = {}): Promise<void>
   c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
 }
 
-describe('a legacy stdio client answering a question with a response that is not well formed', () => {
-  const INPUT_TIMEOUT_MS = 8_000;
-
-  it('fails the question at once with the problem (never inputTimeoutMs), and the hub never answers the response', async () => {
-    const { file } = configDir('switchyard-stdio-bad-answer-', { policy: { inputTimeoutMs: INPUT_TIMEOUT_MS }, servers: { tl: nodeServer('test/fixtures/translation/legacy-server.mjs') } });
-    const c = stdioHub(file);
-    try {
-      await initialize(c, { elicitation: {} });
-      let n = 0;
-      for (const answer of ['"result":null', '"result":"str"', '"result":[1]', '"error":"no"']) {
-        const id = ++n;
-        c.send(JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'tl__elicit_form', arguments: { who: `bad-${id}` } } }));
-        const ask = await c.next((m) => m.method === 'elicitation/create' && m.params?.message?.includes(`bad-${id}`), 20_000);
-        const t0 = Date.now();
-        c.send(`{"jsonrpc":"2.0","id":${JSON.stringify(ask.id)},${answer}}`);
-        const final = await c.next((m) => m.id === id && m.method === undefined, 20_000);
-        expect(Date.now() - t0, answer).toBeLessThan(INPUT_TIMEOUT_MS / 2);
-        expect(final.result?.isError, JSON.stringify(final)).toBe(true);
-        expect(JSON.stringify(final.result)).toContain('the client answered elicitation/create with an invalid response');
-        // JSON-RPC never answers a response.
-        expect(c.received.filter((m) => m.id === ask.id && m.method === undefined), answer).toEqual([]);
-      }
-      // To nothing: dropped, not answered either.
-      c.send('{"jsonrpc":"2.0","id":"sy-999","result":null}');
-      c.send('{"jsonrpc":"2.0","result":"x"}');
-      const pong = await c.request({ jsonrpc: '2.0', id: 'ping', method: 'ping' });
-      expect(pong.result).toEqual({});
-      expect(c.received.filter((m) => m.error !== undefined)).toEqual([]);
-      expect(c.nonProtocolLines).toEqual([]);
-    } finally {
-      c.kill();
-    }
-  }, 60_000);
-});
-
 // Each test runs a hub of its own and mostly waits (a 6.5 s call, a drain, an upstream's close,
 // signals apart): they run at once, each given 60 s (five hubs starting together on a loaded
 // 2-vCPU machine took up to 48 s).
@@ -436,7 +401,46 @@ describe.concurrent('a client of `switchyard stdio` that stops reading stdout', 
   }, 60_000);
 });
 
-describe('one id in flight in both eras on one `switchyard stdio` pipe', () => {
+// Alone, between two groups that run at once (vitest runs consecutive concurrent describes as
+// one group): its answers are timed.
+describe('a legacy stdio client answering a question with a response that is not well formed', () => {
+  const INPUT_TIMEOUT_MS = 8_000;
+
+  it('fails the question at once with the problem (never inputTimeoutMs), and the hub never answers the response', async () => {
+    const { file } = configDir('switchyard-stdio-bad-answer-', { policy: { inputTimeoutMs: INPUT_TIMEOUT_MS }, servers: { tl: nodeServer('test/fixtures/translation/legacy-server.mjs') } });
+    const c = stdioHub(file);
+    try {
+      await initialize(c, { elicitation: {} });
+      let n = 0;
+      for (const answer of ['"result":null', '"result":"str"', '"result":[1]', '"error":"no"']) {
+        const id = ++n;
+        c.send(JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'tl__elicit_form', arguments: { who: `bad-${id}` } } }));
+        const ask = await c.next((m) => m.method === 'elicitation/create' && m.params?.message?.includes(`bad-${id}`), 20_000);
+        const t0 = Date.now();
+        c.send(`{"jsonrpc":"2.0","id":${JSON.stringify(ask.id)},${answer}}`);
+        const final = await c.next((m) => m.id === id && m.method === undefined, 20_000);
+        expect(Date.now() - t0, answer).toBeLessThan(INPUT_TIMEOUT_MS / 2);
+        expect(final.result?.isError, JSON.stringify(final)).toBe(true);
+        expect(JSON.stringify(final.result)).toContain('the client answered elicitation/create with an invalid response');
+        // JSON-RPC never answers a response.
+        expect(c.received.filter((m) => m.id === ask.id && m.method === undefined), answer).toEqual([]);
+      }
+      // To nothing: dropped, not answered either.
+      c.send('{"jsonrpc":"2.0","id":"sy-999","result":null}');
+      c.send('{"jsonrpc":"2.0","result":"x"}');
+      const pong = await c.request({ jsonrpc: '2.0', id: 'ping', method: 'ping' });
+      expect(pong.result).toEqual({});
+      expect(c.received.filter((m) => m.error !== undefined)).toEqual([]);
+      expect(c.nonProtocolLines).toEqual([]);
+    } finally {
+      c.kill();
+    }
+  }, 60_000);
+});
+
+// From here on each test runs a `switchyard stdio` of its own and mostly waits (slow calls, a
+// drain, a server's restart): these describes run at once, as one group.
+describe.concurrent('one id in flight in both eras on one `switchyard stdio` pipe', () => {
   it.concurrent('a cancellation ends only the call of its own era; the other is answered', async () => {
     const { c, ledger } = twoServerHub('switchyard-stdio-cross-era-');
     try {
@@ -512,7 +516,7 @@ describe('one id in flight in both eras on one `switchyard stdio` pipe', () => {
   }, 40_000);
 });
 
-describe('a legacy resources/subscribe of `switchyard stdio` waiting for its server back when a SIGTERM\'s drain time runs out', () => {
+describe.concurrent('a legacy resources/subscribe of `switchyard stdio` waiting for its server back when a SIGTERM\'s drain time runs out', () => {
   // Answered the stop's -32603, its row said `cancelled`, as if its client had cancelled it.
   it('is answered -32603 and recorded unavailable', async () => {
     const late = { command: process.execPath, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), join(ROOT, 'test/fixtures/catalog/mutable-server.mjs')], env: { START_DELAY_MS: '1000', ERA: 'modern', DOC_URI: 'late://doc' } };
@@ -540,7 +544,7 @@ describe('a legacy resources/subscribe of `switchyard stdio` waiting for its ser
   }, 40_000);
 });
 
-describe('`switchyard stdio` whose client closed its stdout (EPIPE) with calls in flight', () => {
+describe.concurrent('`switchyard stdio` whose client closed its stdout (EPIPE) with calls in flight', () => {
   // Recorded unavailable "the hub is shutting down": nobody was told anything, the client was gone.
   it('records them cancelled (the client went away), in both eras, and exits', async () => {
     const { c, ledger } = twoServerHub('switchyard-stdio-epipe-');
@@ -564,7 +568,7 @@ describe('`switchyard stdio` whose client closed its stdout (EPIPE) with calls i
   }, 40_000);
 });
 
-describe('a legacy client of `switchyard stdio` asked a question when a SIGTERM\'s drain time runs out', () => {
+describe.concurrent('a legacy client of `switchyard stdio` asked a question when a SIGTERM\'s drain time runs out', () => {
   // Answered the stop's -32603, its row said rpc_error 'session closed': the question's end, not the call's.
   // Its idempotency key is left unknown (call-tool.ts: the stop is no answer of the client's):
   // a retry with it on the next hub is refused with what to do, and the ledger shows both.
@@ -605,7 +609,7 @@ describe('a legacy client of `switchyard stdio` asked a question when a SIGTERM\
   }, 40_000);
 });
 
-describe('a modern client of `switchyard stdio` whose retry waits on a parked call when a SIGTERM\'s drain time runs out', () => {
+describe.concurrent('a modern client of `switchyard stdio` whose retry waits on a parked call when a SIGTERM\'s drain time runs out', () => {
   // The retry was answered the stop's -32603, but its row (which carries the call's end) said
   // `cancelled`: the parked call's end was recorded as a cancellation, not the stop that ended it.
   it('has the retry answered -32603 and recorded unavailable', async () => {
@@ -638,7 +642,7 @@ describe('a modern client of `switchyard stdio` whose retry waits on a parked ca
   }, 40_000);
 });
 
-describe('calls of `switchyard stdio` waiting in the hub when a SIGTERM\'s drain time runs out', () => {
+describe.concurrent('calls of `switchyard stdio` waiting in the hub when a SIGTERM\'s drain time runs out', () => {
   // Each was answered the stop's -32603, but its row said `cancelled`, as if its client had
   // cancelled it: a keyed call waiting for the first call with its key, and a legacy client's
   // call waiting for its user's confirmation (policy.confirm), never forwarded.
@@ -667,7 +671,7 @@ describe('calls of `switchyard stdio` waiting in the hub when a SIGTERM\'s drain
   }, 40_000);
 });
 
-describe('a modern request on `switchyard stdio` claiming a version that is no string', () => {
+describe.concurrent('a modern request on `switchyard stdio` claiming a version that is no string', () => {
   // data.requested was the number itself; the schema has it a string, as clients read it.
   it('is -32022 with data.requested a string', async () => {
     const { c } = twoServerHub('sy-pipe-version-');
