@@ -72,7 +72,8 @@ describe('failMode closed', () => {
   });
 });
 
-describe('failMode closed, a server still starting', () => {
+// At once: each test starts hubs of its own and mostly waits for a server held starting.
+describe.concurrent('failMode closed, a server still starting', () => {
   it('/healthz says "starting", not "refusing", in the start-up grace (SWITCHYARD_STARTUP_GRACE_MS; with 0, "refusing" at once); a call given up on in it is cancelled; many requests share its wait', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-starting-'));
     const slow = nodeServer(SDK1);
