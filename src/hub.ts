@@ -78,6 +78,8 @@ import { auditEvent, tapAudit } from './observe.js';
  * starting, by default (SWITCHYARD_STARTUP_GRACE_MS; 0: no wait, a server's tools are listed once it is ready).
  */
 const STARTUP_GRACE_MS = 3_000;
+/** The families currentCapabilities offers whatever the servers do (Hub.offers). */
+const LIST_FAMILIES: ReadonlySet<keyof ServerCapabilities> = new Set(['tools', 'prompts', 'resources']);
 /**
  * How long /healthz answers "refusing" after a ledger write failed (none succeeding since).
  * Only a write finds out that the disk has room again, and a load balancer that took the hub
@@ -871,6 +873,13 @@ export class Hub implements HubCore {
     caps.prompts ??= { listChanged: true };
     caps.resources ??= { listChanged: true };
     return caps;
+  }
+
+  offers(family: keyof ServerCapabilities, group?: string): boolean {
+    // The list families are always offered (currentCapabilities): a call of one, the usual
+    // request, looks at no server (issue #9: each request built the union over every server).
+    if (LIST_FAMILIES.has(family)) return true;
+    return Boolean(this.currentCapabilities(group)[family]);
   }
 
   async capabilities(group?: string): Promise<ServerCapabilities> {

@@ -21,6 +21,12 @@ export interface HubCore {
   /** The same, without waiting. */
   currentCapabilities(group?: string): ServerCapabilities;
   /**
+   * Whether `currentCapabilities(group)` holds `family`, without building it: asked at each
+   * request of a family, so it must not cost a look at every server when it can be answered
+   * without one (issue #9: the list families always are offered).
+   */
+  offers(family: keyof ServerCapabilities, group?: string): boolean;
+  /**
    * Whether the request names a server still on its first attempt to start, shown on endpoint
    * `group` (a `completion/complete` of one of its prompts' arguments): a family no server is
    * known to offer yet is not refused for it, since the hub waits for that server

@@ -236,7 +236,7 @@ export class Endpoint {
       const family = FAMILY[req.method];
       // A fresh hub (stdio: every spawn) may get its first request while upstreams still start: wait for them (bounded).
       // The capabilities of what the client's endpoint shows (/mcp/<group>), as its discover says.
-      let offered = family && !LEGACY_ONLY.has(req.method) ? this.core.currentCapabilities(ctx.group)[family] : undefined;
+      let offered = family && !LEGACY_ONLY.has(req.method) ? this.core.offers(family, ctx.group) : false;
       let goesOn = false;
       if (family && !LEGACY_ONLY.has(req.method) && !offered) {
         const grace = this.core.familyInGrace?.(req.method, req.params ?? {}, ctx.group) ?? 'wait';
@@ -246,7 +246,7 @@ export class Endpoint {
           // refused (-32601) when the grace ends.
           const capabilities = await capabilitiesWhileOpen(this.core, ex);
           if (!capabilities) return await unanswered(this.core, req, ex, ctx);
-          offered = capabilities[family];
+          offered = Boolean(capabilities[family]);
         }
       }
       // A server never seen counts only with the list families: a completion of its prompt's
@@ -588,7 +588,7 @@ export class Endpoint {
       return ex.reply(resultResponse(req.id, {}));
     }
     const family = FAMILY[req.method];
-    if (!family || (!this.core.currentCapabilities(session.group)[family] && !this.core.namesFirstStarting?.(req.method, req.params ?? {}, session.group))) {
+    if (!family || (!this.core.offers(family, session.group) && !this.core.namesFirstStarting?.(req.method, req.params ?? {}, session.group))) {
       const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${req.method}`);
       await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, named(req.params));
       return ex.reply(errorResponse(req.id, err));
