@@ -42,6 +42,7 @@ import { principalConn, principalOfConn } from './catalog/principal-conn.js';
 import { PrincipalRestartTotals, RestartTotals } from './hub/restart-totals.js';
 import { KnownCapabilities } from './hub/known-capabilities.js';
 import { SessionMemory } from './downstream/session-memory.js';
+import { ServerHandles } from './hub/server-handles.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed, UNNAMED_BLOCKER } from './router/fail-mode.js';
 import { InFlight } from './router/inflight.js';
 import { refuseDownTool } from './router/down-tools.js';
@@ -99,7 +100,7 @@ export class Hub implements HubCore {
     return this.ledger.enabled !== false;
   }
   readonly events = new EventEmitter();
-  readonly handles = new Map<string, ServerHandle>();
+  readonly handles = new ServerHandles();
   /**
    * Automatic restarts per server id, for switchyard_upstream_restarts_total: a counter that
    * must not go back when `servers restart` or a reload replaces the connection (a fresh one
@@ -953,7 +954,8 @@ export class Hub implements HubCore {
         await unlessAborted(() => this.guardedGrace(grace), ctx.signal, () => undefined);
         if (ctx.signal.aborted || this.stopBegun.signal.aborted) await this.endedWhileWaiting(method, params, ctx, this.handles.get(this.toolServerOf(method, typeof params.name === 'string' ? params.name : undefined, ctx.principal, ctx.group).server ?? ''));
       }
-      const down = failClosedBlocker(this.handles.values());
+      // Only when a server has failMode "closed": the usual hub has none, and its calls look at no server here.
+      const down = this.handles.anyFailClosed ? failClosedBlocker(this.handles.values()) : undefined;
       if (down && !this.answeredFromKey(method, params, ctx)) {
         // A tool group's client is not told of a server its group does not show (for a key limited to groups, a boundary).
         const shown = this.catalog.groups.showsServer(ctx.group, down.server);

@@ -70,6 +70,24 @@ describe('failMode closed', () => {
     expect(hz.status).toBe(200);
     expect(((await hz.json()) as { status: string }).status).toBe('ok');
   });
+
+  // The hub counts its fail-closed servers as their handles change, and a call looks for a
+  // blocker only while there is one (issue #9): the reload that makes one fail closed again
+  // must count it, its state still read at each call.
+  it('reconfigured to failMode closed again (hot reload), every call is refused again', async () => {
+    const reconfigured = async (failMode: string, reloads: number) => {
+      const c = JSON.parse(readFileSync(hub.configFile, 'utf8')) as { servers: Record<string, Json> };
+      c.servers.guard.failMode = failMode;
+      writeFileSync(hub.configFile, JSON.stringify(c));
+      await waitUntil('reload', async () => hub.logs.filter((l) => l.includes('config reloaded') && l.includes('"updated":["guard"]')).length === reloads);
+    };
+    await reconfigured('closed', 2);
+    const a = await callTool(hub.url, 'ok__echo', { text: 'closed' });
+    expect([isToolError(a), text(a)]).toEqual([true, expect.stringMatching(/refuses calls while server "guard" \(failMode "closed"\)/)]);
+    // Open again for the tests below, which need calls that run.
+    await reconfigured('open', 3);
+    expect(text(await callTool(hub.url, 'ok__echo', { text: 'open' }))).toBe('echo:open');
+  });
 });
 
 // At once: each test starts hubs of its own and mostly waits for a server held starting.
