@@ -184,6 +184,16 @@ export class LegacySession {
         const ms = call.timeoutMs;
         if (ms !== undefined && ms < Infinity) {
           timer = setTimeout(() => {
+            // Its stream cut, the client not back yet: it went away before its time ran out, and
+            // its grace would end later. The call ends as it would have at the grace's end, as
+            // cancelled, not as timeout, which is for a client still there that did not answer:
+            // else a client vanished late in its time (or one whose cut a loaded hub saw late)
+            // was recorded timed out, one vanished early cancelled.
+            if (grace !== undefined) {
+              const err = new AnswerStreamClosedError(req.method, undefined, ms);
+              if (withdraw(`the stream that carried it closed and its client did not reconnect before its time to answer (${ms} ms) ran out`, err)) call.end(err);
+              return;
+            }
             const err = new InputTimeoutError(req.method, ms);
             if (withdraw(`the client did not answer within ${ms} ms`, new RpcError(INTERNAL_ERROR, err.message))) call.end(err);
           }, ms);
@@ -274,12 +284,17 @@ export class SessionEndedError extends CancelledError {
  * come back in time.
  */
 export class AnswerStreamClosedError extends CancelledError {
-  /** `graceMs`: the stream was resumable, and its client did not reconnect within it. */
-  constructor(method: string, graceMs?: number) {
+  /**
+   * `graceMs`: the stream was resumable, and its client did not reconnect within it;
+   * `timeoutMs`: it did not reconnect before its time to answer ran out, within the grace.
+   */
+  constructor(method: string, graceMs?: number, timeoutMs?: number) {
     super(
-      graceMs === undefined
-        ? `the client's answer stream closed while it was asked ${method}; that stream cannot be resumed, so no answer can come`
-        : `the client's answer stream closed while it was asked ${method}, and the client did not reconnect within ${graceMs} ms`,
+      timeoutMs !== undefined
+        ? `the client's answer stream closed while it was asked ${method}, and the client did not reconnect before its time to answer (${timeoutMs} ms) ran out`
+        : graceMs === undefined
+          ? `the client's answer stream closed while it was asked ${method}; that stream cannot be resumed, so no answer can come`
+          : `the client's answer stream closed while it was asked ${method}, and the client did not reconnect within ${graceMs} ms`,
     );
   }
 }
