@@ -78,17 +78,33 @@ export function fileRootsOnly(value: Record<string, unknown>): { result: Record<
   return { result: { ...value, roots: kept }, dropped: roots.length - kept.length };
 }
 
+/** The `_meta` key by which a legacy server's request names the task it belongs to (digest §15). */
+export const RELATED_TASK = 'io.modelcontextprotocol/related-task';
+
 /**
  * A server's request as the hub puts it to a client: a sampling request's `includeContext`
  * other than "none" left out (the schemas' default). The hub declares `sampling.context` to no
  * upstream, and a client that honoured it anyway would attach the context of its server — the
- * hub, so every upstream's — or of all its servers, for the one upstream that asked. The
+ * hub, so every upstream's — or of all its servers, for the one upstream that asked. Its
+ * `_meta` related-task left out too: the hub offers its clients no tasks, so the task it names
+ * is one the hub runs itself for the client (legacy-task.ts), which the client never saw and
+ * cannot ask about (the hub routes the answer by its own request id, not by the task). The
  * request itself when there is nothing to leave out.
  */
 export function relayedInput<R extends { method: string; params?: Record<string, unknown> }>(req: R): R {
   const ctx = req.params?.includeContext;
-  if (req.method !== 'sampling/createMessage' || ctx === undefined || ctx === 'none') return req;
-  const { includeContext: _dropped, ...params } = req.params!;
+  const dropContext = req.method === 'sampling/createMessage' && ctx !== undefined && ctx !== 'none';
+  const meta = req.params?._meta;
+  const dropTask = isObj(meta) && Object.hasOwn(meta, RELATED_TASK);
+  if (!dropContext && !dropTask) return req;
+  const params = { ...req.params! };
+  if (dropContext) delete params.includeContext;
+  if (dropTask) {
+    const { [RELATED_TASK]: _task, ...rest } = meta;
+    // Nothing else in it: no `_meta` at all, rather than an empty one the server never sent.
+    if (Object.keys(rest).length > 0) params._meta = rest;
+    else delete params._meta;
+  }
   return { ...req, params };
 }
 

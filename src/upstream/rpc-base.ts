@@ -19,7 +19,7 @@ import {
 import { errorResponse, idKey, isObj, resultResponse, type Classified, type Notification, type Request } from '../protocol/jsonrpc.js';
 import type { ProgressInfo } from '../protocol/types.js';
 import { legacyMeta, modernMeta, withMeta } from './envelope.js';
-import { MAX_OPEN_ASKS, fileRootsOnly, relayedInput } from '../protocol/input-results.js';
+import { MAX_OPEN_ASKS, RELATED_TASK, fileRootsOnly, relayedInput } from '../protocol/input-results.js';
 import { errMessage, Lifecycle } from './lifecycle.js';
 import { Limiter, LimitError } from './limiter.js';
 import { withRetries } from './retry.js';
@@ -951,6 +951,6 @@ export function hubsOwn(p: Pending): boolean {
 /** The task a server's request says it belongs to (`_meta` io.modelcontextprotocol/related-task). */
 function relatedTask(params: Record<string, unknown> | undefined): string | undefined {
   const meta = params?._meta as Record<string, unknown> | undefined;
-  const related = meta?.['io.modelcontextprotocol/related-task'] as { taskId?: unknown } | undefined;
+  const related = meta?.[RELATED_TASK] as { taskId?: unknown } | undefined;
   return typeof related?.taskId === 'string' ? related.taskId : undefined;
 }

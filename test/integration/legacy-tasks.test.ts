@@ -126,6 +126,43 @@ describe('a tool its legacy server runs only as a task', () => {
     }
   });
 
+  // The task a question names is the hub's own (the hub offers its clients no tasks): a client
+  // never saw it and could not ask about it, so the question reaches it without related-task,
+  // the server's other `_meta` kept. For a legacy client (a question on its call's stream) and a
+  // modern one (an input_required entry).
+  it('puts a task\'s question to the client without the related-task naming the task the hub runs', async () => {
+    const RELATED = 'io.modelcontextprotocol/related-task';
+    let legacyMeta: Record<string, unknown> | undefined;
+    const c = new Client({ name: 'tasks-related', version: '1.0.0' }, { capabilities: { elicitation: {} } });
+    c.setRequestHandler(ElicitRequestSchema, async (req) => {
+      legacyMeta = req.params._meta as Record<string, unknown> | undefined;
+      return { action: 'accept', content: { who: 'L' } };
+    });
+    await c.connect(new StreamableHTTPClientTransport(new URL(hub.url)));
+    try {
+      const r = await c.callTool({ name: 't__ask', arguments: {} }, undefined, { timeout: 15_000 });
+      expect((r.content as { text: string }[])[0]!.text).toMatch(/^task-\d+ got \{"who":"L"\}$/);
+    } finally {
+      await c.close();
+    }
+    // The server did name its task (so the hub could route the question by it).
+    expect(received().some((m) => m.method === 'tasks/result')).toBe(true);
+    expect(legacyMeta).toEqual({ 'com.example/asked-by': 'legacy-task' });
+    expect(legacyMeta).not.toHaveProperty([RELATED]);
+
+    const caps = { 'io.modelcontextprotocol/clientCapabilities': { elicitation: {} } };
+    const first = await modernCall(hub.url, 'rt1', 'tools/call', { name: 't__ask', arguments: {} }, { meta: caps });
+    const res = first.body?.result as { resultType?: string; inputRequests?: Record<string, { method: string; params: Record<string, unknown> }>; requestState?: string };
+    expect(res.resultType).toBe('input_required');
+    const entries = Object.entries(res.inputRequests ?? {});
+    expect(entries).toHaveLength(1);
+    const [key, asked] = entries[0]!;
+    expect(asked.method).toBe('elicitation/create');
+    expect(asked.params._meta).toEqual({ 'com.example/asked-by': 'legacy-task' });
+    const done = await modernCall(hub.url, 'rt2', 'tools/call', { name: 't__ask', arguments: {}, requestState: res.requestState, inputResponses: { [key]: { action: 'accept', content: { who: 'M' } } } }, { meta: caps });
+    expect((done.body?.result?.content as { text: string }[])[0]!.text).toMatch(/^task-\d+ got \{"who":"M"\}$/);
+  });
+
   // The hub's cancel of a task is its own request, not a client's call: left unanswered, it is no
   // call left unanswered (two calls timing out after it took the server down as hung, a third in
   // a row), and it is given the server's own timeoutMs, not a fixed 10 s in which it held a slot.
