@@ -292,6 +292,12 @@ export class Catalog extends EventEmitter {
     }
     // Its notification stream was down for a while (and what came meanwhile is not replayed).
     upstream.on('gap', () => {
+      // A server's connection replaced since, still draining, heard nothing for lists that are
+      // not its own (the server's are the new connection's): they were fetched again for nothing.
+      if (principal === undefined && this.replaced(h, upstream)) {
+        this.log.debug({ server: h.id }, 'notification gap of a connection replaced since: passed over');
+        return;
+      }
       this.resourcesChanged(h.id);
       this.cache.expire(`${h.id}\0`);
     });
@@ -299,7 +305,7 @@ export class Catalog extends EventEmitter {
       // A server's connection a reload or `servers restart` replaced may still speak while its
       // calls drain (legacy: on its own pipe): a list change it says is its own, and its list,
       // fetched as the server's, was served and routed by as the new connection's.
-      if (principal === undefined && CHANGED_NOTIFICATION[n.method] && this.servers().find((x) => x.id === h.id)?.upstream !== upstream) {
+      if (principal === undefined && CHANGED_NOTIFICATION[n.method] && this.replaced(h, upstream)) {
         this.log.debug({ server: h.id, method: n.method }, 'list change said by a connection replaced since: passed over');
         return;
       }
@@ -314,6 +320,14 @@ export class Catalog extends EventEmitter {
       );
       this.notifyChain.set(h.id, next);
     });
+  }
+
+  /**
+   * Whether `upstream`, a server's own connection, is one a reload or `servers restart` replaced,
+   * still open while its calls drain. Per list change or notification gap, never per call.
+   */
+  private replaced(h: ServerHandle, upstream: Upstream): boolean {
+    return this.servers().find((x) => x.id === h.id)?.upstream !== upstream;
   }
 
   /**

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders, modernPost, waitForReady, type Json } from '../helpers/wire.js';
+import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 import { loggedTimes, setSection } from '../helpers/config-edit.js';
 import { tmp } from './catalog-helpers.js';
 
@@ -184,4 +185,61 @@ describe('a connection a reload replaced, as it closes at last', () => {
     expect(await echo('after')).toMatchObject({ content: [{ text: 'echo:after' }] });
     expect(newLists()).toBe(listed);
   });
+});
+
+/** The legacy HTTP fixture whose tools and GET streams depend on the bearer's user (`<who>-upstream`). */
+const PER_USER = 'test/fixtures/catalog/legacy-per-user-http.mjs';
+// `report` as every user lists it (a change of it would be held back: pinning), and `hang`.
+const HANG_TOOLS = [
+  { name: 'report', description: 'Weekly report', inputSchema: { type: 'object' } },
+  { name: 'hang', inputSchema: { type: 'object' } },
+];
+type UpStats = { sessions: Record<string, number>; calls: Record<string, Record<string, number> | undefined> };
+const upStats = async (up: HttpFixture) => (await (await fetch(new URL('/stats', up.url))).json()) as UpStats;
+
+describe('a notification gap of a connection a reload replaced, as it drains', () => {
+  let up: HttpFixture;
+  let hub: HubProcess;
+  // Its user changes with the reload: the first connection's GET stream can be dropped alone.
+  const servers = (who: string) => ({ u: { url: up.url, headers: { authorization: `Bearer ${who}-upstream` } } });
+  beforeAll(async () => {
+    up = await startHttpFixture(PER_USER);
+    await fetch(new URL('/ctl', up.url), { method: 'POST', body: JSON.stringify({ who: 'first', tools: HANG_TOOLS }) });
+    hub = await startHub({ listen: { drainTimeoutMs: 20_000 }, servers: servers('first') });
+    await waitForReady(hub.url, ['u']);
+  }, 60_000);
+  afterAll(async () => {
+    await hub?.stop();
+    await up?.stop();
+  });
+
+  it("leaves the new connection's lists as they are: they are not listed again", async () => {
+    const names = async () => (((await modernPost(hub.url, 'l', 'tools/list')).body!.result as Json).tools as Json[]).map((t) => String(t.name));
+    expect(await names()).toContain('u__hang');
+    // A call that keeps the first connection draining after the reload; cancelled at the end.
+    const cancel = new AbortController();
+    const hanging = fetch(hub.url, {
+      method: 'POST',
+      headers: modernHeaders('tools/call', 'u__hang'),
+      body: JSON.stringify(modernBody('hang', 'tools/call', { name: 'u__hang', arguments: {} })),
+      signal: cancel.signal,
+    }).catch(() => undefined);
+    await expect.poll(async () => (await upStats(up)).calls.first?.['tools/call'], { timeout: 10_000, interval: 20 }).toBe(1);
+    setSection(hub, 'servers', servers('second'));
+    await loggedTimes(hub, 'config reloaded', 1);
+    await waitForReady(hub.url, ['u']);
+    await expect.poll(names, { timeout: 10_000, interval: 50 }).toEqual(['u__report']);
+    const listed = (await upStats(up)).calls.second?.['tools/list'];
+    expect(listed).toBeGreaterThan(0);
+    // The first connection's GET stream ends with no event to resume from: what it missed is lost.
+    await fetch(new URL('/drop?who=first', up.url), { method: 'POST' });
+    // Either the hub passes the first connection's gap over, or the new connection's list is fetched again.
+    await expect
+      .poll(async () => hub.logs.some((l) => l.includes('gap of a connection replaced since')) || ((await names()) && (await upStats(up)).calls.second?.['tools/list'] !== listed), { timeout: 15_000, interval: 100 })
+      .toBe(true);
+    await names();
+    expect((await upStats(up)).calls.second?.['tools/list']).toBe(listed);
+    cancel.abort();
+    await hanging;
+  }, 60_000);
 });
