@@ -221,6 +221,7 @@ export class Hub implements HubCore {
       // A principal's own process is not started for a server whose main process is down (the
       // same command, which would most likely fail alike: a crash loop per principal); its own
       // credentials to a URL server are tried (the URL may refuse only the shared ones).
+      ownConnection: (h, principal) => this.upstreams.existing(h, principal),
       standsAlone: (h, principal, ready) => (ready ? this.ownReady(h, principal) : this.standsAlone(h, principal) && (h.config.url !== undefined || this.upstreams.existing(h, principal) !== undefined)),
     });
     this.routes = new ShownRoutes(this.catalog);

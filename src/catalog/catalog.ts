@@ -72,6 +72,11 @@ export interface CatalogOptions {
    * its own until it is ready. Unset: its own.
    */
   capabilitiesOf?: (h: ServerHandle) => ServerCapabilities | undefined;
+  /**
+   * The principal's own connection to h open now (auth/upstream-pool.ts `existing`): one the
+   * pool replaced since (a reload, `servers restart`) that still drains is not it.
+   */
+  ownConnection?: (h: ServerHandle, principal: string) => Upstream | undefined;
 }
 
 export { DEFAULT_LEGACY_TTL_MS } from './fetch-list.js';
@@ -278,7 +283,13 @@ export class Catalog extends EventEmitter {
       const onState = (state: string) => {
         // Closed (idle, evicted from the pool, reconfigured) or reconnecting: the stream that
         // would have said a change (legacy GET, modern listen) is gone with it.
-        if (state === 'stopped' || state === 'restarting' || state === 'failed') this.ownListsLapsed(h.id, principal);
+        // One the pool replaced (a reload, `servers restart`) closes once its calls have drained,
+        // maybe after the principal's next connection opened and listed: those lists are that
+        // connection's, and lapsing them had every principal's next call miss readyTool.
+        if (state === 'stopped' || state === 'restarting' || state === 'failed') {
+          if (this.replaced(h, upstream, principal)) this.log.debug({ server: h.id, principal, state }, "state of a principal's connection replaced since: passed over");
+          else this.ownListsLapsed(h.id, principal);
+        }
         // Back (or up at last): a list that failed while it was not, refused as `restarting`, is
         // fetched at the next list, not LIST_RETRY_MS later with the server ready all the while
         // (the main connection's lists are invalidated at each of its state changes, see watch()).
@@ -292,10 +303,10 @@ export class Catalog extends EventEmitter {
     }
     // Its notification stream was down for a while (and what came meanwhile is not replayed).
     upstream.on('gap', () => {
-      // A server's connection replaced since, still draining, heard nothing for lists that are
-      // not its own (the server's are the new connection's): they were fetched again for nothing.
-      if (principal === undefined && this.replaced(h, upstream)) {
-        this.log.debug({ server: h.id }, 'notification gap of a connection replaced since: passed over');
+      // A connection replaced since, still draining, heard nothing for lists that are not its own
+      // (the server's are the new connection's): they were fetched again for nothing.
+      if (this.replaced(h, upstream, principal)) {
+        this.log.debug({ server: h.id, principal }, 'notification gap of a connection replaced since: passed over');
         return;
       }
       this.resourcesChanged(h.id);
@@ -305,7 +316,7 @@ export class Catalog extends EventEmitter {
       // A server's connection a reload or `servers restart` replaced may still speak while its
       // calls drain (legacy: on its own pipe): a list change it says is its own, and its list,
       // fetched as the server's, was served and routed by as the new connection's.
-      if (principal === undefined && CHANGED_NOTIFICATION[n.method] && this.replaced(h, upstream)) {
+      if (principal === undefined && CHANGED_NOTIFICATION[n.method] && this.replaced(h, upstream, principal)) {
         this.log.debug({ server: h.id, method: n.method }, 'list change said by a connection replaced since: passed over');
         return;
       }
@@ -323,11 +334,15 @@ export class Catalog extends EventEmitter {
   }
 
   /**
-   * Whether `upstream`, a server's own connection, is one a reload or `servers restart` replaced,
-   * still open while its calls drain. Per list change or notification gap, never per call.
+   * Whether `upstream` is a connection to h that another took the place of (a reload, `servers
+   * restart`), still open while its calls drain. A server's: it is not the server's connection in
+   * use. A principal's own: the principal has another open (none open: it is not replaced, its
+   * lists lapse with it). Per notification gap or state change, never per call.
    */
-  private replaced(h: ServerHandle, upstream: Upstream): boolean {
-    return this.servers().find((x) => x.id === h.id)?.upstream !== upstream;
+  private replaced(h: ServerHandle, upstream: Upstream, principal: string | undefined): boolean {
+    if (principal === undefined) return this.servers().find((x) => x.id === h.id)?.upstream !== upstream;
+    const now = this.opts.ownConnection?.(h, principal);
+    return now !== undefined && now !== upstream;
   }
 
   /**

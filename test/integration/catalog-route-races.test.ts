@@ -7,8 +7,9 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { modernBody, modernHeaders, modernPost, waitForReady, type Json } from '../helpers/wire.js';
+import { modernBody, modernHeaders, modernPost, post, waitForReady, type Json } from '../helpers/wire.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
+import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { loggedTimes, setSection } from '../helpers/config-edit.js';
 import { tmp } from './catalog-helpers.js';
 
@@ -241,5 +242,55 @@ describe('a notification gap of a connection a reload replaced, as it drains', (
     expect((await upStats(up)).calls.second?.['tools/list']).toBe(listed);
     cancel.abort();
     await hanging;
+  }, 60_000);
+});
+
+describe("a principal's own connection a reload replaced, as it closes at last", () => {
+  let up: HttpFixture;
+  let hub: HubProcess;
+  const ALICE = 'sy_route-races-alice-key-0000000000000000';
+  // alice's own credentials change with the reload: her connection is replaced by the pool.
+  const servers = (who: string) => ({ u: { url: up.url, credentials: { alice: { headers: { authorization: `Bearer ${who}-upstream` } } } } });
+  beforeAll(async () => {
+    up = await startHttpFixture(PER_USER);
+    await fetch(new URL('/ctl', up.url), { method: 'POST', body: JSON.stringify({ who: 'first', tools: HANG_TOOLS }) });
+    hub = await startHub({ listen: { drainTimeoutMs: 20_000 }, auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE) }] }, servers: servers('first') });
+    await waitForReadyWith(hub.url, ['u'], ALICE);
+  }, 60_000);
+  afterAll(async () => {
+    await hub?.stop();
+    await up?.stop();
+  });
+
+  it("leaves her new connection's lists as they are: her next call is routed without listing the tools again", async () => {
+    const as = (id: string, method: string, params: Json = {}, name?: string) =>
+      post(hub.url, modernBody(id, method, params), { ...modernHeaders(method, name), authorization: `Bearer ${ALICE}` });
+    const report = async (id: string) => ((await as(id, 'tools/call', { name: 'u__report', arguments: {} }, 'u__report')).body?.result as Json | undefined)?.content;
+    expect(await report('first')).toMatchObject([{ text: 'report for first' }]);
+    // Her call that keeps her first connection draining after the reload; cancelled once the second is in use.
+    const cancel = new AbortController();
+    const hanging = fetch(hub.url, {
+      method: 'POST',
+      headers: { ...modernHeaders('tools/call', 'u__hang'), authorization: `Bearer ${ALICE}` },
+      body: JSON.stringify(modernBody('hang', 'tools/call', { name: 'u__hang', arguments: {} })),
+      signal: cancel.signal,
+    }).catch(() => undefined);
+    await expect.poll(async () => (await upStats(up)).calls.first?.['tools/call'], { timeout: 10_000, interval: 20 }).toBe(2);
+    setSection(hub, 'servers', servers('second'));
+    await loggedTimes(hub, 'config reloaded', 1);
+    await waitForReadyWith(hub.url, ['u'], ALICE);
+    expect(await report('second')).toMatchObject([{ text: 'report for second' }]);
+    const listed = (await upStats(up)).calls.second?.['tools/list'];
+    expect(listed).toBeGreaterThan(0);
+    expect((await upStats(up)).sessions.first).toBe(1);
+    cancel.abort();
+    await hanging;
+    // Her first connection drained and closed (its session ended); then her next call.
+    await expect.poll(async () => (await upStats(up)).sessions.first ?? 0, { timeout: 15_000, interval: 50 }).toBe(0);
+    await expect
+      .poll(async () => hub.logs.some((l) => l.includes("principal's connection replaced since")) || ((await report('after')) && (await upStats(up)).calls.second?.['tools/list'] !== listed), { timeout: 10_000, interval: 50 })
+      .toBe(true);
+    expect(await report('after')).toMatchObject([{ text: 'report for second' }]);
+    expect((await upStats(up)).calls.second?.['tools/list']).toBe(listed);
   }, 60_000);
 });
