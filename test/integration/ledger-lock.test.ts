@@ -400,11 +400,13 @@ describe('ledger writer lock', () => {
         a.send('{oops');
         a.send('[]');
         a.send(JSON.stringify({ jsonrpc: '2.0', id: 'huge', method: 'tools/list', params: { pad: 'x'.repeat(3000) } }));
-        await ranOut(a);
-        // One request in two writes, 300 ms apart, cut inside the two bytes of its id's "ü".
+        // One request in two writes, cut inside the two bytes of its id's "ü": the first before the
+        // wait runs out, the rest 300 ms after it did. (Written after it, a loaded machine saw the
+        // stdin quiet for its 100 ms before the first write, and the process had gone.)
         const split = Buffer.from(request('ü-split') + '\n');
         const cut = split.indexOf(Buffer.from('ü')) + 1;
         a.proc.stdin!.write(split.subarray(0, cut));
+        await ranOut(a);
         await new Promise((res) => setTimeout(res, 300));
         a.proc.stdin!.write(split.subarray(cut));
         expect(await a.exited, a.stderr).toBe(2);
