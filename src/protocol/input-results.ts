@@ -100,12 +100,34 @@ export function relayedInput<R extends { method: string; params?: Record<string,
   const params = { ...req.params! };
   if (dropContext) delete params.includeContext;
   if (dropTask) {
-    const { [RELATED_TASK]: _task, ...rest } = meta;
-    // Nothing else in it: no `_meta` at all, rather than an empty one the server never sent.
-    if (Object.keys(rest).length > 0) params._meta = rest;
+    const rest = withoutRelatedTask(meta);
+    if (rest !== undefined) params._meta = rest;
     else delete params._meta;
   }
   return { ...req, params };
+}
+
+/**
+ * A server's `_meta` as the hub passes it to a client: without the related-task, which names a
+ * task the hub runs itself (see relayedInput). The same object when it has no such key;
+ * undefined when nothing else was in it (no `_meta` rather than an empty one the server never sent).
+ */
+export function withoutRelatedTask(meta: Record<string, unknown>): Record<string, unknown> | undefined {
+  if (!Object.hasOwn(meta, RELATED_TASK)) return meta;
+  const { [RELATED_TASK]: _task, ...rest } = meta;
+  return Object.keys(rest).length > 0 ? rest : undefined;
+}
+
+/**
+ * A server's notification params (a log line's, a progress's) as the hub relays them: `_meta`
+ * without the related-task (withoutRelatedTask). The same params when there is none.
+ */
+export function relayedNotice(params: Record<string, unknown>): Record<string, unknown> {
+  const meta = params._meta;
+  if (!isObj(meta) || !Object.hasOwn(meta, RELATED_TASK)) return params;
+  const { _meta: _dropped, ...rest } = params;
+  const kept = withoutRelatedTask(meta);
+  return kept === undefined ? rest : { ...rest, _meta: kept };
 }
 
 /** `inputRequests` with each entry as relayedInput leaves it: the same object when none changes. */

@@ -19,7 +19,7 @@ import {
 import { errorResponse, idKey, isObj, resultResponse, type Classified, type Notification, type Request } from '../protocol/jsonrpc.js';
 import type { ProgressInfo } from '../protocol/types.js';
 import { legacyMeta, modernMeta, withMeta } from './envelope.js';
-import { MAX_OPEN_ASKS, RELATED_TASK, fileRootsOnly, relayedInput } from '../protocol/input-results.js';
+import { MAX_OPEN_ASKS, RELATED_TASK, fileRootsOnly, relayedInput, relayedNotice, withoutRelatedTask } from '../protocol/input-results.js';
 import { errMessage, Lifecycle } from './lifecycle.js';
 import { Limiter, LimitError } from './limiter.js';
 import { withRetries } from './retry.js';
@@ -842,8 +842,10 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       if (typeof params.total === 'number') info.total = params.total;
       // Upstream text the client shows its user, as a log line's: credentials redacted.
       if (typeof params.message === 'string') info.message = redactErrorText(params.message);
-      // Its keys are the server's to the client, as a result's _meta is (digest §8.4).
-      if (isObj(params._meta)) info._meta = params._meta;
+      // Its keys are the server's to the client, as a result's _meta is (digest §8.4); but not
+      // the related-task, a task the hub runs itself and the client never saw (relayedInput).
+      const meta = isObj(params._meta) ? withoutRelatedTask(params._meta) : undefined;
+      if (meta !== undefined) info._meta = meta;
       try {
         p.opts.onProgress(info);
       } catch (err) {
@@ -868,7 +870,8 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       const p = this.logTarget(via);
       if (p !== undefined) {
         try {
-          p.opts!.onLog!(redactLogMessage(params));
+          // Without the related-task of a task the hub runs itself, as its questions go (relayedInput).
+          p.opts!.onLog!(redactLogMessage(relayedNotice(params)));
         } catch (err) {
           this.log.warn({ err: errMessage(err) }, 'log handler threw');
         }

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { ElicitRequestSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { waitForReady } from '../helpers/wire.js';
 import { legacySession, modernCall, waitForRows } from './ledger-helpers.js';
@@ -161,6 +161,49 @@ describe('a tool its legacy server runs only as a task', () => {
     expect(asked.params._meta).toEqual({ 'com.example/asked-by': 'legacy-task' });
     const done = await modernCall(hub.url, 'rt2', 'tools/call', { name: 't__ask', arguments: {}, requestState: res.requestState, inputResponses: { [key]: { action: 'accept', content: { who: 'M' } } } }, { meta: caps });
     expect((done.body?.result?.content as { text: string }[])[0]!.text).toMatch(/^task-\d+ got \{"who":"M"\}$/);
+  });
+
+  // The same for what a task's server sends meanwhile: its log lines and progress name the task
+  // too, and reach the client without it, the server's other `_meta` kept.
+  it("relays a task's log line and progress without the related-task naming the task the hub runs", async () => {
+    const RELATED = 'io.modelcontextprotocol/related-task';
+    const logs: Record<string, unknown>[] = [];
+    const progress: Record<string, unknown>[] = [];
+    const c = new Client({ name: 'tasks-related-log', version: '1.0.0' }, { capabilities: {} });
+    c.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void logs.push(n.params));
+    await c.connect(new StreamableHTTPClientTransport(new URL(hub.url)));
+    try {
+      const r = await c.callTool({ name: 't__job', arguments: { ms: 300, progress: 2, log: true } }, undefined, { timeout: 15_000, onprogress: (p) => void progress.push(p) });
+      expect((r.content as { text: string }[])[0]!.text).toMatch(/^done task-\d+$/);
+    } finally {
+      await c.close();
+    }
+    expect(logs).toHaveLength(1);
+    expect(logs[0]).toMatchObject({ level: 'info', data: expect.stringMatching(/^working on task-\d+$/) });
+    expect(logs[0]!._meta).toEqual({ 'com.example/asked-by': 'legacy-task' });
+    expect(progress.length).toBeGreaterThanOrEqual(1);
+    for (const p of progress) expect(p._meta).toEqual({ 'com.example/step': p.progress });
+
+    const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {}, 'io.modelcontextprotocol/logLevel': 'debug', progressToken: 'p-rt' };
+    const res = await fetch(hub.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 't__job' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 'rt-log', method: 'tools/call', params: { name: 't__job', arguments: { ms: 300, progress: 2, log: true }, _meta: meta } }),
+    });
+    const sent = (await res.text())
+      .split('\n')
+      .filter((l) => l.startsWith('data:'))
+      .map((l) => JSON.parse(l.slice(5)) as { method?: string; params?: Record<string, unknown>; result?: Record<string, unknown> });
+    expect(JSON.stringify(sent.at(-1)?.result)).toMatch(/done task-\d+/);
+    const modernLogs = sent.filter((m) => m.method === 'notifications/message');
+    const modernProgress = sent.filter((m) => m.method === 'notifications/progress');
+    expect(modernLogs).toHaveLength(1);
+    expect(modernLogs[0]!.params!._meta).toEqual({ 'com.example/asked-by': 'legacy-task' });
+    expect(modernProgress.length).toBeGreaterThanOrEqual(1);
+    for (const m of modernProgress) {
+      expect(m.params!._meta).toEqual({ 'com.example/step': m.params!.progress });
+      expect(m.params!._meta).not.toHaveProperty([RELATED]);
+    }
   });
 
   // The hub's cancel of a task is its own request, not a client's call: left unanswered, it is no
