@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { CancelledError, InputTimeoutError, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, RpcError } from '../protocol/errors.js';
 import { addRequired, declares, required, requiredNames } from '../protocol/client-capabilities.js';
 import { INPUT_METHODS, inputResultProblem, normalInputResult } from '../protocol/input-results.js';
@@ -74,6 +75,8 @@ export class InputCollector implements FirstRow {
   private unpark: ((first: FirstRequest) => void) | undefined;
   private wake: (() => void) | undefined;
   private next = 0;
+  /** How many times the upstream asked (a question, or one the client lacks the capability for): see gather. */
+  asks = 0;
   /** Set when the upstream asked for something the client did not declare. */
   missing: Record<string, unknown> | undefined;
   /**
@@ -152,6 +155,7 @@ export class InputCollector implements FirstRow {
   }
 
   private woken(): void {
+    this.asks++;
     const w = this.wake;
     this.wake = undefined;
     w?.();
@@ -235,6 +239,29 @@ export class InputCollector implements FirstRow {
   }
 }
 
+/** A quiet spell after which the upstream is taken to have asked all it asks in this turn. */
+const GATHER_QUIET_MS = 1;
+/** The longest the first question waits for others: an upstream asking on and on is not waited for. */
+const GATHER_MAX_MS = 5;
+
+/**
+ * Requests that an upstream makes together travel together, in one `input_required`. Those
+ * its frames already read carry are in after one turn of the event loop (setImmediate); but a
+ * legacy server asking three at once writes three frames, and a loaded machine can run the hub
+ * between them (the hub read the first alone in one run in ten to five: the client was asked the
+ * rest in a second round). So then: until no question came for GATHER_QUIET_MS, at most
+ * GATHER_MAX_MS from the first. The usual single question waits one quiet spell more.
+ */
+async function gather(collector: InputCollector): Promise<void> {
+  await new Promise((r) => setImmediate(r));
+  const until = monotonicNow() + GATHER_MAX_MS;
+  let seen: number;
+  do {
+    seen = collector.asks;
+    await sleep(GATHER_QUIET_MS);
+  } while (collector.asks !== seen && monotonicNow() < until);
+}
+
 interface Parked {
   run: Promise<Result>;
   collector: InputCollector;
@@ -294,8 +321,7 @@ export class InputBridge {
   /** The client must answer first: park the call, or refuse it for a capability it lacks. */
   private async park(run: Promise<Result>, collector: InputCollector, abort: Canceller, bind: Binding): Promise<Result> {
     if (collector.missing) this.refuse(run, collector, abort);
-    // Requests that arrive together travel together.
-    await new Promise((r) => setImmediate(r));
+    await gather(collector);
     // One of them needs what the client did not declare (an elicitation and a sampling read
     // together): the call ends refused now, the others with it. Parked, the others were put to
     // the client as an input_required, and the -32021 kept for its retry: the user answered

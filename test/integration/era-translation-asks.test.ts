@@ -59,6 +59,36 @@ describe.each([
   });
 });
 
+// A legacy server asking three at once writes three frames, and the hub may read the first
+// before the others are written (the server's process descheduled between its writes: on a
+// loaded machine one call in ten to five before the hub waited for more, input-bridge.ts gather):
+// the questions the upstream asked together reach a modern client in one input_required. Counted
+// as the modern SDK client's tools/call POSTs (the first and one retry). A scheduler can hold a
+// process for longer than the hub waits, so a split in many runs is allowed, not one in ten.
+describe('a modern client asked three at once by a legacy stdio upstream', () => {
+  const RUNS = 80;
+  it(`is asked them in one round, in all but at most 2 of ${RUNS} runs`, async () => {
+    let posts = 0;
+    const counting: typeof fetch = (input, init) => {
+      if (new Headers(init?.headers).get('mcp-method') === 'tools/call') posts++;
+      return fetch(input, init);
+    };
+    const user = await modernUser(hub.url, 'rounds-la', counting);
+    const rounds: number[] = [];
+    try {
+      for (let i = 0; i < RUNS; i++) {
+        posts = 0;
+        const r = await user.callTool('la__ask_all', { who: 'la' });
+        expect(textOf(r)).toMatch(/^e=accept/);
+        rounds.push(posts - 1);
+      }
+    } finally {
+      await user.close();
+    }
+    expect(rounds.filter((n) => n > 1).length, JSON.stringify(rounds)).toBeLessThanOrEqual(2);
+  });
+});
+
 let nextId = 1;
 
 /** A modern tools/call whose client declared elicitation, sampling and roots, with `meta` added. */
