@@ -316,8 +316,10 @@ export class Catalog extends EventEmitter {
       // A server's connection a reload or `servers restart` replaced may still speak while its
       // calls drain (legacy: on its own pipe): a list change it says is its own, and its list,
       // fetched as the server's, was served and routed by as the new connection's.
-      if (principal === undefined && CHANGED_NOTIFICATION[n.method] && this.replaced(h, upstream, principal)) {
-        this.log.debug({ server: h.id, method: n.method }, 'list change said by a connection replaced since: passed over');
+      // So may a principal's own connection the pool replaced: its change is of its own process's
+      // lists, and taken, every principal's next call missed readyTool (toolsChangedAt is per server).
+      if (CHANGED_NOTIFICATION[n.method] && this.replaced(h, upstream, principal)) {
+        this.log.debug({ server: h.id, principal, method: n.method }, 'list change said by a connection replaced since: passed over');
         return;
       }
       // Reads stop going by the resource lists held now as it is heard: not after the handling

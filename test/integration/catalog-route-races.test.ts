@@ -294,3 +294,54 @@ describe("a principal's own connection a reload replaced, as it closes at last",
     expect((await upStats(up)).calls.second?.['tools/list']).toBe(listed);
   }, 60_000);
 });
+
+describe("a list change said by a principal's own connection a reload replaced, as it drains", () => {
+  let up: HttpFixture;
+  let hub: HubProcess;
+  const ALICE = 'sy_route-races-alice-key-1111111111111111';
+  const servers = (who: string) => ({ u: { url: up.url, credentials: { alice: { headers: { authorization: `Bearer ${who}-upstream` } } } } });
+  beforeAll(async () => {
+    up = await startHttpFixture(PER_USER);
+    await fetch(new URL('/ctl', up.url), { method: 'POST', body: JSON.stringify({ who: 'first', tools: HANG_TOOLS }) });
+    hub = await startHub({ listen: { drainTimeoutMs: 20_000 }, auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE) }] }, servers: servers('first') });
+    await waitForReadyWith(hub.url, ['u'], ALICE);
+  }, 60_000);
+  afterAll(async () => {
+    await hub?.stop();
+    await up?.stop();
+  });
+
+  it("leaves her new connection's lists as they are: her next call is routed without listing the tools again", async () => {
+    const as = (id: string, method: string, params: Json = {}, name?: string) =>
+      post(hub.url, modernBody(id, method, params), { ...modernHeaders(method, name), authorization: `Bearer ${ALICE}` });
+    const report = async (id: string) => ((await as(id, 'tools/call', { name: 'u__report', arguments: {} }, 'u__report')).body?.result as Json | undefined)?.content;
+    expect(await report('first')).toMatchObject([{ text: 'report for first' }]);
+    const cancel = new AbortController();
+    const hanging = fetch(hub.url, {
+      method: 'POST',
+      headers: { ...modernHeaders('tools/call', 'u__hang'), authorization: `Bearer ${ALICE}` },
+      body: JSON.stringify(modernBody('hang', 'tools/call', { name: 'u__hang', arguments: {} })),
+      signal: cancel.signal,
+    }).catch(() => undefined);
+    try {
+      await expect.poll(async () => (await upStats(up)).calls.first?.['tools/call'], { timeout: 10_000, interval: 20 }).toBe(2);
+      setSection(hub, 'servers', servers('second'));
+      await loggedTimes(hub, 'config reloaded', 1);
+      await waitForReadyWith(hub.url, ['u'], ALICE);
+      expect(await report('second')).toMatchObject([{ text: 'report for second' }]);
+      const listed = (await upStats(up)).calls.second?.['tools/list'];
+      expect(listed).toBeGreaterThan(0);
+      // Her first process, still draining her call, says its tools changed (on its own GET stream).
+      expect((await upStats(up)).sessions.first).toBe(1);
+      await fetch(new URL('/notify?who=first', up.url), { method: 'POST' });
+      await expect
+        .poll(async () => hub.logs.some((l) => l.includes('list change said by a connection replaced since')) || ((await report('after')) && (await upStats(up)).calls.second?.['tools/list'] !== listed), { timeout: 10_000, interval: 50 })
+        .toBe(true);
+      expect(await report('after')).toMatchObject([{ text: 'report for second' }]);
+      expect((await upStats(up)).calls.second?.['tools/list']).toBe(listed);
+    } finally {
+      cancel.abort();
+      await hanging;
+    }
+  }, 60_000);
+});
