@@ -309,6 +309,12 @@ export class Catalog extends EventEmitter {
         this.log.debug({ server: h.id, principal }, 'notification gap of a connection replaced since: passed over');
         return;
       }
+      // A principal's own connection missed what its own stream would have said: its own lists
+      // only (as a modern listen's gap, listenGap), not every principal's and the server's.
+      if (principal !== undefined) {
+        this.log.debug({ server: h.id, principal }, "notification gap of a principal's own connection: its own lists lapse");
+        return this.ownListsLapsed(h.id, principal);
+      }
       this.resourcesChanged(h.id);
       this.cache.expire(`${h.id}\0`);
     });

@@ -345,3 +345,45 @@ describe("a list change said by a principal's own connection a reload replaced, 
     }
   }, 60_000);
 });
+
+describe("a notification gap of a principal's own connection", () => {
+  let up: HttpFixture;
+  let hub: HubProcess;
+  const ALICE = 'sy_route-races-alice-key-2222222222222222';
+  const BOB = 'sy_route-races-bob-key-22222222222222222222';
+  beforeAll(async () => {
+    up = await startHttpFixture(PER_USER);
+    hub = await startHub({
+      auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE) }, { principal: 'bob', sha256: sha256Hex(BOB) }] },
+      servers: { u: { url: up.url, credentials: { alice: { headers: { authorization: 'Bearer alice-upstream' } } } } },
+    });
+    await waitForReadyWith(hub.url, ['u'], ALICE);
+  }, 60_000);
+  afterAll(async () => {
+    await hub?.stop();
+    await up?.stop();
+  });
+
+  it("lapses her own lists only, not the server's other lists (bob's shared one is not listed again)", async () => {
+    const names = async (key: string) =>
+      (((await post(hub.url, modernBody('l', 'tools/list'), { ...modernHeaders('tools/list'), authorization: `Bearer ${key}` })).body!.result as Json).tools as Json[]).map((t) => String(t.name));
+    expect(await names(ALICE)).toEqual(['u__report']);
+    expect(await names(BOB)).toEqual(['u__report']);
+    const before = (await upStats(up)).calls;
+    const shared = before.shared?.['tools/list'];
+    const hers = before.alice?.['tools/list'];
+    expect(shared).toBeGreaterThan(0);
+    expect(hers).toBeGreaterThan(0);
+    // Her connection's GET stream ends with no event to resume from: what it missed is lost.
+    await fetch(new URL('/drop?who=alice', up.url), { method: 'POST' });
+    // Either the hub lapses her own lists alone, or bob's shared list is fetched again.
+    await expect
+      .poll(async () => hub.logs.some((l) => l.includes("notification gap of a principal's own connection")) || ((await names(BOB)) && (await upStats(up)).calls.shared?.['tools/list'] !== shared), { timeout: 15_000, interval: 100 })
+      .toBe(true);
+    expect(await names(BOB)).toEqual(['u__report']);
+    expect((await upStats(up)).calls.shared?.['tools/list']).toBe(shared);
+    // Her own list is fetched again: the gap was heard.
+    expect(await names(ALICE)).toEqual(['u__report']);
+    expect((await upStats(up)).calls.alice?.['tools/list']).toBe(hers! + 1);
+  }, 60_000);
+});
