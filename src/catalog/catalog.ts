@@ -315,6 +315,10 @@ export class Catalog extends EventEmitter {
         this.log.debug({ server: h.id, principal }, "notification gap of a principal's own connection: its own lists lapse");
         return this.ownListsLapsed(h.id, principal);
       }
+      this.log.debug({ server: h.id }, "notification gap: the server's lists lapse");
+      // A call waits for the tools list and its pin check, as after a list_changed (listenGap):
+      // routed by the list held (readyTool), a tool changed in the gap was called unjudged.
+      if (this.cache.peek(`${h.id}\0tools`)) this.toolsChangedAt.set(h.id, ++this.changeEpoch);
       this.resourcesChanged(h.id);
       this.cache.expire(`${h.id}\0`);
     });
