@@ -949,7 +949,7 @@ export class Catalog extends EventEmitter {
 
   /** Whether `conn` (the server's own connection) is the one h's id is served by now. */
   private inUse(h: ServerHandle, conn: Connection): boolean {
-    return this.servers().find((x) => x.id === h.id)?.upstream === conn.upstream;
+    return !this.replaced(h, conn.upstream, undefined);
   }
 
   private async partOf(kind: ListKind, h: ServerHandle, conn: Connection): Promise<Part> {
