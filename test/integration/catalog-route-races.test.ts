@@ -15,6 +15,12 @@ import { tmp } from './catalog-helpers.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
 
+/** A call of `tool` (never answered upstream) that keeps its connection draining until `signal` aborts it. */
+function hangingCall(url: string, tool: string, signal: AbortSignal, key?: string): Promise<unknown> {
+  const headers = key === undefined ? modernHeaders('tools/call', tool) : { ...modernHeaders('tools/call', tool), authorization: `Bearer ${key}` };
+  return fetch(url, { method: 'POST', headers, body: JSON.stringify(modernBody('hang', 'tools/call', { name: tool, arguments: {} })), signal }).catch(() => undefined);
+}
+
 describe('a list fetched across a reload', () => {
   let hub: HubProcess;
   const gate = join(tmp(), 'reload-race-gate');
@@ -123,12 +129,7 @@ describe('a list change said by a connection a reload replaced, as it drains', (
     await modernPost(hub.url, 'm', 'tools/call', { name: 'r__mutate', arguments: { op: 'add', def: { name: 'ghost', inputSchema: { type: 'object' } }, silent: true } });
     await modernPost(hub.url, 's', 'tools/call', { name: 'r__mutate', arguments: { op: 'storm', n: 1, gate: said } });
     const cancel = new AbortController();
-    const hanging = fetch(hub.url, {
-      method: 'POST',
-      headers: modernHeaders('tools/call', 'r__hang'),
-      body: JSON.stringify(modernBody('hang', 'tools/call', { name: 'r__hang', arguments: {} })),
-      signal: cancel.signal,
-    }).catch(() => undefined);
+    const hanging = hangingCall(hub.url, 'r__hang', cancel.signal);
     await expect.poll(() => (JSON.parse(readFileSync(join(dir, 'first.json'), 'utf8')) as Json)['tools/call'], { timeout: 10_000, interval: 20 }).toBe(3);
     const listed = oldLists();
     setSection(hub, 'servers', servers('second.json'));
@@ -165,12 +166,7 @@ describe('a connection a reload replaced, as it closes at last', () => {
     expect(await echo('first')).toMatchObject({ content: [{ text: 'echo:first' }] });
     // A call that keeps the first process draining after the reload; cancelled once the second is in use.
     const cancel = new AbortController();
-    const hanging = fetch(hub.url, {
-      method: 'POST',
-      headers: modernHeaders('tools/call', 'r__hang'),
-      body: JSON.stringify(modernBody('hang', 'tools/call', { name: 'r__hang', arguments: {} })),
-      signal: cancel.signal,
-    }).catch(() => undefined);
+    const hanging = hangingCall(hub.url, 'r__hang', cancel.signal);
     await expect.poll(() => (JSON.parse(readFileSync(join(dir, 'first.json'), 'utf8')) as Json)['tools/call'], { timeout: 10_000, interval: 20 }).toBe(2);
     setSection(hub, 'servers', servers('second.json'));
     await loggedTimes(hub, 'config reloaded', 1);
@@ -219,12 +215,7 @@ describe('a notification gap of a connection a reload replaced, as it drains', (
     expect(await names()).toContain('u__hang');
     // A call that keeps the first connection draining after the reload; cancelled at the end.
     const cancel = new AbortController();
-    const hanging = fetch(hub.url, {
-      method: 'POST',
-      headers: modernHeaders('tools/call', 'u__hang'),
-      body: JSON.stringify(modernBody('hang', 'tools/call', { name: 'u__hang', arguments: {} })),
-      signal: cancel.signal,
-    }).catch(() => undefined);
+    const hanging = hangingCall(hub.url, 'u__hang', cancel.signal);
     await expect.poll(async () => (await upStats(up)).calls.first?.['tools/call'], { timeout: 10_000, interval: 20 }).toBe(1);
     setSection(hub, 'servers', servers('second'));
     await loggedTimes(hub, 'config reloaded', 1);
@@ -269,12 +260,7 @@ describe("a principal's own connection a reload replaced, as it closes at last",
     expect(await report('first')).toMatchObject([{ text: 'report for first' }]);
     // Her call that keeps her first connection draining after the reload; cancelled once the second is in use.
     const cancel = new AbortController();
-    const hanging = fetch(hub.url, {
-      method: 'POST',
-      headers: { ...modernHeaders('tools/call', 'u__hang'), authorization: `Bearer ${ALICE}` },
-      body: JSON.stringify(modernBody('hang', 'tools/call', { name: 'u__hang', arguments: {} })),
-      signal: cancel.signal,
-    }).catch(() => undefined);
+    const hanging = hangingCall(hub.url, 'u__hang', cancel.signal, ALICE);
     await expect.poll(async () => (await upStats(up)).calls.first?.['tools/call'], { timeout: 10_000, interval: 20 }).toBe(2);
     setSection(hub, 'servers', servers('second'));
     await loggedTimes(hub, 'config reloaded', 1);
@@ -317,12 +303,7 @@ describe("a list change said by a principal's own connection a reload replaced, 
     const report = async (id: string) => ((await as(id, 'tools/call', { name: 'u__report', arguments: {} }, 'u__report')).body?.result as Json | undefined)?.content;
     expect(await report('first')).toMatchObject([{ text: 'report for first' }]);
     const cancel = new AbortController();
-    const hanging = fetch(hub.url, {
-      method: 'POST',
-      headers: { ...modernHeaders('tools/call', 'u__hang'), authorization: `Bearer ${ALICE}` },
-      body: JSON.stringify(modernBody('hang', 'tools/call', { name: 'u__hang', arguments: {} })),
-      signal: cancel.signal,
-    }).catch(() => undefined);
+    const hanging = hangingCall(hub.url, 'u__hang', cancel.signal, ALICE);
     try {
       await expect.poll(async () => (await upStats(up)).calls.first?.['tools/call'], { timeout: 10_000, interval: 20 }).toBe(2);
       setSection(hub, 'servers', servers('second'));
