@@ -299,57 +299,17 @@ describe('2,500 random and mutated frames', () => {
 });
 
 describe('2,500 random and mutated frames over switchyard stdio', () => {
+  let hub: StdioHub;
   let proc: ChildProcess;
-  const lines: string[] = [];
-  const waiters = new Map<string, (m: RpcMessage) => void>();
-  let stderr = '';
+  let lines: string[];
+  let answerTo: StdioHub['answerTo'];
 
-  beforeAll(async () => {
+  beforeAll(() => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-fuzz-stdio-'));
-    const file = join(dir, 'hub.config.json');
-    writeFileSync(file, JSON.stringify(configFor(dir)));
-    proc = spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
-    proc.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-200_000)));
-    let buf = '';
-    proc.stdout!.on('data', (d: Buffer) => {
-      buf += d.toString();
-      let i;
-      while ((i = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, i);
-        buf = buf.slice(i + 1);
-        lines.push(line);
-        let m: RpcMessage | undefined;
-        try {
-          m = JSON.parse(line) as RpcMessage;
-        } catch {
-          continue;
-        }
-        const w = waiters.get(JSON.stringify(m.id ?? null));
-        if (w && ('result' in m || 'error' in m)) w(m);
-      }
-    });
+    ({ proc, lines, answerTo } = hub = spawnStdioHub(dir, configFor(dir)));
   }, 60_000);
 
-  afterAll(async () => {
-    proc.stdin!.end();
-    const code = await new Promise<number | null>((r) => (proc.exitCode !== null ? r(proc.exitCode) : proc.once('exit', (c) => r(c))));
-    expect(code).toBe(0);
-  });
-
-  function answerTo(rid: string | number, ms = 15_000): Promise<RpcMessage> {
-    const key = JSON.stringify(rid);
-    return new Promise((resolve, reject) => {
-      const t = setTimeout(() => {
-        waiters.delete(key);
-        reject(new Error(`no answer to ${key} within ${ms} ms`));
-      }, ms);
-      waiters.set(key, (m) => {
-        clearTimeout(t);
-        waiters.delete(key);
-        resolve(m);
-      });
-    });
-  }
+  afterAll(async () => expect(await hub.stop()).toBe(0));
 
   const sentinel = (n: number): string =>
     JSON.stringify({ jsonrpc: '2.0', id: `sentinel-${n}`, method: 'server/discover', params: { _meta: { [PV]: MODERN, [CAPS]: {}, [INFO]: { name: 'fz', version: '1' } } } });
@@ -383,7 +343,7 @@ describe('2,500 random and mutated frames over switchyard stdio', () => {
     );
     expect(answered).toBeGreaterThan(Number(process.env.FUZZ_RUNS ?? RUNS) / 10);
     expect(proc.exitCode).toBeNull();
-    expect(stderr).not.toMatch(/unexpected error while handling|request handler failed/);
+    expect(hub.stderr()).not.toMatch(/unexpected error while handling|request handler failed/);
   }, 600_000);
 });
 
@@ -635,50 +595,14 @@ async function modernFetch(url: string, tool: string): Promise<RpcMessage> {
 }
 
 describe('odd frames get their era’s answer over switchyard stdio', () => {
+  let hub: StdioHub;
   let proc: ChildProcess;
-  const lines: string[] = [];
-  const waiters = new Map<string, (m: RpcMessage) => void>();
-  let stderr = '';
-
-  function answerTo(rid: string | number, ms = 15_000): Promise<RpcMessage> {
-    const key = JSON.stringify(rid);
-    return new Promise((resolve, reject) => {
-      const t = setTimeout(() => {
-        waiters.delete(key);
-        reject(new Error(`no answer to ${key} within ${ms} ms`));
-      }, ms);
-      waiters.set(key, (m) => {
-        clearTimeout(t);
-        waiters.delete(key);
-        resolve(m);
-      });
-    });
-  }
+  let lines: string[];
+  let answerTo: StdioHub['answerTo'];
 
   beforeAll(async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-odd-stdio-'));
-    const file = join(dir, 'hub.config.json');
-    writeFileSync(file, JSON.stringify(oddConfigFor(dir)));
-    proc = spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
-    proc.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-200_000)));
-    let buf = '';
-    proc.stdout!.on('data', (d: Buffer) => {
-      buf += d.toString();
-      let i;
-      while ((i = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, i);
-        buf = buf.slice(i + 1);
-        lines.push(line);
-        let m: RpcMessage | undefined;
-        try {
-          m = JSON.parse(line) as RpcMessage;
-        } catch {
-          continue;
-        }
-        const w = waiters.get(JSON.stringify(m.id ?? null));
-        if (w && ('result' in m || 'error' in m)) w(m);
-      }
-    });
+    ({ proc, lines, answerTo } = hub = spawnStdioHub(dir, oddConfigFor(dir)));
     // A legacy session on this process (at 2025-11-25, which has no batches), so that both eras' frames are served.
     const init = answerTo('init', 45_000);
     proc.stdin!.write(JSON.stringify({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: LEGACY, capabilities: {}, clientInfo: { name: 'odd', version: '1' } } }) + '\n');
@@ -686,11 +610,7 @@ describe('odd frames get their era’s answer over switchyard stdio', () => {
     proc.stdin!.write(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) + '\n');
   }, 60_000);
 
-  afterAll(async () => {
-    proc.stdin!.end();
-    const code = await new Promise<number | null>((r) => (proc.exitCode !== null ? r(proc.exitCode) : proc.once('exit', (c) => r(c))));
-    expect(code).toBe(0);
-  });
+  afterAll(async () => expect(await hub.stop()).toBe(0));
 
   it('the code and id of each era on stdout, nothing there but JSON-RPC, foreign _meta keys forwarded', async () => {
     let n = 0;
@@ -728,6 +648,63 @@ describe('odd frames get their era’s answer over switchyard stdio', () => {
     proc.stdin!.write(JSON.stringify(oddRequest('legacy', 'after', 'tools/call', { name: 'qm__echo', arguments: { ok: 1 } })) + '\n');
     expect((await after).result?.structuredContent).toMatchObject({ args: { ok: 1 } });
     expect(proc.exitCode).toBeNull();
-    expect(stderr).not.toMatch(/unexpected error while handling|request handler failed/);
+    expect(hub.stderr()).not.toMatch(/unexpected error while handling|request handler failed/);
   }, 300_000);
 });
+
+/** `switchyard stdio` on a config written to `dir`: its stdout lines, each request's answer by id, its stderr. */
+interface StdioHub {
+  proc: ChildProcess;
+  lines: string[];
+  answerTo(rid: string | number, ms?: number): Promise<RpcMessage>;
+  stderr(): string;
+  /** Ends stdin (the client left); the exit code. */
+  stop(): Promise<number | null>;
+}
+
+function spawnStdioHub(dir: string, config: unknown): StdioHub {
+  const file = join(dir, 'hub.config.json');
+  writeFileSync(file, JSON.stringify(config));
+  const proc = spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+  const lines: string[] = [];
+  const waiters = new Map<string, (m: RpcMessage) => void>();
+  let stderr = '';
+  proc.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-200_000)));
+  let buf = '';
+  proc.stdout!.on('data', (d: Buffer) => {
+    buf += d.toString();
+    let i;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      lines.push(line);
+      let m: RpcMessage | undefined;
+      try {
+        m = JSON.parse(line) as RpcMessage;
+      } catch {
+        continue;
+      }
+      const w = waiters.get(JSON.stringify(m.id ?? null));
+      if (w && ('result' in m || 'error' in m)) w(m);
+    }
+  });
+  const answerTo = (rid: string | number, ms = 15_000): Promise<RpcMessage> => {
+    const key = JSON.stringify(rid);
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => {
+        waiters.delete(key);
+        reject(new Error(`no answer to ${key} within ${ms} ms`));
+      }, ms);
+      waiters.set(key, (m) => {
+        clearTimeout(t);
+        waiters.delete(key);
+        resolve(m);
+      });
+    });
+  };
+  const stop = (): Promise<number | null> => {
+    proc.stdin!.end();
+    return new Promise((r) => (proc.exitCode !== null ? r(proc.exitCode) : proc.once('exit', (c) => r(c))));
+  };
+  return { proc, lines, answerTo, stderr: () => stderr, stop };
+}
