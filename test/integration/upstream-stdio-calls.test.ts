@@ -314,20 +314,7 @@ describe('server-to-client requests from a legacy stdio upstream', () => {
 
   it("is not taken for hung while it waits, silent, for the client's answer, however long the client takes", async () => {
     // Answers nothing else (a ping included) until the client answered: a server that waits in line.
-    const src = `const send = (m) => process.stdout.write(JSON.stringify(m) + '\\n');
-let waiting = null;
-require('node:readline').createInterface({ input: process.stdin }).on('line', (l) => {
-  const m = JSON.parse(l);
-  if (waiting !== null) {
-    if (m.id === 'q1' && m.method === undefined) send({ jsonrpc: '2.0', id: waiting, result: { content: [{ type: 'text', text: 'answered' }] } }), (waiting = null);
-    return;
-  }
-  if (m.id === undefined) return;
-  if (m.method === 'initialize') return send({ jsonrpc: '2.0', id: m.id, result: { protocolVersion: '2025-11-25', capabilities: { tools: {} }, serverInfo: { name: 'in-line', version: '1' } } });
-  if (m.method !== 'tools/call') return send({ jsonrpc: '2.0', id: m.id, result: {} });
-  waiting = m.id;
-  send({ jsonrpc: '2.0', id: 'q1', method: 'elicitation/create', params: { mode: 'form', message: 'x?', requestedSchema: { type: 'object', properties: {} } } });
-});`;
+    const src = IN_LINE_SERVER;
     const u = await started({ id: 'in-line', command: process.execPath, args: ['-e', src], era: '2025-11-25', timeoutMs: 5000, probeTimeoutMs: 1000, maxFrameBytes: 1 << 20, healthCheckMs: 100 });
     u.retime({ timeoutMs: 300 }); // once started: a loaded machine took more than 300 ms to answer initialize
     // Its health check, silent 100 ms and then 300 ms more, ended it while the user was still answering.
@@ -339,20 +326,7 @@ require('node:readline').createInterface({ input: process.stdin }).on('line', (l
 
   it("calls timing out while another waits for the client's answer are no hung server: the process is not ended under the user", async () => {
     // Takes its calls one at a time: the others wait in line behind the one asking the user.
-    const src = `const send = (m) => process.stdout.write(JSON.stringify(m) + '\\n');
-let waiting = null;
-require('node:readline').createInterface({ input: process.stdin }).on('line', (l) => {
-  const m = JSON.parse(l);
-  if (waiting !== null) {
-    if (m.id === 'q1' && m.method === undefined) send({ jsonrpc: '2.0', id: waiting, result: { content: [{ type: 'text', text: 'answered' }] } }), (waiting = null);
-    return;
-  }
-  if (m.id === undefined) return;
-  if (m.method === 'initialize') return send({ jsonrpc: '2.0', id: m.id, result: { protocolVersion: '2025-11-25', capabilities: { tools: {} }, serverInfo: { name: 'in-line', version: '1' } } });
-  if (m.method !== 'tools/call') return send({ jsonrpc: '2.0', id: m.id, result: {} });
-  waiting = m.id;
-  send({ jsonrpc: '2.0', id: 'q1', method: 'elicitation/create', params: { mode: 'form', message: 'x?', requestedSchema: { type: 'object', properties: {} } } });
-});`;
+    const src = IN_LINE_SERVER;
     const u = await started({ id: 'in-line', command: process.execPath, args: ['-e', src], era: '2025-11-25', timeoutMs: 5000, probeTimeoutMs: 1000, maxFrameBytes: 1 << 20, healthCheckMs: 0 });
     // Shortened once started: a loaded machine may take longer to answer its initialize.
     u.retime({ timeoutMs: 300 });
@@ -874,3 +848,19 @@ describe('supervision', () => {
     return waitFor(() => !alive(leader) && !alive(grandchild), 2000, 'children gone');
   });
 });
+
+/** A legacy server that takes its calls one at a time: each call asks the client (`q1`), and it answers nothing else, a ping included, until the client answered. */
+const IN_LINE_SERVER = `const send = (m) => process.stdout.write(JSON.stringify(m) + '\\n');
+let waiting = null;
+require('node:readline').createInterface({ input: process.stdin }).on('line', (l) => {
+  const m = JSON.parse(l);
+  if (waiting !== null) {
+    if (m.id === 'q1' && m.method === undefined) send({ jsonrpc: '2.0', id: waiting, result: { content: [{ type: 'text', text: 'answered' }] } }), (waiting = null);
+    return;
+  }
+  if (m.id === undefined) return;
+  if (m.method === 'initialize') return send({ jsonrpc: '2.0', id: m.id, result: { protocolVersion: '2025-11-25', capabilities: { tools: {} }, serverInfo: { name: 'in-line', version: '1' } } });
+  if (m.method !== 'tools/call') return send({ jsonrpc: '2.0', id: m.id, result: {} });
+  waiting = m.id;
+  send({ jsonrpc: '2.0', id: 'q1', method: 'elicitation/create', params: { mode: 'form', message: 'x?', requestedSchema: { type: 'object', properties: {} } } });
+});`;
