@@ -144,8 +144,11 @@ export class Hub implements HubCore {
   /** The start-up grace (STARTUP_GRACE_MS), read once per hub. */
   private readonly graceMs = envMs('SWITCHYARD_STARTUP_GRACE_MS', STARTUP_GRACE_MS);
   private graceOver = false;
-  /** The wait of the requests in the start-up grace now, one for all (startupGrace). */
-  private graceWait: Promise<void> | undefined;
+  /**
+   * The waits of the requests in the start-up grace now, one per endpoint group (and, for calls,
+   * with the failMode "closed" servers: startupGrace), one for all of its requests.
+   */
+  private readonly graceWaits = new Map<string, Promise<void>>();
   /** The wait of the calls in the grace held by failMode "closed" servers starting, one for all (failClosedGrace). */
   private closedWait: Promise<void> | undefined;
   /** Requests being handled, so that stop() can drain them. */
@@ -301,7 +304,7 @@ export class Hub implements HubCore {
       cursorKey: cursorKeyFrom(stateKey),
       // A call let past the grace (passesGrace) is not held in it by the router either. Past the
       // grace (every call from then on), no look at the call's context.
-      startupGrace: (ctx) => (this.graceOver || ctx?.routedInGrace !== undefined ? undefined : this.startupGrace()),
+      startupGrace: (ctx) => (this.graceOver || ctx?.routedInGrace !== undefined ? undefined : this.startupGrace(ctx?.group)),
       closingUpstreams: () => this.closingUpstreams,
       stopBegun: this.stopBegun.signal,
       confirmer: new Confirmer(policy as ConfirmPolicy),
@@ -699,27 +702,42 @@ export class Hub implements HubCore {
   /**
    * Resolves once the upstreams that are still starting are ready (or the grace window is
    * over); undefined when nothing is left to wait for, so a request past start-up need not
-   * await at all.
+   * await at all. `group`: those the endpoint group shows only (`/mcp/<group>`): a server it does
+   * not show changes none of its lists, handshakes or calls, and one slow to start (an `npx`
+   * download) held the group's clients for the whole grace. `guarded`: a call's (GUARDED_METHODS),
+   * which waits for the failMode "closed" servers starting too, shown or not, since while one is
+   * not ready every call hub-wide is refused.
    */
-  startupGrace(): Promise<void> | undefined {
+  startupGrace(group?: string, guarded = false): Promise<void> | undefined {
     if (this.graceOver) return undefined;
-    // One wait for every request in the grace: each of its own added a listener to every
-    // starting server (Node's MaxListenersExceededWarning past ten requests) and a timer.
-    if (this.graceWait) return this.inGrace(this.graceWait);
-    const pending = [...this.handles.values()].filter((h) => h.upstream.state === 'starting');
+    // One wait for every request in the grace (of one group): each of its own added a listener to
+    // every starting server (Node's MaxListenersExceededWarning past ten requests) and a timer.
+    const key = group === undefined ? '' : `${guarded ? 'call' : 'list'}:${group}`;
+    const held = this.graceWaits.get(key);
+    if (held) return this.inGrace(held);
+    let starting = false;
+    const pending: ServerHandle[] = [];
+    for (const h of this.handles.values()) {
+      if (h.upstream.state !== 'starting') continue;
+      starting = true;
+      if (this.catalog.groups.showsServer(group, h.id) || (guarded && h.config.failMode === 'closed')) pending.push(h);
+    }
     const left = this.startedAt + this.graceMs - monotonicNow();
     // The stop begun ends the grace too: what waits in it has nothing running upstream, and is
     // answered at once (its waiters see stopBegun), not held for the rest of the grace.
-    if (pending.length === 0 || left <= 0 || this.stopBegun.signal.aborted) {
+    if (!starting || left <= 0 || this.stopBegun.signal.aborted) {
       // Once nothing is starting (or the window has passed) no later call waits: skip the scan.
       this.graceOver = true;
       return undefined;
     }
+    // Only servers the group does not show are starting: nothing to wait for (looked at again by
+    // the group's next request in the grace: one it shows may start again meanwhile).
+    if (pending.length === 0) return undefined;
     const wait = this.stateChanges(pending, left, () => {
       // The next request looks again (a server may have started again meanwhile).
-      if (this.graceWait === wait) this.graceWait = undefined;
+      if (this.graceWaits.get(key) === wait) this.graceWaits.delete(key);
     });
-    this.graceWait = wait;
+    this.graceWaits.set(key, wait);
     return this.inGrace(wait);
   }
 
@@ -885,7 +903,7 @@ export class Hub implements HubCore {
   }
 
   async capabilities(group?: string): Promise<ServerCapabilities> {
-    const grace = this.startupGrace();
+    const grace = this.startupGrace(group);
     if (grace) {
       await grace;
       // The stop began while it waited: not a handshake with what is ready (capabilities missing
@@ -950,7 +968,7 @@ export class Hub implements HubCore {
       // Not past its client's cancellation (over HTTP, its going away): recorded cancelled then,
       // not when the grace ends (up to 3 s later), nor refused for a fail-closed server still
       // starting (a row of a refusal its client never heard). Only a call that waited pays.
-      const grace = this.startupGrace();
+      const grace = this.startupGrace(ctx.group, true);
       if (grace && !(await this.passesGrace(method, params, ctx))) {
         await unlessAborted(() => this.guardedGrace(grace), ctx.signal, () => undefined);
         if (ctx.signal.aborted || this.stopBegun.signal.aborted) await this.endedWhileWaiting(method, params, ctx, this.handles.get(this.toolServerOf(method, typeof params.name === 'string' ? params.name : undefined, ctx.principal, ctx.group).server ?? ''));

@@ -39,7 +39,9 @@ export interface RouterOptions {
    * Waits (bounded) for upstreams still starting, so a first list is complete; undefined when
    * nothing is starting any more (no await needed).
    *
-   * `ctx`: the call's (tools/call, prompts/get, completion/complete), which the hub may have let past the grace (Hub.passesGrace).
+   * `ctx`: the request's: its endpoint group's servers alone are waited for (a server the group
+   * does not show changes none of its answers); a call (tools/call, prompts/get,
+   * completion/complete) the hub may have let past the grace (Hub.passesGrace).
    */
   startupGrace: (ctx?: CallContext) => Promise<void> | undefined;
   /**
@@ -189,7 +191,7 @@ export class Router {
       const ended = (): never => {
         throw cutOffError(new CancelledError(reasonOf(ctx.signal)), ctx.signal);
       };
-      const grace = this.opts.startupGrace();
+      const grace = this.opts.startupGrace(ctx);
       if (grace) {
         await unlessAborted(() => grace, ctx.signal, ended);
         // The stop began while it waited: a list of what is ready would lack the servers still
@@ -409,7 +411,7 @@ export class Router {
   private async readResource(params: Result, ctx: CallContext): Promise<Result> {
     const t0 = performance.now();
     const uri = typeof params.uri === 'string' ? params.uri : '';
-    const grace = this.opts.startupGrace();
+    const grace = this.opts.startupGrace(ctx);
     if (grace) await unlessAborted(() => grace, ctx.signal, () => undefined);
     const view = viewOf(ctx);
     // A resource of a server that is down is not listed, but it is not missing either: the

@@ -1,0 +1,88 @@
+/**
+ * The start-up grace on a tool group's endpoint (`/mcp/<group>`). Real hub, the mutable fixture upstream (one held starting by a hold file for as long as
+ * a test needs, whatever the machine's load), the official SDK clients of both eras.
+ */
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
+import { nodeServer, ROOT, startHub } from '../helpers/hub-process.js';
+import { MODERN_VERSION, modernPost, waitForReady, type Json } from '../helpers/wire.js';
+import { tmp } from './catalog-helpers.js';
+
+const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
+
+/** A mutable fixture server that does not start while `hold` exists (start-delay.mjs). */
+function heldServer(hold: string, env: Record<string, string> = {}): Json {
+  const s = nodeServer(MUTABLE, [], { ERA: 'modern', START_HOLD_FILE: hold, ...env });
+  return { ...s, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(s.args as string[])] };
+}
+
+/** `work`'s value, or 'held' when it took longer than `ms` (the hub held it in the grace, which outlasts the test). */
+async function within<T>(ms: number, work: Promise<T>): Promise<T | 'held'> {
+  let timer: NodeJS.Timeout | undefined;
+  const bound = new Promise<'held'>((r) => (timer = setTimeout(() => r('held'), ms)));
+  try {
+    return await Promise.race([work, bound]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+// The grace (SWITCHYARD_STARTUP_GRACE_MS) is made to outlast each test: `late` is held starting
+// by its hold file until the test removes it, so the grace runs all the while.
+const GRACE = { env: { SWITCHYARD_STARTUP_GRACE_MS: '120000' } };
+
+describe("in the start-up grace, a group's clients wait only for the servers the group shows", () => {
+  it("lists, a legacy initialize and a modern server/discover on /mcp/<group> are answered while a server it does not show starts; /mcp's wait for it", async () => {
+    const hold = join(tmp(), 'late.hold');
+    writeFileSync(hold, '');
+    const hub = await startHub(
+      { groups: { mine: { servers: ['m'] } }, servers: { m: nodeServer(MUTABLE, [], { ERA: 'modern', PROMPTS: '1' }), late: heldServer(hold) } },
+      GRACE,
+    );
+    const clients: { close(): Promise<void> }[] = [];
+    try {
+      await waitForReady(hub.url, ['m']);
+      // A /mcp client's list waits for late (the whole hub's), for as long as it is held.
+      let allAnswered = false;
+      const all = modernPost(hub.url, 'all-tools', 'tools/list').then((r) => ((allAnswered = true), r));
+      const mine = hub.url.replace(/\/mcp$/, '/mcp/mine');
+      const legacy = async () => {
+        const c = new ClientV1({ name: 'group-grace-v1', version: '1.0.0' });
+        clients.push(c);
+        await c.connect(new TransportV1(new URL(mine)));
+        const [tools, prompts, resources] = await Promise.all([c.listTools(), c.listPrompts(), c.listResources()]);
+        return { tools: tools.tools.map((t) => t.name), prompts: prompts.prompts.map((p) => p.name), resources: resources.resources.map((r) => r.uri) };
+      };
+      const modern = async () => {
+        const c = new ClientV2({ name: 'group-grace-v2', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+        clients.push(c);
+        const t = new TransportV2(new URL(mine));
+        await c.connect(t);
+        const [tools, prompts, resources] = await Promise.all([c.listTools(), c.listPrompts(), c.listResources()]);
+        return { era: t.protocolVersion, tools: tools.tools.map((t) => t.name), prompts: prompts.prompts.map((p) => p.name), resources: resources.resources.map((r) => r.uri) };
+      };
+      const read = modernPost(mine, 'mine-read', 'resources/read', { uri: 'mut://doc' });
+      // Each was held for the whole grace (late is not the group's).
+      const [v1, v2, doc] = await Promise.all([within(20_000, legacy()), within(20_000, modern()), within(20_000, read)]);
+      const shown = { tools: ['m__echo', 'm__add'], prompts: ['m__greet'], resources: ['mut://doc'] };
+      expect(v1, 'the legacy handshake and lists were held for a server the group does not show').toMatchObject({ ...shown, tools: expect.arrayContaining(shown.tools) });
+      expect(v2, 'the modern discovery and lists were held for a server the group does not show').toMatchObject({ era: MODERN_VERSION, ...shown, tools: expect.arrayContaining(shown.tools) });
+      expect(doc === 'held' ? doc : doc.body?.result).toMatchObject({ contents: [{ uri: 'mut://doc', text: 'first version' }] });
+      // All the while, the grace held /mcp's list (late still starting): it is the group's
+      // scope, not the grace's end, that let the group's clients on.
+      expect(allAnswered).toBe(false);
+      rmSync(hold);
+      const full = (await all).body?.result?.tools as Json[] | undefined;
+      expect(full?.map((t) => String(t.name))).toEqual(expect.arrayContaining(['m__echo', 'late__echo']));
+    } finally {
+      if (existsSync(hold)) rmSync(hold);
+      for (const c of clients) await c.close().catch(() => undefined);
+      await hub.stop();
+    }
+  }, 90_000);
+});
+
