@@ -59,7 +59,7 @@ import type { ReloadOutcome } from './config/watch.js';
 import { lostEndpoint, restartOnlyValues } from './config/reload.js';
 import { ShownRoutes } from './hub/shown-routes.js';
 import { ChangeCoalescer } from './hub/change-coalescer.js';
-import { CancelledError, HubStoppingError, INTERNAL_ERROR, notSent, RpcError } from './protocol/errors.js';
+import { CancelledError, HubStoppingError, INTERNAL_ERROR, METHOD_NOT_FOUND, notSent, RpcError } from './protocol/errors.js';
 import { cutOffError, outcomeOfError } from './router/outcome.js';
 import { Canceller, reasonOf, unlessAborted } from './cancel.js';
 import { createUpstream } from './upstream/index.js';
@@ -972,6 +972,14 @@ export class Hub implements HubCore {
       if (grace && !(await this.passesGrace(method, params, ctx))) {
         await unlessAborted(() => this.guardedGrace(grace), ctx.signal, () => undefined);
         if (ctx.signal.aborted || this.stopBegun.signal.aborted) await this.endedWhileWaiting(method, params, ctx, this.handles.get(this.toolServerOf(method, typeof params.name === 'string' ? params.name : undefined, ctx.principal, ctx.group).server ?? ''));
+        // A completion the edge let on for a ready server's prompt (familyInGrace) but the grace
+        // held has waited it out: answered as it is from then on, -32601 while no server shown
+        // offers completions (the edge's refusal past the grace), not as the router would have.
+        if (method === 'completion/complete' && !this.offers('completions', ctx.group) && !this.namesFirstStarting(method, params, ctx.group)) {
+          const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${method}`);
+          await this.router.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
+          throw err;
+        }
       }
       // Only when a server has failMode "closed": the usual hub has none, and its calls look at no server here.
       const down = this.handles.anyFailClosed ? failClosedBlocker(this.handles.values()) : undefined;

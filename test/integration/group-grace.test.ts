@@ -1,15 +1,17 @@
 /**
- * The start-up grace on a tool group's endpoint (`/mcp/<group>`). Real hub, the mutable fixture upstream (one held starting by a hold file for as long as
+ * The start-up grace on a tool group's endpoint (`/mcp/<group>`), and a completion held in the
+ * grace. Real hub, the mutable fixture upstream (one held starting by a hold file for as long as
  * a test needs, whatever the machine's load), the official SDK clients of both eras.
  */
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
-import { nodeServer, ROOT, startHub } from '../helpers/hub-process.js';
-import { MODERN_VERSION, modernPost, waitForReady, type Json } from '../helpers/wire.js';
+import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { MODERN_VERSION, modernPost, waitForReady, type Json, type RawReply } from '../helpers/wire.js';
 import { tmp } from './catalog-helpers.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
@@ -86,3 +88,42 @@ describe("in the start-up grace, a group's clients wait only for the servers the
   }, 90_000);
 });
 
+describe('in the start-up grace, a completion let on for a ready server\'s prompt but held in the grace', () => {
+  const rowsOf = (hub: HubProcess, id: string): Json[] => {
+    const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true });
+    try {
+      return db.prepare('SELECT outcome, error_code AS code FROM audit WHERE method = ? AND request_id = ?').all('completion/complete', id) as Json[];
+    } finally {
+      db.close();
+    }
+  };
+
+  it('is answered as the same request is once the grace is over: -32601 while no server offers completions', async () => {
+    const hold = join(tmp(), 'late.hold');
+    writeFileSync(hold, '');
+    // Neither offers completions; m offers prompts, and a completion of an argument of a prompt
+    // named in m's prefix space is let on at the edge (Hub.familyInGrace), but m does not list
+    // m__nosuch, so the grace holds it (Hub.passesGrace) until late has started.
+    const hub = await startHub({ servers: { m: nodeServer(MUTABLE, [], { ERA: 'modern', PROMPTS: '1' }), late: heldServer(hold) } }, GRACE);
+    const complete = (id: string): Promise<RawReply> => modernPost(hub.url, id, 'completion/complete', { ref: { type: 'ref/prompt', name: 'm__nosuch' }, argument: { name: 'who', value: 'a' } });
+    try {
+      await waitForReady(hub.url, ['m']);
+      const waits = () => hub.logs.filter((l) => l.includes('waits in the start-up grace')).length;
+      const before = waits();
+      const inGrace = complete('in-grace');
+      await expect.poll(waits, { timeout: 20_000, interval: 20 }).toBeGreaterThan(before);
+      rmSync(hold);
+      const held = await inGrace;
+      await waitForReady(hub.url, ['m', 'late']);
+      const after = await complete('after-grace');
+      expect(after.body?.error, after.text).toMatchObject({ code: -32601 });
+      expect(after.status).toBe(404);
+      expect(held.body?.error, held.text).toEqual(after.body?.error);
+      expect(held.status).toBe(404);
+      await expect.poll(() => rowsOf(hub, 'in-grace'), { timeout: 5_000, interval: 20 }).toEqual([{ outcome: 'rpc_error', code: -32601 }]);
+    } finally {
+      if (existsSync(hold)) rmSync(hold);
+      await hub.stop();
+    }
+  }, 90_000);
+});
