@@ -19,7 +19,7 @@ import { elicits } from '../protocol/client-capabilities.js';
 import { paramHeaderProblem } from '../protocol/param-headers.js';
 import { awaitsUrlSteps, isCapabilityRefusal, UnfinishedTurnError, type Mrtr } from './mrtr.js';
 import { firstRowEnd, type InputCollector } from './input-bridge.js';
-import { endedKey, settleIdempotency, type ShownTool } from './idempotency.js';
+import { endedKey, settleIdempotency, usedForRefusal, type Settled } from './idempotency.js';
 import { argsDigestOf, type Binding } from './request-state.js';
 import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
@@ -96,18 +96,25 @@ export class ToolCall {
    * would show it once back. A key is its principal's on this endpoint, but the group may hide its
    * tool now (a reload), or the key was kept before keys were scoped to endpoints (every endpoint
    * reads such a key): the answer kept for a tool the group hides is not for the group's clients
-   * (nor its name: shownTo).
+   * (nor its name: namesTool).
    */
   private groupHas(hubName: string, view: View): boolean {
     return this.catalog.knownTool(hubName, view) !== undefined || this.catalog.downItem('tools', hubName, view) !== undefined;
   }
 
   /**
-   * Which tool names a refusal of this caller's key may tell (ShownTool): a client of a tool
-   * group, those of the tools its group shows now; any other, every one (its principal called it).
+   * Whether a refusal of this caller's key may name a tool (the key was used for it): any caller
+   * but a tool group's client, which is told only of a tool its group shows (groupHas). The hub's
+   * tools list may not hold it (on a fresh hub the first calls are routed by their server's list
+   * alone, the list built in the background), so the name is then routed for this view as a call
+   * by it would be. Asked only for such a refusal.
    */
-  private shownTo(ctx: CallContext, view: View): ShownTool {
-    return ctx.group === undefined ? undefined : (name) => this.catalog.knownTool(name, view) !== undefined;
+  private async namesTool(hubName: string, ctx: CallContext): Promise<boolean> {
+    if (ctx.group === undefined) return true;
+    const view = viewOf(ctx);
+    if (this.groupHas(hubName, view)) return true;
+    const routed = await unlessAborted(() => this.catalog.resolveTool(hubName, view).catch(() => undefined), ctx.signal, () => undefined);
+    return routed !== undefined;
   }
 
   /**
@@ -115,7 +122,7 @@ export class ToolCall {
    * error, a JSON-RPC error) is replayed as one: the row says which (errorKind, errorCode), so
    * /metrics and `ledger stats` count it as the error its client got again, not a success.
    */
-  private async answerSettled(settled: { answer: StoredAnswer } | { refusal: string }, end: (e: AuditEnd) => Promise<void>, t0: number, ctx: CallContext): Promise<Result> {
+  private async answerSettled(settled: Settled, end: (e: AuditEnd) => Promise<void>, t0: number, ctx: CallContext): Promise<Result> {
     if ('answer' in settled) {
       const a = settled.answer;
       const replayed = 'result' in a ? bytesOf(this.ledger, a.result) : undefined;
@@ -131,8 +138,9 @@ export class ToolCall {
       if ('error' in a) throw error as RpcError;
       return a.result;
     }
-    await end({ outcome: 'denied', errorKind: 'policy', errorMessage: settled.refusal, latencyMs: 0 });
-    return toolErrorResult(settled.refusal);
+    const refusal = 'refusal' in settled ? settled.refusal : usedForRefusal(settled, await this.namesTool(settled.usedFor, ctx));
+    await end({ outcome: 'denied', errorKind: 'policy', errorMessage: refusal, latencyMs: 0 });
+    return toolErrorResult(refusal);
   }
 
   /**
@@ -216,10 +224,9 @@ export class ToolCall {
     // A key whose call has ended is answered even when its tool cannot be routed now: the hub
     // lets such a call past the refusals of a server that is down or restarting (keyEnded), and
     // "unavailable" would tell the client that a call which ran, and whose answer is kept, did not.
-    const shown = ctx.idempotencyKey ? this.shownTo(ctx, view) : undefined;
     // A client of a tool group, though, only for a tool its group shows (groupHas).
     const fromKey = !routed && ctx.idempotencyKey && hash !== undefined && (ctx.group === undefined || this.groupHas(hubName, view));
-    const endedUnrouted = fromKey ? endedKey(this.ledger.idempotency, keyOwner(ctx), ctx.idempotencyKey!, hubName, hash!, shown) : undefined;
+    const endedUnrouted = fromKey ? endedKey(this.ledger.idempotency, keyOwner(ctx), ctx.idempotencyKey!, hubName, hash!) : undefined;
     if (endedUnrouted) {
       // Its row names the server whose tool it was, as far as the names it had say.
       const owner = this.catalog.downItem('tools', hubName, view);
@@ -259,7 +266,7 @@ export class ToolCall {
     // (declined, it would read as not run). Plugins still see it, as they see every replay.
     // But a retry for a call parked here takes that call, though it ended and its key holds its
     // answer: the same answer, and its row carries the call's end (the first row is a round).
-    let keyEnded = key ? endedKey(this.ledger.idempotency, owner, key, hubName, argsDigestOf(bind), shown) : undefined;
+    let keyEnded = key ? endedKey(this.ledger.idempotency, owner, key, hubName, argsDigestOf(bind)) : undefined;
     if (keyEnded && isRetry(params, ctx) && this.mrtr.parkedHere(params.requestState, bind)) keyEnded = undefined;
     const retry = !keyEnded && isRetry(params, ctx) ? await retryOf(this.mrtr, this.ledger, end, 'tools/call', params, ctx, bind, server, t0) : undefined;
     if (retry && 'result' in retry) return retry.result;
@@ -316,7 +323,7 @@ export class ToolCall {
       }
       let settled: Awaited<ReturnType<typeof settleIdempotency>>;
       try {
-        settled = keyEnded ?? (await settleIdempotency(this.ledger.idempotency, owner, key, hubName, argsDigestOf(bind), ctx.signal, shown));
+        settled = keyEnded ?? (await settleIdempotency(this.ledger.idempotency, owner, key, hubName, argsDigestOf(bind), ctx.signal));
       } catch (err) {
         // Its client cancelled while it waited for the first call with this key: it ran nothing
         // (the hub's stop: unavailable, as its client is answered).

@@ -18,25 +18,27 @@ function unknownRefusal(key: string): string {
   );
 }
 
-type Settled = { answer: StoredAnswer } | { refusal: string };
-
 /**
- * Whether the caller may be told a tool's name: a client of a tool group (`/mcp/<group>`) sees
- * only the group's tools, and the call that used a key may have been of a tool the group hides
- * now (a reload narrowed it, or a key kept before keys were scoped to endpoints, which every
- * endpoint reads). Undefined: every name may be told.
+ * A key's kept answer, its refusal, or (`usedFor`) a key used for another tool than this call's:
+ * refused by usedForRefusal, told that tool's name only where the caller may see it. Whether a
+ * tool group shows it may take that tool's server's list (the hub's own tools list, built in the
+ * background on a fresh hub, is not there yet), which the caller looks at (asynchronously) only
+ * for such a refusal: a key's usual call pays nothing for it.
  */
-export type ShownTool = ((hubName: string) => boolean) | undefined;
+export type Settled = { answer: StoredAnswer } | { refusal: string } | { usedFor: string; key: string };
+
+/** The refusal of a key used for another tool: `named` when the caller may be told that tool's name. */
+export function usedForRefusal(settled: { usedFor: string; key: string }, named: boolean): string {
+  return `idempotency key "${settled.key}" was already used for ${named ? `tool "${settled.usedFor}"` : 'another tool'}; use a new key`;
+}
 
 /** A claim's answer other than 'new' and 'wait', as settleIdempotency gives it. */
-function settledOf(claim: Exclude<IdempotencyClaim, { kind: 'new' } | { kind: 'wait' }>, key: string, tool: string, shown: ShownTool): Settled {
+function settledOf(claim: Exclude<IdempotencyClaim, { kind: 'new' } | { kind: 'wait' }>, key: string, tool: string): Settled {
   switch (claim.kind) {
     case 'replay':
       return { answer: claim.answer };
-    case 'conflict': {
-      const other = claim.tool === tool ? 'this tool with other arguments' : shown === undefined || shown(claim.tool) ? `tool "${claim.tool}"` : 'another tool';
-      return { refusal: `idempotency key "${key}" was already used for ${other}; use a new key` };
-    }
+    case 'conflict':
+      return claim.tool === tool ? { refusal: `idempotency key "${key}" was already used for this tool with other arguments; use a new key` } : { usedFor: claim.tool, key };
     case 'unknown':
       return { refusal: unknownRefusal(key) };
   }
@@ -46,9 +48,9 @@ function settledOf(claim: Exclude<IdempotencyClaim, { kind: 'new' } | { kind: 'w
  * A key whose call has ended (its answer, or a refusal), or that another call holds with other
  * arguments: undefined when it is free or its call still runs. Claims nothing.
  */
-export function endedKey(keys: AuditSink['idempotency'], owner: KeyOwner, key: string, tool: string, hash: string, shown?: ShownTool): Settled | undefined {
+export function endedKey(keys: AuditSink['idempotency'], owner: KeyOwner, key: string, tool: string, hash: string): Settled | undefined {
   const known = keys.peek?.(owner, key, tool, hash);
-  return known && known.kind !== 'new' && known.kind !== 'wait' ? settledOf(known, key, tool, shown) : undefined;
+  return known && known.kind !== 'new' && known.kind !== 'wait' ? settledOf(known, key, tool) : undefined;
 }
 
 /**
@@ -65,7 +67,6 @@ export async function settleIdempotency(
   tool: string,
   hash: string,
   signal?: Signal,
-  shown?: ShownTool,
 ): Promise<Settled | undefined> {
   for (let attempt = 0; attempt < 3; attempt++) {
     const claim = keys.claim(owner, key, tool, hash);
@@ -75,7 +76,7 @@ export async function settleIdempotency(
       case 'replay':
       case 'conflict':
       case 'unknown':
-        return settledOf(claim, key, tool, shown);
+        return settledOf(claim, key, tool);
       case 'wait': {
         const leave = claim.join?.();
         try {
