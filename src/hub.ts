@@ -820,9 +820,9 @@ export class Hub implements HubCore {
    * Not when the hub would wait for a server's first start for that name (routes, firstStarting),
    * nor when a ready server's calls for this principal go over a connection of its own not ready
    * yet: those wait as before. So do lists, handshakes and discovery, whose answers must include
-   * the servers still starting, reads, and completions of a resource template's argument
-   * (ref/resource: a URI or template is in no server's name space; one starting may list it too,
-   * and take it). The lookup fetches the server's list; the caller's going away or the stop ends
+   * the servers still starting (those the endpoint's group shows: startupGrace), reads, and
+   * completions of a resource template's argument (ref/resource: a URI or template is in no
+   * server's name space; one starting may list it too, and take it). The lookup fetches the server's list; the caller's going away or the stop ends
    * it (the grace's wait then answers).
    */
   private async passesGrace(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<boolean> {

@@ -15,7 +15,7 @@ export interface HubCore {
   readonly keepsIdempotencyKeys?: boolean;
   /**
    * The union over upstreams (those an endpoint group shows, when given: what its handshake
-   * offers), waiting (bounded) for ones still starting.
+   * offers), waiting (bounded) for ones still starting (of those, in the start-up grace).
    */
   capabilities(group?: string): Promise<ServerCapabilities>;
   /** The same, without waiting. */

@@ -86,6 +86,33 @@ describe("in the start-up grace, a group's clients wait only for the servers the
       await hub.stop();
     }
   }, 90_000);
+  it('a call there still waits for a failMode "closed" server outside the group (it holds every call hub-wide), while its lists do not', async () => {
+    const hold = join(tmp(), 'guard.hold');
+    writeFileSync(hold, '');
+    const hub = await startHub(
+      { groups: { mine: { servers: ['m'] } }, servers: { m: nodeServer(MUTABLE, [], { ERA: 'modern' }), guard: { ...heldServer(hold), failMode: 'closed' } } },
+      GRACE,
+    );
+    const mine = hub.url.replace(/\/mcp$/, '/mcp/mine');
+    try {
+      await waitForReady(hub.url, ['m']);
+      const closedWaits = () => hub.logs.filter((l) => l.includes('calls wait for the failMode \\"closed\\" servers still starting')).length;
+      let answered = false;
+      const call = modernPost(mine, 'mine-call', 'tools/call', { name: 'm__echo', arguments: { text: 'after guard' } }).then((r) => ((answered = true), r));
+      await expect.poll(() => answered || closedWaits() > 0, { timeout: 20_000, interval: 20 }).toBe(true);
+      // Held while guard starts, not refused as by a failMode "closed" server down.
+      expect(answered ? (await call).text : answered).toBe(false);
+      const list = await within(20_000, modernPost(mine, 'mine-list', 'tools/list'));
+      expect(list === 'held' ? list : ((list.body?.result?.tools ?? []) as Json[]).map((t) => String(t.name))).toEqual(expect.arrayContaining(['m__echo']));
+      expect(answered).toBe(false);
+      rmSync(hold);
+      const r = await call;
+      expect(r.body?.result, r.text).toMatchObject({ content: [{ type: 'text', text: 'echo:after guard' }] });
+    } finally {
+      if (existsSync(hold)) rmSync(hold);
+      await hub.stop();
+    }
+  }, 90_000);
 });
 
 describe('in the start-up grace, a completion let on for a ready server\'s prompt but held in the grace', () => {
