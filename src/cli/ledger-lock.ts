@@ -7,6 +7,7 @@
  */
 import { accessSync, closeSync, constants, openSync, readFileSync, readlinkSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import Database from 'better-sqlite3';
 import { makeStateDir } from '../paths.js';
 import type { HubConfig } from '../config/types.js';
 import { realLedgerPath } from '../ledger/real-path.js';
@@ -201,8 +202,6 @@ function accessible(path: string, mode: number): boolean {
 
 /** An unreadable lock younger than this may be one being written this instant. */
 const WRITING_MS = 2_000;
-/** A takeover file is held for microseconds: one older than this was left by a process that died in it. */
-const TAKEOVER_STALE_MS = 2_000;
 
 /** Whether the lock at `file` is left by a process that is gone (or is an old unreadable file). */
 function stale(file: string): boolean {
@@ -213,7 +212,7 @@ function stale(file: string): boolean {
     since = statSync(file).mtimeMs;
   } catch {
     // Gone: nothing to remove. A lock created after this look (creating needs no takeover
-    // file) must not be removed for a judgement of the file that was not there.
+    // lock) must not be removed for a judgement of the file that was not there.
     return false;
   }
   return Date.now() - since >= WRITING_MS;
@@ -223,43 +222,50 @@ function stale(file: string): boolean {
  * Removes the lock at `file` if it is stale, as one step among every process taking it over.
  * Judging it stale and removing it are two steps: a process that judged the dead hub's lock
  * stale could remove, in place of it, the lock another had just created, and both would write.
- * So both steps run under `<lock>.takeover`, created O_EXCL, and the lock is judged again
- * there; which process holds the lock is decided only by creating it. Returns false when
- * another process is taking over (look again in a moment).
+ * So both steps run under the takeover lock (takeoverLock), and the lock is judged again there;
+ * which process holds the lock is decided only by creating it. Returns false when another
+ * process is taking over (look again in a moment).
  */
 function takeOver(file: string): boolean {
-  const guard = `${file}.takeover`;
-  let fd: number;
-  try {
-    fd = openSync(guard, 'wx', 0o600);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-    dropStaleGuard(guard);
-    return false;
-  }
+  const guard = takeoverLock(file);
+  if (!guard) return false;
   try {
     if (stale(file)) unlinkQuietly(file);
   } finally {
-    closeSync(fd);
-    unlinkQuietly(guard);
+    guard.close(); // ends its transaction: the lock is given back
   }
   return true;
 }
 
 /**
- * A takeover file its process died in (SIGKILL within those microseconds) would block every
- * takeover: past TAKEOVER_STALE_MS it is removed. (Two processes removing one such file at
- * once could let two of them judge the lock together; that needs a death inside the step
- * and a race on its remains.)
+ * The takeover step's lock: an OS lock (SQLite's POSIX lock, as on `<ledger>.owner`) on
+ * `<ledger>.takeover`, a file that stays there empty and is never removed. Undefined when
+ * another process holds it.
+ *
+ * It was a file created O_EXCL for the step and removed after it; one left by a process that
+ * died in the step was removed by its path once old. Two processes that had both found it old
+ * removed it in turn, the second removing, in its place, the fresh one a third had just made:
+ * then two judged and removed the lock at once, and two held it. An OS lock is dropped by the
+ * kernel when its process ends, however it ends, so nothing is left to remove, and the file is
+ * never removed, so every process locks the same file: only one at a time is in the step.
+ * (Within this process SQLite keeps its connections' locks apart itself; nothing else here opens
+ * this file while the lock is held, whose close would drop a POSIX lock.)
  */
-function dropStaleGuard(guard: string): void {
-  let since: number;
+function takeoverLock(file: string): Database.Database | undefined {
+  const path = `${file.slice(0, -'.lock'.length)}.takeover`;
+  // Made owner-only first, as every file beside the ledger is (SQLite would make it 0644).
+  closeSync(openSync(path, 'a', 0o600));
+  const db = new Database(path, { timeout: 0 });
   try {
-    since = statSync(guard).mtimeMs;
-  } catch {
-    return; // just released
+    db.pragma('journal_mode = MEMORY'); // no -journal file beside the ledger
+    db.exec('BEGIN EXCLUSIVE'); // nothing is written: the file stays empty
+    return db;
+  } catch (err) {
+    db.close();
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === 'string' && code.startsWith('SQLITE_BUSY')) return undefined;
+    throw err;
   }
-  if (Date.now() - since > TAKEOVER_STALE_MS) unlinkQuietly(guard);
 }
 
 function unlinkQuietly(file: string): void {

@@ -4,7 +4,7 @@
  * released at one instant.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, statSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -28,6 +28,8 @@ interface Contender {
   go(at: number, stepUs: number): void;
   /** Closes its stdin (it lets its lock go by exiting; killed if it does not) and waits for it to end. */
   end(): Promise<void>;
+  /** Kills it (SIGKILL) and waits for it to end. */
+  kill(): Promise<void>;
 }
 
 let running: Contender[] = [];
@@ -36,8 +38,9 @@ afterEach(async () => {
   running = [];
 });
 
-function contender(ledgerPath: string, index: number): Contender {
-  const proc: ChildProcess = spawn(process.execPath, [CONTENDER, ledgerPath, String(index)], { stdio: ['pipe', 'pipe', 'inherit'] });
+/** `stall`: where the contender stalls (lock-contender.mjs: `jitter <ms>`, `die-in-takeover`). */
+function contender(ledgerPath: string, index: number, stall: string[] = []): Contender {
+  const proc: ChildProcess = spawn(process.execPath, [CONTENDER, ledgerPath, String(index), ...stall], { stdio: ['pipe', 'pipe', 'inherit'] });
   const heard: string[] = [];
   const waiting: ((line: string) => void)[] = [];
   createInterface({ input: proc.stdout! }).on('line', (line) => (waiting.length ? waiting.shift()!(line) : heard.push(line)));
@@ -52,14 +55,18 @@ function contender(ledgerPath: string, index: number): Contender {
       const stuck = setTimeout(() => proc.kill('SIGKILL'), 5_000);
       return exited.finally(() => clearTimeout(stuck));
     },
+    kill: () => {
+      proc.kill('SIGKILL');
+      return exited;
+    },
   };
   running.push(c);
   return c;
 }
 
 /** One contender per path given, each ready. */
-async function contenders(paths: string[]): Promise<Contender[]> {
-  const all = paths.map((p, i) => contender(p, i));
+async function contenders(paths: string[], stall: string[] = []): Promise<Contender[]> {
+  const all = paths.map((p, i) => contender(p, i, stall));
   for (const c of all) expect(await c.next()).toBe('ready');
   return all;
 }
@@ -130,15 +137,48 @@ describe('ledger writer lock', () => {
     expect(existsSync(`${db}.lock`)).toBe(false); // the last winner let it go as it exited
   }, 120_000);
 
-  it('a takeover file left by a process that died in it (older than two seconds) does not stop the takeover', async () => {
+  // The takeover step (judging a dead hub's lock and removing it) is one process's at a time,
+  // under an OS lock: one killed in it leaves nothing behind that blocks the others.
+  it('a process in the takeover step keeps the others out until it is killed there, and then exactly one of them takes the lock', async () => {
     const db = join(tempDir(), 'ledger.db');
     staleLock(`${db}.lock`, deadPid());
-    staleLock(`${db}.lock.takeover`, deadPid());
+    const [dying] = await contenders([db], ['die-in-takeover']);
+    dying!.go(Date.now(), 0);
+    expect(await dying!.next()).toBe('in takeover'); // it judged the lock stale and stopped before removing it
     const all = await contenders(Array(4).fill(db));
-    const said = await contend(all);
-    expect(said.filter((s) => s === 'locked')).toHaveLength(1);
-    expect(existsSync(`${db}.lock.takeover`)).toBe(false);
+    const said = contend(all);
+    // Nothing to wait for: nobody may say anything while it is in the step.
+    expect(await Promise.race([said, new Promise((r) => setTimeout(() => r('nothing said'), 500))])).toBe('nothing said');
+    await dying!.kill();
+    const after = await said;
+    expect(after.filter((s) => s === 'locked')).toHaveLength(1);
+    expect(new Set(after.filter((s) => s !== 'locked'))).toEqual(new Set([`busy ${all[after.indexOf('locked')]!.pid}`]));
+    // The file it locks stays, empty and owner-only as every file beside the ledger, with no -journal.
+    expect([statSync(`${db}.takeover`).size, statSync(`${db}.takeover`).mode & 0o777, existsSync(`${db}.takeover-journal`)]).toEqual([0, 0o600, false]);
   }, 20_000);
+
+  // The takeover step was guarded by a file, and one left by a process that died in the step was
+  // removed by its path: two contenders that had both judged it dead removed it in turn, the
+  // second removing the fresh one a third had just made in its place, and two judged (and
+  // removed) the lock at once: two holders (CI: two of four). Each contender here may stall up to
+  // 20 ms before each removal, as a descheduled process does: before, 13 rounds of 40 had two.
+  it('contenders stalled between judging a file and removing it, over a takeover file a process left as it died, leave exactly one holder every round', async () => {
+    const db = join(tempDir(), 'ledger.db');
+    const all = await contenders(Array(4).fill(db), ['jitter', '20']);
+    const dead = deadPid();
+    const holders: number[] = [];
+    for (let round = 0; round < 40; round++) {
+      staleLock(`${db}.lock`, dead);
+      // As builds before the takeover lock (takeoverLock) left it; this one leaves nothing.
+      staleLock(`${db}.lock.takeover`, dead);
+      const said = await contend(all, round % 20);
+      const won = said.filter((s) => s === 'locked').length;
+      holders.push(won);
+      if (won === 1) expect(new Set(said.filter((s) => s !== 'locked'))).toEqual(new Set([`busy ${all[said.indexOf('locked')]!.pid}`]));
+    }
+    const rounds = holders.map((n, i) => [i, n]).filter(([, n]) => n !== 1);
+    expect(rounds, 'rounds ([round, holders]) without exactly one holder').toEqual([]);
+  }, 120_000);
 
   // A symlink named as ledger.path writes the file it points to: the lock is that file's.
   it("a ledger.path that is a symlink to another config's ledger file meets that ledger's lock", async () => {
