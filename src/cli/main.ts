@@ -8,6 +8,7 @@ import { keepQuotedValues } from './quoted-values.js';
 import { commandNeeded, NoCommandGiven } from './command-needed.js';
 import { BadUrlError } from './daemon-client.js';
 import { endQuietlyWhenReaderGoes } from './broken-pipe.js';
+import { usageErrorLine, type FailedCommand } from './usage-error.js';
 
 /**
  * The command as typed (`ledger keys`, `servers restart`), once yargs has found it: an error of
@@ -72,11 +73,31 @@ cli
     // yargs' own parse errors (YError: `--since` with no value, "Not enough arguments following")
     // are usage errors too, not failures (exit 1).
     if (err && !(err instanceof NoCommandGiven) && err.name !== 'YError') unhandled(err);
-    // A usage error (README: exit 2), with the help that says what was meant.
-    y.showHelp();
-    process.stderr.write(`\n${msg}\n`);
+    // No (sub)command given at all (`switchyard`, `switchyard ledger`): the help says which there are.
+    if (err instanceof NoCommandGiven) {
+      y.showHelp();
+      process.stderr.write(`\n${msg}\n`);
+      process.exit(2);
+    }
+    // A usage error of yargs' own (README: exit 2): one line naming it, not the help before it.
+    process.stderr.write(usageErrorLine(msg, argv, failedCommand(y as unknown as { getCommands(): unknown[] })));
     process.exit(2);
   });
+
+/**
+ * The command yargs was parsing when it failed. Its parse errors come before any middleware
+ * runs (`command` above is still empty): only yargs' context (not in its typings) knows the
+ * command then. Without it (another yargs), the error is said as the CLI's.
+ */
+function failedCommand(usage: { getCommands(): unknown[] }): FailedCommand {
+  const internal = cli as unknown as { getInternalMethods?: () => { getContext(): { commands?: string[]; fullCommands?: string[] } } };
+  const context = internal.getInternalMethods?.().getContext();
+  return {
+    commands: context?.commands ?? [],
+    usage: context?.fullCommands?.at(-1),
+    hasSubcommands: usage.getCommands().length > 0,
+  };
+}
 
 try {
   // A handler's synchronous throw comes out of parseAsync() itself, not as a rejection.

@@ -23,19 +23,27 @@ const tmp = (p: string) => mkdtempSync(join(tmpdir(), `switchyard-${p}-`));
 // The first three blocks run their CLI processes side by side (each test its own folders, no
 // daemon, no timing): the two blocks after them share a config, a blocked port or a daemon.
 describe.concurrent('exit codes and errors of the CLI itself', () => {
-  it('a usage error exits 2 with the help; a failure a command did not foresee is one line and exit 1, no stack', async () => {
+  it('a usage error exits 2 in one line naming it and where the help is; a failure a command did not foresee is one line and exit 1, no stack', async () => {
     // The real process for one usage error and the failure below; the other cases in one process
-    // (runCliBatch: each its own argv, output and exit code).
+    // (runCliBatch: each its own argv, output and exit code). yargs' own errors printed the whole
+    // help (40 lines) before their line, which called a mistyped command an "argument".
     const real = await runCli(['bogus']);
-    expect([real.code, real.stderr], 'bogus').toEqual([2, expect.stringMatching(/Options:/)]);
+    expect([real.code, real.stdout, real.stderr], 'bogus').toEqual([2, '', 'switchyard: unknown command "bogus" (see switchyard --help)\n']);
     const broken = mkdtempSync(join(tmpdir(), 'switchyard-cli-broken-'));
     writeFileSync(join(broken, 'hub.config.json'), JSON.stringify({ servers: { x: { command: 3 } } }));
-    const usage = [['start', '--bogus'], ['keys', 'add']];
+    const usage: [string[], string][] = [
+      [['start', '--bogus'], 'switchyard start: unknown option --bogus (see switchyard start --help)'],
+      [['keys', 'add'], 'switchyard keys add: missing <principal> (see switchyard keys add --help)'],
+      [['ledger', 'bogus'], 'switchyard ledger: unknown command "bogus" (see switchyard ledger --help)'],
+      [['servers', 'restart', 'a', 'b'], 'switchyard servers restart: unknown argument "b" (see switchyard servers restart --help)'],
+      [['ledger', 'query', '-xy', '--bogus-thing=1'], 'switchyard ledger query: unknown options -x, -y, --bogus-thing (see switchyard ledger query --help)'],
+      [['ledger', 'prune'], 'switchyard ledger prune: --before must be given (see switchyard ledger prune --help)'],
+    ];
     const subs = ['diff', 'approve', 'export'];
     const refused = [['diff', 'x', '--format', 'openai'], ['diff', 'x', '--group', 'g'], ['approve', '--server', 's', '--url', 'http://127.0.0.1:1']];
     const unknown = [['--bogus'], ['--bogus', 'servers'], ['ledger', '--bogus'], ['keys', '--bogus'], ['config', '--bogus']];
     const runs = await runCliBatch([
-      ...usage.map((args) => ({ args })),
+      ...usage.map(([args]) => ({ args })),
       { args: ['ledger', 'query', '--outcome', 'bogus'] },
       { args: ['tools', 'export', '--format', 'openai', '--local'], cwd: broken },
       ...subs.map((sub) => ({ args: ['tools', sub, '--help'] })),
@@ -47,15 +55,16 @@ describe.concurrent('exit codes and errors of the CLI itself', () => {
       { args: ['connect', '--key', ''], env: { SWITCHYARD_API_KEY: 'k' } },
       // yargs' own parse error (an option that requires a value, given none) is a usage error too, not exit 1.
       { args: ['ledger', 'query', '--since'] },
+      // No subcommand at all is no mistake in one word: the help lists those there are.
+      { args: ['ledger'] },
     ]);
-    for (const args of usage) {
+    for (const [args, line] of usage) {
       const r = runs.shift()!;
-      expect(r.code, args.join(' ')).toBe(2);
-      expect(r.stderr).toMatch(/Options:/);
+      expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', `${line}\n`]);
     }
     // A misspelt filter value is a usage error, not an empty answer; a broken config is 2 for export too.
     const bogus = runs.shift()!;
-    expect([bogus.code, bogus.stderr]).toEqual([2, expect.stringContaining('Argument: outcome, Given: "bogus"')]);
+    expect([bogus.code, bogus.stderr]).toEqual([2, expect.stringMatching(/^switchyard ledger query: --outcome must be one of "in_flight", "ok", .*; got "bogus" \(see switchyard ledger query --help\)\n$/)]);
     const exported = runs.shift()!;
     expect([exported.code, exported.stderr]).toEqual([2, expect.stringMatching(/^switchyard tools export: hub\.config\.json: /)]);
     // Subcommands' help names each option once (they are declared by their parent too).
@@ -81,14 +90,16 @@ describe.concurrent('exit codes and errors of the CLI itself', () => {
     expect(runs.shift()!.stdout).toMatch(/--watch +Reload the config when the file changes \(--no-watch:/);
     for (const args of unknown) {
       const r = runs.shift()!;
-      expect([r.code, r.stderr], args.join(' ')).toEqual([2, expect.stringMatching(/Options:[\s\S]*\n\nUnknown argument: bogus\n$/)]);
-      // The CLI's own help still says a command is needed (yargs' demandCommand said it so).
-      if (args[0] === '--bogus') expect(r.stderr).toMatch(/^switchyard <command>\n/);
+      // As the command's whose option it is not (`--bogus servers`: the CLI's, before any command).
+      const who = ['switchyard', ...args.filter((a) => a !== '--bogus' && a !== 'servers')].join(' ');
+      expect([r.code, r.stderr], args.join(' ')).toEqual([2, `${who}: unknown option --bogus (see ${who} --help)\n`]);
     }
     const emptyKey = runs.shift()!;
     expect([emptyKey.code, emptyKey.stderr]).toEqual([2, 'switchyard connect: --key is empty: give the API key, or leave the option out to send SWITCHYARD_API_KEY (an unset variable in a script?)\n']);
     const noValue = runs.shift()!;
-    expect([noValue.code, noValue.stderr]).toEqual([2, expect.stringMatching(/Options:[\s\S]*\n\nNot enough arguments following: since\n$/)]);
+    expect([noValue.code, noValue.stderr]).toEqual([2, 'switchyard ledger query: --since needs a value after it (see switchyard ledger query --help)\n']);
+    const noSub = runs.shift()!;
+    expect([noSub.code, noSub.stdout, noSub.stderr]).toEqual([2, '', expect.stringMatching(/^switchyard ledger\n[\s\S]*Commands:[\s\S]*switchyard ledger query [\s\S]*\n\nGive a ledger subcommand; see --help\.\n$/)]);
     // A file that cannot be written (its folder is a file): the handler's own error, said once.
     const d = mkdtempSync(join(tmpdir(), 'switchyard-cli-errors-'));
     writeFileSync(join(d, 'plain-file'), '');
