@@ -8,6 +8,7 @@ import { packageRoot } from '../paths.js';
 import { SCHEMA_RELATIVE_PATH } from '../config/schema.js';
 import { shellArg } from '../shell-arg.js';
 import { counted } from '../counted.js';
+import { say } from './said.js';
 
 interface InitArgs {
   config: string;
@@ -125,19 +126,20 @@ export const initCommand: CommandModule<object, InitArgs> = {
     writeFileSync(file, JSON.stringify(starterConfig(file, servers), null, 2) + '\n', { mode: 0o600 });
     // `mode` applies only to a file created here: one overwritten with --force keeps its own.
     chmodSync(file, 0o600);
-    const out: string[] = [`wrote ${argv.config}: ${summary}`];
-    for (const n of notes) out.push(`note: ${n}`);
+    // stdout: what was done and what to run next. The notes and warnings beside them go to
+    // stderr as the command's, as every command's do: bare `note:` lines among the output did
+    // not say whose they were in a script's log, and `init … > file` kept them from the user.
+    process.stdout.write(`wrote ${argv.config}: ${summary}\n`);
     const outside = schemaRef(file).outside;
-    if (outside !== undefined) out.push(`note: ${outside}`);
+    for (const n of outside === undefined ? notes : [...notes, outside]) say('init', `note: ${n}`);
     try {
       loadConfig(file);
     } catch (err) {
       if (!(err instanceof ConfigError)) throw err;
-      out.push('the file does not validate yet:', ...err.problems.map((p) => `  ${p}`));
+      for (const p of err.problems) say('init', `warning: ${argv.config} does not validate yet: ${p}`);
     }
     // A line to paste into a shell: a path with spaces or quotes is one word there too.
     const config = shellArg(argv.config);
-    out.push(`next: switchyard config validate --config ${config} && switchyard start --config ${config}`);
-    process.stdout.write(out.join('\n') + '\n');
+    process.stdout.write(`next: switchyard config validate --config ${config} && switchyard start --config ${config}\n`);
   },
 };

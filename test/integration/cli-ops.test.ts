@@ -195,10 +195,13 @@ describe.concurrent('switchyard init', () => {
       { args: ['config', 'validate', '--config', join(d, 'hub.config.json')] },
     ])) as [CliRun, CliRun];
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/2 servers imported from .* \(Claude Desktop\): notes, my-files-v2/);
-    expect(r.stdout).toMatch(/note: server "my_files.v2" is "my-files-v2"/);
-    expect(r.stdout).toMatch(/note: server "switchyard" looks like Switchyard itself/);
-    expect(r.stdout).toMatch(/secret-looking values in env \(API_TOKEN\)/);
+    // stdout: what was written and the next step; the notes beside them on stderr, as the command's.
+    expect(r.stdout).toMatch(/^wrote \S+: 2 servers imported from .* \(Claude Desktop\): notes, my-files-v2\nnext: switchyard config validate [^\n]*\n$/);
+    const notes = r.stderr.trim().split('\n');
+    expect(notes).toEqual(notes.map(() => expect.stringMatching(/^switchyard init: note: /)));
+    expect(r.stderr).toMatch(/^switchyard init: note: server "my_files.v2" is "my-files-v2"/m);
+    expect(r.stderr).toMatch(/^switchyard init: note: server "switchyard" looks like Switchyard itself/m);
+    expect(r.stderr).toMatch(/^switchyard init: note: .*secret-looking values in env \(API_TOKEN\)/m);
     const cfg = JSON.parse(readFileSync(join(d, 'hub.config.json'), 'utf8'));
     expect(cfg.servers).toEqual({
       notes: { command: process.execPath, args: [join(ROOT, SDK1)], env: { SERVER_NAME: 'notes', API_TOKEN: 'abc' } },
@@ -233,9 +236,9 @@ describe.concurrent('switchyard init', () => {
       { args: ['config', 'validate'], cwd: d, env: { SWITCHYARD_INPUT_GH_TOKEN: 't' } },
     ])) as [CliRun, CliRun];
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/3 servers imported from \.vscode\/mcp\.json \(VS Code\): local, github, old/);
-    expect(r.stdout).toMatch(/set the environment variable SWITCHYARD_INPUT_GH_TOKEN/);
-    expect(r.stdout).toMatch(/the file does not validate yet:[\s\S]*SWITCHYARD_INPUT_GH_TOKEN is not set/);
+    expect(r.stdout).toMatch(/^wrote hub\.config\.json: 3 servers imported from \.vscode\/mcp\.json \(VS Code\): local, github, old\nnext: /);
+    expect(r.stderr).toMatch(/^switchyard init: note: .*set the environment variable SWITCHYARD_INPUT_GH_TOKEN/m);
+    expect(r.stderr).toMatch(/^switchyard init: warning: hub\.config\.json does not validate yet: .*SWITCHYARD_INPUT_GH_TOKEN is not set/m);
     const cfg = JSON.parse(readFileSync(join(d, 'hub.config.json'), 'utf8'));
     expect(cfg.servers).toEqual({
       local: { command: 'node', args: [`${d}/server.mjs`], env: { MODE: 'dev' } },
