@@ -50,6 +50,11 @@ export interface ServerDiff {
    * (a server turned off is `removed`).
    */
   disabled: string[];
+  /**
+   * Disabled entries the new config no longer has: none ran, but `switchyard servers` listed
+   * them and the ledger kept their rows (capabilities, resource routes), which go now.
+   */
+  removedDisabled: string[];
 }
 
 /** A stable JSON form (object keys sorted), so key order in the file never counts as a change. */
@@ -73,7 +78,7 @@ function enabled(servers: Record<string, ServerConfig>): Map<string, ServerConfi
 export function diffServers(prev: Record<string, ServerConfig>, next: Record<string, ServerConfig>): ServerDiff {
   const a = enabled(prev);
   const b = enabled(next);
-  const d: ServerDiff = { added: [], removed: [], restarted: [], updated: [], unchanged: [], disabled: [] };
+  const d: ServerDiff = { added: [], removed: [], restarted: [], updated: [], unchanged: [], disabled: [], removedDisabled: [] };
   for (const id of a.keys()) if (!b.has(id)) d.removed.push(id);
   for (const [id, s] of b) {
     const old = a.get(id);
@@ -99,6 +104,8 @@ export function diffServers(prev: Record<string, ServerConfig>, next: Record<str
     const old = before.get(s.id);
     if (!old || (!old.enabled && canonical(old) !== canonical(s))) d.disabled.push(s.id);
   }
+  const kept = new Set(Object.values(next).map((s) => s.id));
+  for (const s of Object.values(prev)) if (!s.enabled && !kept.has(s.id)) d.removedDisabled.push(s.id);
   return d;
 }
 
@@ -217,11 +224,14 @@ export function lostEndpoint(removed: ReadonlySet<string>, narrowed: ReadonlyMap
   };
 }
 
-/** One line for the log: what a reload did. */
+/**
+ * One line for the log: what a reload did. `removed`: the servers that stopped (taken out of the
+ * file, or turned off) and the disabled entries taken out of it, which nothing ran.
+ */
 export function describeDiff(d: ServerDiff): { added: string[]; removed: string[]; restarted: string[]; updated: string[]; disabled: string[] } {
   return {
     added: d.added.map((s) => s.id),
-    removed: d.removed,
+    removed: [...d.removed, ...d.removedDisabled],
     restarted: d.restarted.map((s) => s.id),
     updated: d.updated.map((s) => s.id),
     disabled: d.disabled,

@@ -162,7 +162,7 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
   }
   inConfigOrder(hub.handles, next);
   hub.config.servers = next.servers;
-  if (d.removed.length > 0) hub.forgetUnconfigured();
+  if (d.removed.length + d.removedDisabled.length > 0) hub.forgetUnconfigured();
   for (const h of fresh) hub.startServer(h);
   for (const h of retiring) void retire(h, hub.config.listen.drainTimeoutMs);
   // Last: loading may take a while (a plugin's import and factory), and nothing above waits for it.

@@ -135,6 +135,26 @@ describe('switchyard reload', () => {
     expect(gone.code).toBe(3);
     expect(gone.stderr).toBe(`switchyard reload: no switchyard daemon is running at http://127.0.0.1:${unused} (start one with \`switchyard start\`)\n`);
   });
+
+  it('a disabled entry the config brings, then drops, is named each time: disabled, then removed', async () => {
+    edit(hub, (c) => {
+      c.servers.off = { command: process.execPath, args: [`${ROOT}/${SDK1}`], disabled: true };
+    });
+    const added = await run(['reload', '--url', hub.url]);
+    expect([added.code, added.stdout]).toEqual([0, 'reloaded:\n  servers disabled in the config (not started): off\n  changed, but only a restart applies them (the running values are kept): listen.port\n']);
+    edit(hub, (c) => {
+      delete c.servers.off;
+    });
+    // It said nothing new, naming the reload that had brought the entry as the one that applied this file.
+    const [removed, listed] = await runCliBatch([
+      { args: ['reload', '--url', hub.url, '--json'], env: { SWITCHYARD_API_KEY: '' } },
+      { args: ['servers', '--url', hub.url, '--json'], env: { SWITCHYARD_API_KEY: '' } },
+    ]);
+    expect(removed!.code).toBe(0);
+    expect(JSON.parse(removed!.stdout)).toMatchObject({ status: 'applied', report: { removed: ['off'], disabled: [] } });
+    expect(JSON.parse(removed!.stdout).report.earlier).toBeUndefined();
+    expect(JSON.parse(listed!.stdout).disabled ?? []).toEqual([]);
+  });
 });
 
 describe('switchyard reload against a daemon of a build before it', () => {

@@ -213,4 +213,16 @@ describe('applyReload', () => {
     expect(await applyReload(t, cfg({ a: { command: 'node' }, b: { command: 'node', enabled: false }, off: { command: 'node', args: ['v2'], enabled: false } }))).toMatchObject({ removed: [], disabled: ['off'] });
     expect(built).toEqual([]);
   });
+
+  it('a disabled entry the reload removes is in the report as removed, and what the ledger kept of it goes', async () => {
+    // Nothing said it: `switchyard reload` named an older reload as the one that had applied the
+    // file, `switchyard servers` no longer listed the entry, and its capabilities and resource
+    // routes stayed until a restart (a server added later under its id may be another one).
+    const running = cfg({ a: { command: 'node' }, off: { command: 'node', enabled: false } });
+    const { t, built, changes } = target(running, undefined);
+    expect(await applyReload(t, cfg({ a: { command: 'node' } }))).toEqual({ added: [], removed: ['off'], restarted: [], updated: [], disabled: [], applied: [], restartOnly: [], pluginsFailed: [] });
+    expect(changes).toEqual(['forgetUnconfigured a']);
+    expect(built).toEqual([]);
+    expect(Object.keys(running.servers)).toEqual(['a']);
+  });
 });
