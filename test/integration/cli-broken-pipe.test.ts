@@ -13,15 +13,21 @@ import { Ledger } from '../../src/ledger/ledger.js';
 import { BIN } from '../helpers/hub-process.js';
 import { begin, end } from '../unit/ledger-helpers.js';
 
-/** `switchyard …args | head -1` in bash: the CLI's exit code and stderr, and what head printed. */
-function piped(args: string[]): Promise<{ code: number; stderr: string; head: string }> {
+/**
+ * `switchyard …args | head -1` in bash: the CLI's exit code and stderr, and what head printed.
+ * `onHead`: called when head's line arrives (the command is running and has written).
+ */
+function piped(args: string[], onHead?: () => void): Promise<{ code: number; stderr: string; head: string }> {
   return new Promise((resolve) => {
     const script = `"$0" "$@" 2>"$ERR_FILE" | head -1; echo "rc=\${PIPESTATUS[0]}"; cat "$ERR_FILE" >&2`;
     const err = join(mkdtempSync(join(tmpdir(), 'switchyard-pipe-')), 'stderr');
     const p = spawn('bash', ['-c', script, process.execPath, BIN, ...args], { env: { ...process.env, ERR_FILE: err, SWITCHYARD_LOG_LEVEL: 'warn' } });
     let out = '';
     let stderr = '';
-    p.stdout.on('data', (d) => (out += d));
+    p.stdout.on('data', (d) => {
+      if (!out) onHead?.();
+      out += d;
+    });
     p.stderr.on('data', (d) => (stderr += d));
     p.on('exit', () => {
       const lines = out.trim().split('\n');
@@ -67,6 +73,43 @@ describe('output piped into head', () => {
     expect(r.code).toBe(0);
     expect(r.head).toMatch(first);
   });
+
+  it('ledger tail -f | head -1 ends quietly, exit 0: at once when its first rows fill the pipe, else at the next row it writes', async () => {
+    // The first rows more than a pipe holds: EPIPE while they are written.
+    const full = await piped(['ledger', 'tail', '-f', '-n', '3000', '--json', '--db', db]);
+    expect([full.code, full.stderr]).toEqual([0, '']);
+    expect(full.head).toMatch(/^\{"id":/);
+    // Ten rows fit in the pipe: head takes its line and goes, tail waits for the next call. Node
+    // cannot see the reader of an idle pipe go (README), so calls finish until one finds it gone.
+    const follow = join(mkdtempSync(join(tmpdir(), 'switchyard-pipe-follow-')), 'ledger.db');
+    // Closed once written, so that they are in the database when tail starts: rows still on
+    // their way from a writer that holds no hub's lock are a stopped hub's to tail (a note).
+    const first = Ledger.open({ path: follow });
+    for (let i = 0; i < 10; i++) await first.record(begin(), end());
+    await first.close();
+    const ledger = Ledger.open({ path: follow });
+    try {
+      let ended = false;
+      let headed!: () => void;
+      const headLine = new Promise<void>((r) => (headed = r));
+      const tail = piped(['ledger', 'tail', '-f', '--db', follow], headed).finally(() => (ended = true));
+      // Once tail has begun (a row on its way as it starts would be noted as a stopped hub's: this
+      // writer holds no hub's lock), one call at a time until it has ended (the test's timeout bounds it).
+      await Promise.race([headLine, tail]);
+      let rows = 0;
+      while (!ended) {
+        await ledger.record(begin(), end());
+        rows++;
+        await Promise.race([tail, new Promise((r) => setTimeout(r, 100))]);
+      }
+      const r = await tail;
+      expect([r.code, r.stderr]).toEqual([0, '']);
+      expect(r.head).toMatch(/^time +principal/);
+      expect(rows).toBeGreaterThan(0);
+    } finally {
+      await ledger.close();
+    }
+  }, 60_000);
 
   it('stderr piped along (2>&1) into a reader already gone: exit 0, not an uncaught EPIPE', async () => {
     // `tools --format` with no daemon says so on stderr before anything reaches stdout: that
