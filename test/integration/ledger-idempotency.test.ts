@@ -19,6 +19,7 @@ import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import {
   fixture,
   health,
+  ledgerInProcess,
   legacySession,
   META_KEY,
   modernCall,
@@ -101,6 +102,25 @@ describe('idempotency keys through the hub', () => {
     expect(answers[2]).toEqual(answers[0]);
     expect(counterF()['hdr-seq']).toBe(1);
     expect(await outcomesOf('hdr-seq')).toEqual(['ok', 'replayed', 'replayed']);
+  });
+
+  it('`ledger keys` shows a key created when its call began, before the upstream ran it, and ended when it ended', async () => {
+    const key = 'created-at-start';
+    resultOf(await legacy.call('cs-1', 'tools/call', { name: 'f__slow', arguments: { ms: 1000 } }, { 'idempotency-key': key }));
+    const [row] = (await queryRows(db)).filter((r) => r.idempotencyKey === key);
+    // The answer reaches the client as the key's end is committed, not after: read once it is.
+    let shown: Json = {};
+    for (let i = 0; i < 200 && shown.state !== 'done'; i++) {
+      const r = await ledgerInProcess(db, ['keys', '--key', key, '--json']);
+      shown = r.stdout ? (JSON.parse(r.stdout) as Json) : {};
+      if (shown.state !== 'done') await new Promise((r) => setTimeout(r, 25));
+    }
+    expect(shown).toMatchObject({ key, state: 'done' });
+    const created = Date.parse(shown.created as string);
+    const ended = Date.parse(shown.ended as string);
+    // Claimed as the request arrived (its row's ts), before the upstream slept its second.
+    expect(created).toBeGreaterThanOrEqual(Date.parse(row!.ts));
+    expect(ended - created).toBeGreaterThanOrEqual(1000);
   });
 
   it('_meta form, sequential, from an SDK v2 client to a modern upstream', async () => {
