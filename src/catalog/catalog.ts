@@ -81,6 +81,8 @@ export interface CatalogOptions {
 
 export { DEFAULT_LEGACY_TTL_MS } from './fetch-list.js';
 const BUILT_MEMO = 64;
+/** Builds of one request begun again because a server was replaced under them; past them the last is given, never kept. */
+const MAX_BUILDS_AGAIN = 3;
 
 /**
  * The most freshness a list lacking a server it shows (down, or its list failed) is given: the
@@ -157,6 +159,15 @@ export class Catalog extends EventEmitter {
    * and no error anywhere but the log.
    */
   private readonly listFailed = new Map<string, string>();
+  private forgotten = 0;
+  /**
+   * Counts the servers forgotten (forget: removed, replaced by a reload or `servers restart`, or
+   * reconfigured): a route or aggregate looked up across a change of it may name a handle, and a
+   * connection, not in use any more (router/replaced.ts; build).
+   */
+  get generation(): number {
+    return this.forgotten;
+  }
   /** Principals' own lists whose connections closed: only the most recent are kept. */
   private readonly lapsed = new LapsedLists((serverId, principal) => this.dropOwnLists(serverId, principal));
 
@@ -526,6 +537,7 @@ export class Catalog extends EventEmitter {
 
   /** Forget what is cached of a server (removed, or its config changed: then it is listened to afresh). */
   forget(serverId: string): void {
+    this.forgotten++;
     this.links.forget(serverId);
     const still = this.servers().find((h) => h.id === serverId);
     if (still) this.listens.track(still.id, still.upstream);
@@ -1006,8 +1018,9 @@ export class Catalog extends EventEmitter {
     return conn.credential === '' && this.opts.listAtReady?.(h) !== false;
   }
 
-  private async build(kind: ListKind, principal: string | undefined): Promise<Built> {
+  private async build(kind: ListKind, principal: string | undefined, again = 0): Promise<Built> {
     const epoch = this.changeEpoch;
+    const generation = this.forgotten;
     const ready = this.ready(kind);
     // A server whose main connection is down, to a principal whose own connection needs none of
     // it (standsAlone): listed from that connection (made now, as for a server that is up) once
@@ -1032,6 +1045,13 @@ export class Catalog extends EventEmitter {
         this.log.warn({ server: handles[i].id, kind, err: String(s.reason?.message ?? s.reason) }, 'list failed');
       }
     });
+    // A server replaced or reconfigured while the lists were fetched: its part is of the old
+    // connection (its process draining) or config. Built again from the servers as they are now;
+    // kept, it was listed, and calls routed by it went to the old process.
+    if (generation !== this.forgotten) {
+      if (again < MAX_BUILDS_AGAIN) return this.build(kind, principal, again + 1);
+      return assemble(this.names, this.servers, this.log, kind, parts, failed, '', epoch);
+    }
     let key = '';
     let creds = '';
     for (const p of parts) {

@@ -1,0 +1,117 @@
+/**
+ * Requests whose route waits for a list while `servers restart` (or a reload) replaces their
+ * server, through the real hub and real upstream processes: once the restart is accepted, what
+ * is routed after it goes to the new process, never to the old one, which drains only the calls
+ * it was sent before. The upstream tags its answers with its pid; its first process's lists wait
+ * for a gate file, the second's do not.
+ */
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { firstText, health, modernBody, modernHeaders, modernPost, waitForReady, type Json } from '../helpers/wire.js';
+import { loggedTimes, setSection } from '../helpers/config-edit.js';
+import { tmp } from './catalog-helpers.js';
+
+const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
+const TOOLS = JSON.stringify(['echo', 'hang', 'mutate'].map((name) => ({ name, inputSchema: { type: 'object' } })));
+
+/** A call of `r__hang` (never answered) that keeps the first process draining after the restart, until `signal` aborts it. */
+function hangingCall(url: string, signal: AbortSignal): Promise<unknown> {
+  return fetch(url, { method: 'POST', headers: modernHeaders('tools/call', 'r__hang'), body: JSON.stringify(modernBody('hang', 'tools/call', { name: 'r__hang', arguments: {} })), signal }).catch(() => undefined);
+}
+
+interface Rig {
+  hub: HubProcess;
+  /** The hub's folder (its config, the plugin, the gate). */
+  dir: string;
+  gate: string;
+  stats: () => Record<string, number>;
+  /** The first process's pid, from its answer to an echo. */
+  pid1: string;
+  /** Ends the hanging call: the first process then drains and closes. */
+  release: () => void;
+  /** Writes the config with `r`'s environment changed by `extra`: a reload replaces it. */
+  reconfigure: (extra: Record<string, string>) => void;
+}
+
+let rig: Rig | undefined;
+afterEach(async () => {
+  rig?.release();
+  await rig?.hub.stop();
+  rig = undefined;
+});
+
+/**
+ * A hub with one server `r` whose lists are kept 0 ms (each route that needs one asks the
+ * server), a call hanging on its first process, and the gate open.
+ */
+async function rigged(env: Record<string, string> = {}, plugin?: (dir: string) => string): Promise<Rig> {
+  const dir = tmp();
+  if (plugin) writeFileSync(join(dir, 'plugin.mjs'), plugin(dir));
+  const gate = join(dir, 'gate');
+  const statsFile = join(dir, 'stats.json');
+  writeFileSync(gate, '');
+  const servers = (extra: Record<string, string>) => ({
+    r: nodeServer(MUTABLE, [], {
+      ERA: 'modern',
+      LIST_TTL_MS: '0',
+      TOOLS,
+      PID_TAG: '1',
+      PROMPTS: '1',
+      COMPLETIONS: '1',
+      LIST_GATE: gate,
+      LIST_GATE_FIRST: '1',
+      LIST_GATE_KINDS: 'tools/list,prompts/list,resources/list',
+      STATS_FILE: statsFile,
+      ...env,
+      ...extra,
+    }),
+  });
+  const hub = await startHub({ listen: { drainTimeoutMs: 20_000 }, ...(plugin ? { plugins: { paths: ['./plugin.mjs'] } } : {}), servers: servers({}) }, { dir });
+  const stats = () => JSON.parse(readFileSync(statsFile, 'utf8')) as Record<string, number>;
+  await waitForReady(hub.url, ['r']);
+  const first = String(firstText((await modernPost(hub.url, 'first', 'tools/call', { name: 'r__echo', arguments: { text: 'first' } })).body?.result));
+  const pid1 = /^echo:first@(\d+)$/.exec(first)?.[1];
+  expect(pid1, first).toBeDefined();
+  const cancel = new AbortController();
+  void hangingCall(hub.url, cancel.signal);
+  await expect.poll(() => stats()['tools/call'], { timeout: 10_000, interval: 20 }).toBe(2);
+  return { hub, dir, gate, stats, pid1: pid1!, release: () => cancel.abort(), reconfigure: (extra) => setSection(hub, 'servers', servers(extra)) };
+}
+
+/** Has the hub replace `r` (its restart accepted), and waits for the new process to be ready. */
+async function restart(hub: HubProcess): Promise<void> {
+  expect((await fetch(new URL('/admin/servers/r/restart', hub.url), { method: 'POST' })).status).toBe(200);
+  await waitForReady(hub.url, ['r']);
+}
+
+/**
+ * Sends `request` once the first process holds its lists, waits until the request's route asks
+ * for one (`list` counted once more), has `r` replaced, then lets the first process answer.
+ */
+async function acrossRestart(r: Rig, list: string, request: () => Promise<Json | undefined>, replace = () => restart(r.hub)): Promise<Json | undefined> {
+  rmSync(r.gate);
+  const before = r.stats()[list] ?? 0;
+  const pending = request();
+  await expect.poll(() => r.stats()[list] ?? 0, { timeout: 10_000, interval: 20 }).toBeGreaterThan(before);
+  await replace();
+  writeFileSync(r.gate, '');
+  return pending;
+}
+
+describe('a request routed while its server is replaced', () => {
+  it('tools/list: a list built across the restart is the new process’s, not the old one’s', async () => {
+    rig = await rigged();
+    const r = rig;
+    // The first process lists a tool the second will not have.
+    await modernPost(r.hub.url, 'm', 'tools/call', { name: 'r__mutate', arguments: { op: 'add', def: { name: 'extra', inputSchema: { type: 'object' } } } });
+    await expect.poll(async () => (await health(r.hub.url)).servers.find((s) => s.id === 'r')?.tools, { timeout: 10_000, interval: 20 }).toBe(4);
+    const listed = await acrossRestart(r, 'tools/list', async () => (await modernPost(r.hub.url, 'held', 'tools/list')).body?.result);
+    const names = ((listed?.tools ?? []) as Json[]).map((t) => t.name);
+    expect(names).toContain('r__echo');
+    expect(names).not.toContain('r__extra');
+    const call = await modernPost(r.hub.url, 'after', 'tools/call', { name: 'r__echo', arguments: { text: 'after' } });
+    expect(String(firstText(call.body?.result))).not.toBe(`echo:after@${r.pid1}`);
+  });
+});
