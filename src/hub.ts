@@ -45,6 +45,7 @@ import { SessionMemory } from './downstream/session-memory.js';
 import { ServerHandles } from './hub/server-handles.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed, UNNAMED_BLOCKER } from './router/fail-mode.js';
 import { InFlight } from './router/inflight.js';
+import { RouteReplacedError } from './router/replaced.js';
 import { refuseDownTool } from './router/down-tools.js';
 import { beginInCallTrace, inCallTrace, isRetry, knownLegacy, viewOf } from './router/forwarding.js';
 import { callPolicy } from './router/call-policy.js';
@@ -1033,7 +1034,18 @@ export class Hub implements HubCore {
         await this.endedWhileWaiting(method, params, ctx, back);
       }
     }
-    const result = await this.router.handle(method, params, ctx);
+    let result: Record<string, unknown>;
+    try {
+      result = await this.router.handle(method, params, ctx);
+    } catch (err) {
+      if (!(err instanceof RouteReplacedError)) throw err;
+      // Its server was replaced while its route was looked up (router/replaced.ts): routed again,
+      // as a request that came after, nothing of it recorded or sent yet.
+      this.log.debug({ method }, 'a server was replaced while the request was routed: routed again');
+      ctx.routedInGrace = undefined;
+      ctx.rerouted = (ctx.rerouted ?? 0) + 1;
+      return this.route(method, params, ctx);
+    }
     if (method === 'tools/list') await this.routes.learn(result, ctx);
     return result;
   }

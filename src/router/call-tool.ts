@@ -1,5 +1,5 @@
 import type { Logger } from '../log.js';
-import type { Catalog, Routed, View } from '../catalog/catalog.js';
+import type { Catalog, Routed, ServerHandle, View } from '../catalog/catalog.js';
 import type { CallPlan, PluginRunner } from '../plugins/runner.js';
 import { runsAsTask } from './legacy-task.js';
 import { argsHash, NestingTooDeepError } from '../ledger/canonical.js';
@@ -26,6 +26,7 @@ import { MODERN } from '../protocol/era.js';
 import { META_IDEMPOTENCY_KEY } from '../protocol/meta.js';
 import { beginOf, bytesOf, callOptions, endOf, connectionFor, forwardedParams, isRetry, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
 import { withScreenedContentIcons } from '../catalog/icons.js';
+import { rerouteIfReplaced } from './replaced.js';
 
 /**
  * The router options tools/call reads. The router hands over its own options object, read per
@@ -42,6 +43,8 @@ export interface ToolCallOptions {
   upstreamFor?: UpstreamFor;
   validator?: SchemaValidator;
   plugins?: PluginRunner;
+  /** See RouterOptions.server: the handle in use now, by server id. */
+  server?: (id: string) => ServerHandle | undefined;
 }
 
 export interface ToolCallDeps {
@@ -176,6 +179,18 @@ export class ToolCall {
     }
   }
 
+  /**
+   * The route of a call the aggregate built last does not route (readyTool): the one the hub let
+   * past the start-up grace with, or a list's. A server replaced meanwhile has the hub route the
+   * call again (router/replaced.ts).
+   */
+  private async routedSlowly(hubName: string, view: View, ctx: CallContext, names: Partial<AuditBegin>, t0: number): Promise<Routed | undefined> {
+    const generation = this.catalog.generation;
+    const routed = ctx.routedInGrace ?? (await this.resolved(hubName, view, ctx, names, t0));
+    rerouteIfReplaced(generation, this.catalog.generation, routed?.server, this.opts.server, ctx);
+    return routed;
+  }
+
   async call(params: Result, ctx: CallContext): Promise<Result> {
     const t0 = performance.now();
     const hubName = typeof params.name === 'string' ? params.name : '';
@@ -195,7 +210,7 @@ export class ToolCall {
     const view = viewOf(ctx);
     // A call let past the start-up grace comes with the route that let it (Hub.passesGrace); read
     // only when the aggregate has none, so the usual call pays nothing for it.
-    const routed = hubName ? (this.catalog.readyTool(hubName, view) ?? ctx.routedInGrace ?? (await this.resolved(hubName, view, ctx, { hubName, argsHash: hash, args }, t0))) : undefined;
+    const routed = hubName ? (this.catalog.readyTool(hubName, view) ?? (await this.routedSlowly(hubName, view, ctx, { hubName, argsHash: hash, args }, t0))) : undefined;
     const begin = beginOf('tools/call', ctx, {
       hubName,
       argsHash: hash,

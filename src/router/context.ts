@@ -59,4 +59,9 @@ export interface CallContext {
    * 0 ms was fetched twice). Past the grace, never set.
    */
   routedInGrace?: Routed;
+  /**
+   * How many times the hub routed this request again because a server was replaced while its
+   * route was looked up (router/replaced.ts); unset the first time.
+   */
+  rerouted?: number;
 }

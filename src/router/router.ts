@@ -31,6 +31,7 @@ import { notDelivered } from '../upstream/retry.js';
 import { PagedLists, type KeptList } from './paged-lists.js';
 import { pageEnd } from './page-end.js';
 import { withScreenedContentIcons } from '../catalog/icons.js';
+import { rerouteIfReplaced } from './replaced.js';
 
 export interface RouterOptions {
   pageSize: number;
@@ -84,7 +85,10 @@ export interface RouterOptions {
   plugins?: PluginRunner;
   /** The capabilities a server counts with: its own, or what it offered when last ready while it is down; default its own. */
   capabilitiesOf?: (server: ServerHandle) => ServerCapabilities | undefined;
-  /** A configured server by id (where a subscription is held). */
+  /**
+   * A configured server's handle in use now, by id (where a subscription is held; whether a
+   * request's route still names it: router/replaced.ts).
+   */
   server?: (id: string) => ServerHandle | undefined;
 }
 
@@ -301,7 +305,9 @@ export class Router {
     // A prompt of a server that is down is not listed, but it is not unknown either: the
     // forward answers that the server is unavailable, and the row says which one.
     // One let past the start-up grace comes with its route (Hub.passesGrace): its server's list is not fetched again.
+    const generation = this.catalog.generation;
     const routed = !hubName ? undefined : (ctx.routedInGrace ?? (await this.found(method, ctx, { hubName }, async () => (await this.catalog.resolvePrompt(hubName, view)) ?? this.catalog.downItem('prompts', hubName, view))));
+    rerouteIfReplaced(generation, this.catalog.generation, routed?.server, this.opts.server, ctx);
     if (!routed) {
       throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, `Unknown ${what}: ${hubName || '(no name)'}`), { hubName });
     }
@@ -416,7 +422,9 @@ export class Router {
     const view = viewOf(ctx);
     // A resource of a server that is down is not listed, but it is not missing either: the
     // forward answers that the server is unavailable.
+    const generation = this.catalog.generation;
     const server = uri ? await this.found('resources/read', ctx, { hubName: uri }, async () => (await this.catalog.routeUri(uri, view)) ?? (await this.catalog.downResource(uri, view))) : undefined;
+    rerouteIfReplaced(generation, this.catalog.generation, server, this.opts.server, ctx);
     if (!server) {
       const err = new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri });
       await this.recordLocal('resources/read', ctx, this.outcomeSeenBy(ctx, err), { hubName: uri });
@@ -473,6 +481,7 @@ export class Router {
     const hubName = typeof ref.name === 'string' ? ref.name : typeof ref.uri === 'string' ? ref.uri : undefined;
     let upstreamName = hubName;
     const view = viewOf(ctx);
+    const generation = this.catalog.generation;
     // A prompt or resource of a server that is down is its own still (as for prompts/get and
     // resources/read): the forward answers that the server is unavailable.
     if (ref.type === 'ref/prompt' && typeof ref.name === 'string') {
@@ -487,6 +496,7 @@ export class Router {
       const uri = ref.uri;
       server = await this.found('completion/complete', ctx, { hubName }, async () => (await this.catalog.templateOwner(uri, view)) ?? (await this.catalog.routeUri(uri, view)) ?? (await this.catalog.downResource(uri, view)));
     }
+    rerouteIfReplaced(generation, this.catalog.generation, server, this.opts.server, ctx);
     if (!server) {
       throw await this.refused('completion/complete', ctx, new RpcError(INVALID_PARAMS, `Unknown completion reference: ${ref.name ?? ref.uri ?? '(none)'}`), { hubName });
     }

@@ -101,6 +101,32 @@ async function acrossRestart(r: Rig, list: string, request: () => Promise<Json |
 }
 
 describe('a request routed while its server is replaced', () => {
+  it('tools/call: a call whose route waited for the tools list goes to the new process', async () => {
+    rig = await rigged();
+    const r = rig;
+    // Its tools change: the next call is routed by the list fetched again (asked of the server).
+    await modernPost(r.hub.url, 'm', 'tools/call', { name: 'r__mutate', arguments: { op: 'add', def: { name: 'extra', inputSchema: { type: 'object' } } } });
+    await expect.poll(async () => (await health(r.hub.url)).servers.find((s) => s.id === 'r')?.tools, { timeout: 10_000, interval: 20 }).toBe(4);
+    const call = await acrossRestart(r, 'tools/list', async () => (await modernPost(r.hub.url, 'raced', 'tools/call', { name: 'r__echo', arguments: { text: 'raced' } })).body?.result);
+    const text = String(firstText(call));
+    expect(text).toMatch(/^echo:raced@\d+$/);
+    expect(text).not.toBe(`echo:raced@${r.pid1}`);
+  });
+
+  it('tools/call across a reload that replaces the server: the new process answers', async () => {
+    rig = await rigged();
+    const r = rig;
+    await modernPost(r.hub.url, 'm', 'tools/call', { name: 'r__mutate', arguments: { op: 'add', def: { name: 'extra', inputSchema: { type: 'object' } } } });
+    await expect.poll(async () => (await health(r.hub.url)).servers.find((s) => s.id === 'r')?.tools, { timeout: 10_000, interval: 20 }).toBe(4);
+    const reload = async () => {
+      r.reconfigure({ TAG: '-reloaded' });
+      await loggedTimes(r.hub, 'config reloaded', 1);
+      await waitForReady(r.hub.url, ['r']);
+    };
+    const call = await acrossRestart(r, 'tools/list', async () => (await modernPost(r.hub.url, 'raced', 'tools/call', { name: 'r__echo', arguments: { text: 'raced' } })).body?.result, reload);
+    expect(String(firstText(call))).toMatch(/^echo:raced-reloaded@\d+$/);
+  });
+
   it('tools/list: a list built across the restart is the new process’s, not the old one’s', async () => {
     rig = await rigged();
     const r = rig;
@@ -113,5 +139,32 @@ describe('a request routed while its server is replaced', () => {
     expect(names).not.toContain('r__extra');
     const call = await modernPost(r.hub.url, 'after', 'tools/call', { name: 'r__echo', arguments: { text: 'after' } });
     expect(String(firstText(call.body?.result))).not.toBe(`echo:after@${r.pid1}`);
+  });
+
+  it('prompts/get: a get whose route waited for the prompts list goes to the new process', async () => {
+    rig = await rigged();
+    const r = rig;
+    const got = await acrossRestart(r, 'prompts/list', async () => (await modernPost(r.hub.url, 'raced', 'prompts/get', { name: 'r__greet', arguments: { who: 'x' } })).body?.result);
+    const text = String(((got?.messages as Json[] | undefined)?.[0]?.content as Json | undefined)?.text);
+    expect(text).toMatch(/^greet: \{"who":"x"\}@\d+$/);
+    expect(text).not.toMatch(new RegExp(`@${r.pid1}$`));
+  });
+
+  it('completion/complete: a completion whose route waited for the prompts list goes to the new process', async () => {
+    rig = await rigged();
+    const r = rig;
+    const got = await acrossRestart(r, 'prompts/list', async () => (await modernPost(r.hub.url, 'raced', 'completion/complete', { ref: { type: 'ref/prompt', name: 'r__greet' }, argument: { name: 'who', value: '' } })).body?.result);
+    const values = (got?.completion as Json | undefined)?.values as string[] | undefined;
+    expect(values?.[0]).toMatch(/^v@\d+$/);
+    expect(values).not.toEqual([`v@${r.pid1}`]);
+  });
+
+  it('resources/read: a read whose route waited for the resources list goes to the new process', async () => {
+    rig = await rigged();
+    const r = rig;
+    const got = await acrossRestart(r, 'resources/list', async () => (await modernPost(r.hub.url, 'raced', 'resources/read', { uri: 'mut://doc' })).body?.result);
+    const text = String((got?.contents as Json[] | undefined)?.[0]?.text);
+    expect(text).toMatch(/^first version@\d+$/);
+    expect(text).not.toBe(`first version@${r.pid1}`);
   });
 });
