@@ -26,7 +26,7 @@ import { MODERN } from '../protocol/era.js';
 import { META_IDEMPOTENCY_KEY } from '../protocol/meta.js';
 import { beginOf, bytesOf, callOptions, endOf, connectionFor, forwardedParams, isRetry, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
 import { withScreenedContentIcons } from '../catalog/icons.js';
-import { rerouteIfReplaced } from './replaced.js';
+import { connectionReplaced, replacedError, rerouteIfReplaced } from './replaced.js';
 
 /**
  * The router options tools/call reads. The router hands over its own options object, read per
@@ -396,10 +396,12 @@ export class ToolCall {
       unspent?.();
       throw err;
     }
-    const found = connectionFor(this.opts, server, ctx);
+    // Its server's connection replaced while the row was written: the old one drains only what it was sent.
+    const replaced = connectionReplaced(server, this.opts.server);
+    const found = replaced ? server : connectionFor(this.opts, server, ctx);
     const conn = found instanceof Promise ? await found : found;
-    if (conn.upstream.state !== 'ready') {
-      const err = new UpstreamUnavailableError(server.id, conn.upstream.state, conn.upstream.lastError);
+    if (replaced || conn.upstream.state !== 'ready') {
+      const err = replaced ? replacedError(server) : new UpstreamUnavailableError(server.id, conn.upstream.state, conn.upstream.lastError);
       await finish(outcomeOfError(err), undefined, false);
       unspent?.();
       return toolErrorResult(`Tool ${hubName} is unavailable: ${err.message}`);

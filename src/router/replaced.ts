@@ -9,9 +9,10 @@
  * replacement (Catalog.forget drops it, and no build across one is kept).
  */
 import type { ServerHandle } from '../catalog/catalog.js';
+import { UpstreamUnavailableError } from '../protocol/errors.js';
 import type { CallContext } from './context.js';
 
-/** Times one request is routed again; past them it goes on with what it has. */
+/** Times one request is routed again; past them it goes on with what it has (a replaced connection is refused at sending). */
 export const MAX_REROUTES = 3;
 
 /** Thrown by the router before anything of a request is recorded or sent; Hub.route routes it again. */
@@ -28,3 +29,16 @@ export function rerouteIfReplaced(before: number, now: number, routedTo: ServerH
   if (before !== now || (routedTo !== undefined && current !== undefined && current(routedTo.id) !== routedTo)) throw new RouteReplacedError();
 }
 
+/**
+ * Whether `server`'s connection is not its server's any more (replaced since the request was
+ * routed, while its row was written): the old one only drains what it was sent. A reload that
+ * changed only settings keeps the connection (and the request goes on).
+ */
+export function connectionReplaced(server: ServerHandle, current: ((id: string) => ServerHandle | undefined) | undefined): boolean {
+  return current !== undefined && current(server.id)?.upstream !== server.upstream;
+}
+
+/** Why a request routed to a connection replaced since was not sent (safe to send again). */
+export function replacedError(server: ServerHandle): UpstreamUnavailableError {
+  return new UpstreamUnavailableError(server.id, 'replaced', 'restarted, reconfigured or removed after this request was routed; not sent, send it again');
+}

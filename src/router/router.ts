@@ -31,7 +31,7 @@ import { notDelivered } from '../upstream/retry.js';
 import { PagedLists, type KeptList } from './paged-lists.js';
 import { pageEnd } from './page-end.js';
 import { withScreenedContentIcons } from '../catalog/icons.js';
-import { rerouteIfReplaced } from './replaced.js';
+import { connectionReplaced, replacedError, rerouteIfReplaced } from './replaced.js';
 
 export interface RouterOptions {
   pageSize: number;
@@ -349,7 +349,10 @@ export class Router {
     await this.ledger.whenCommitted();
     // A process of this principal's own is not started for a server whose own process is down
     // (startsOwnProcess): its read, prompt or completion is answered unavailable, as its calls are.
-    const found = chosen ?? (this.unstarted(server, ctx.principal) ? server : connectionFor(this.opts, server, ctx));
+    // Its server's connection replaced while the row was written: the old one drains only what
+    // it was sent (a connection chosen already is the one open now: Router.release).
+    const replaced = chosen === undefined && connectionReplaced(server, this.opts.server);
+    const found = chosen ?? (replaced || this.unstarted(server, ctx.principal) ? server : connectionFor(this.opts, server, ctx));
     const conn = found instanceof Promise ? await found : found;
     // A parked request whose retry carries its end (Mrtr.run): this request's row is a round.
     let first: FirstRow | undefined;
@@ -362,6 +365,7 @@ export class Router {
     const body = async (opts: CallOptions, parkedRun?: FirstRow): Promise<Result> => {
       first = parkedRun;
       try {
+        if (replaced) throw replacedError(server);
         if (conn.upstream.state !== 'ready')
           throw new UpstreamUnavailableError(server.id, conn.upstream.state, conn.upstream.lastError);
         const result = bind

@@ -359,8 +359,8 @@ describe.concurrent('a reload that restarts a processPerPrincipal server while a
     });
     await waitUntil('the reload', async () => hub.logs.some((l) => l.includes('"restarted":["own"]')));
     rmSync(hold);
-    // As a call its server's closing fails: nothing was sent.
-    expect(text(await late)).toBe('Tool own__echo is unavailable: server "own" is stopped');
+    // Its server replaced since it was routed: nothing was sent, and it says so.
+    expect(text(await late)).toBe('Tool own__echo is unavailable: server "own" is replaced: restarted, reconfigured or removed after this request was routed; not sent, send it again');
     expect(started(oldPids)).toHaveLength(2);
     // Once the new server is up, alice's next call starts her own process of the new config.
     let n = 0;

@@ -167,4 +167,30 @@ describe('a request routed while its server is replaced', () => {
     expect(text).toMatch(/^first version@\d+$/);
     expect(text).not.toBe(`first version@${r.pid1}`);
   });
+
+  it('tools/call: a call routed before the restart and held before it is sent (a plugin) is not sent to the old process', async () => {
+    // Its beforeCall holds the call whose text is `held` until the file `open` exists, and says so by writing `holding`.
+    rig = await rigged({}, (dir) => {
+      const [holding, open] = [JSON.stringify(join(dir, 'holding')), JSON.stringify(join(dir, 'open'))];
+      return `import { existsSync, writeFileSync } from 'node:fs';
+export default { name: 'hold', async beforeCall(ctx) {
+  if (ctx.arguments.text !== 'held') return;
+  writeFileSync(${holding}, '');
+  while (!existsSync(${open})) await new Promise((r) => setTimeout(r, 10));
+} };`;
+    });
+    const r = rig;
+    const dir = r.dir;
+    const pending = modernPost(r.hub.url, 'held', 'tools/call', { name: 'r__echo', arguments: { text: 'held' } });
+    await expect.poll(() => existsSync(join(dir, 'holding')), { timeout: 10_000, interval: 20 }).toBe(true);
+    await restart(r.hub);
+    writeFileSync(join(dir, 'open'), '');
+    const result = (await pending).body?.result;
+    // Not sent (safe to send again): the old process only drains what it was sent.
+    expect(String(firstText(result))).not.toBe(`echo:held@${r.pid1}`);
+    expect(result).toMatchObject({ isError: true, content: [{ text: expect.stringMatching(/^Tool r__echo is unavailable: server "r" is replaced: .*not sent, send it again$/) }] });
+    const again = await modernPost(r.hub.url, 'again', 'tools/call', { name: 'r__echo', arguments: { text: 'again' } });
+    expect(String(firstText(again.body?.result))).toMatch(/^echo:again@\d+$/);
+    expect(String(firstText(again.body?.result))).not.toBe(`echo:again@${r.pid1}`);
+  });
 });
