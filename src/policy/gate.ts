@@ -1,7 +1,7 @@
 import type { Authenticator, Identity, Refusal } from '../auth/authenticator.js';
 import type { AuditBegin, AuditEnd } from '../ledger/types.js';
 import { LEGACY, MODERN } from '../protocol/era.js';
-import type { Request } from '../protocol/jsonrpc.js';
+import { isObj, type Request } from '../protocol/jsonrpc.js';
 import { META_PROTOCOL_VERSION } from '../protocol/meta.js';
 import { spanOfMeta } from '../protocol/trace-context.js';
 import type { Logger } from '../log.js';
@@ -187,10 +187,14 @@ export class EdgeGate {
  * carries a requestState (the answer to the hub's or the upstream's question, such as a
  * confirmation), which goes on the call already counted, as a legacy client's answer on its
  * session does; its principal's bucket still counts it. A forged state takes nothing further:
- * the router refuses it before anything is forwarded.
+ * the router refuses it before anything is forwarded. A legacy client's (a request without the
+ * modern `_meta` version, as the endpoint tells the eras: classify.ts) is a stray the router
+ * drops, its call a first like any other: it takes its token.
  */
 function bucketTool(req: Request | undefined, tool: string | undefined): string | undefined {
-  return tool !== undefined && typeof req?.params?.requestState === 'string' ? undefined : tool;
+  if (tool === undefined || typeof req?.params?.requestState !== 'string') return tool;
+  const meta = req.params._meta;
+  return isObj(meta) && meta[META_PROTOCOL_VERSION] !== undefined ? undefined : tool;
 }
 
 /** The tool a request calls, as the client names it (undefined for other methods). */

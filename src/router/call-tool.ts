@@ -24,7 +24,7 @@ import { argsDigestOf, type Binding } from './request-state.js';
 import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
 import { META_IDEMPOTENCY_KEY } from '../protocol/meta.js';
-import { beginOf, bytesOf, callOptions, endOf, connectionFor, forwardedParams, isRetry, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
+import { beginOf, bytesOf, callOptions, endOf, connectionFor, forwardedParams, isRetry, retryOf, viewOf, withoutStrayRound, type Result, type UpstreamFor } from './forwarding.js';
 import { withScreenedContentIcons } from '../catalog/icons.js';
 import { connectionReplaced, replacedError, rerouteIfReplaced } from './replaced.js';
 
@@ -406,7 +406,7 @@ export class ToolCall {
       unspent?.();
       return toolErrorResult(`Tool ${hubName} is unavailable: ${err.message}`);
     }
-    const forwarded = forwardedParams(retry ? retry.params : params, 'name', upstreamName);
+    const forwarded = retry ? forwardedParams(retry.params, 'name', upstreamName) : withoutStrayRound(forwardedParams(params, 'name', upstreamName), ctx);
     if (plan && plan.arguments !== args) forwarded.arguments = plan.arguments;
     // Null arguments were checked as none (`args`), so none are sent: the SDK servers answer a
     // null with -32603 and a dump of their own parser's complaint.

@@ -79,6 +79,22 @@ export function forwardedParams(params: Result, key?: string, value?: unknown): 
   return out;
 }
 
+/**
+ * A legacy client's params with the modern era's MRTR fields left out. `requestState` and
+ * `inputResponses` are a 2026-07-28 retry's (digest §5.1); a 2025-11-25 client has no
+ * `input_required` round to retry (it is asked with real requests), so its are strays, unknown
+ * params of its era. Forwarded to a modern upstream they were a retry round the client forged:
+ * answers to questions never put to its user, or a state the upstream minted for someone else's
+ * call. Two reads for a call without them.
+ */
+export function withoutStrayRound(out: Result, ctx: CallContext): Result {
+  if (ctx.clientEra !== MODERN && (out.requestState !== undefined || out.inputResponses !== undefined)) {
+    delete out.requestState;
+    delete out.inputResponses;
+  }
+  return out;
+}
+
 /** A call's end as its result tells it: the outcome, the size the ledger records, the result. */
 export function endOf(ledger: AuditSink, result: Result): Omit<AuditEnd, 'latencyMs'> {
   const o = outcomeOfResult(result);

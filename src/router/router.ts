@@ -24,7 +24,7 @@ import { LEGACY, MODERN } from '../protocol/era.js';
 import { readyWithin } from '../upstream/ready-within.js';
 import { reasonOf, unlessAborted, type Signal } from '../cancel.js';
 import { LISTEN_ACK_WAIT_MS } from '../catalog/upstream-listen.js';
-import { beginOf, bytesOf, callOptions, connectionFor, forwardedParams, knownLegacy, retryOf, viewOf, withUpstream, type Result, type UpstreamFor } from './forwarding.js';
+import { beginOf, bytesOf, callOptions, connectionFor, forwardedParams, knownLegacy, retryOf, viewOf, withUpstream, withoutStrayRound, type Result, type UpstreamFor } from './forwarding.js';
 import { ToolCall } from './call-tool.js';
 import { cacheTtl } from '../protocol/ttl.js';
 import { notDelivered } from '../upstream/retry.js';
@@ -316,7 +316,7 @@ export class Router {
     if (bad) {
       throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, `Invalid params for ${what} ${hubName}: ${bad}`), { hubName, upstreamName: routed.upstreamName });
     }
-    const forwarded = forwardedParams(params, 'name', routed.upstreamName);
+    const forwarded = withoutStrayRound(forwardedParams(params, 'name', routed.upstreamName), ctx);
     // Null arguments were checked as none, so none are sent (as for tools/call): the SDK servers
     // answer a null with -32603 and their parser's complaint.
     if (forwarded.arguments === null) delete forwarded.arguments;
@@ -434,10 +434,11 @@ export class Router {
       await this.recordLocal('resources/read', ctx, this.outcomeSeenBy(ctx, err), { hubName: uri });
       throw err;
     }
-    const forwarded = forwardedParams(params);
+    const forwarded = withoutStrayRound(forwardedParams(params), ctx);
     const bind: Binding = { principal: ctx.principal, group: ctx.group, method: 'resources/read', target: uri, argsDigest: '' };
-    // Cached per URI and upstream authorization context; MRTR retries neither read nor fill it.
-    const first = params.inputResponses === undefined && params.requestState === undefined;
+    // Cached per URI and upstream authorization context; MRTR retries neither read nor fill it
+    // (a legacy client's strays of their fields are gone from `forwarded`: its read is a first).
+    const first = forwarded.inputResponses === undefined && forwarded.requestState === undefined;
     // Its partition without its connection when that is a process not to be started (unstarted).
     const partition = !first ? '' : this.unstarted(server, ctx.principal) ? principalConn(ctx.principal) : (await this.catalog.connection(server, ctx.principal)).credential;
     const hit = first ? this.catalog.reads.get(server.id, partition, uri) : undefined;
@@ -463,7 +464,7 @@ export class Router {
       throw new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri });
     };
     const result = await this.forward('resources/read', forwarded, readCtx, server, { hubName: uri, upstreamName: uri }, t0, bind, vet);
-    if (first && !asked && cacheableRead(params, result)) {
+    if (first && !asked && cacheableRead(forwarded, result)) {
       const hinted = server.upstream.era === MODERN ? cacheTtl(result.ttlMs) : 0;
       const scope = result.cacheScope === 'public' && server.upstream.era === MODERN ? 'public' : 'private';
       this.catalog.reads.put(server.id, partition, uri, result, server.config.cacheTtlMs ?? hinted, scope, since);

@@ -9,7 +9,7 @@ import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders, modernMeta, post, type RawReply } from '../helpers/wire.js';
 
-const KEYS = { alice: 'sy_alice-rate-key-0000000000000000000000000000000', bob: 'sy_bob-rate-key-00000000000000000000000000000000000', carol: 'sy_carol-rate-key-000000000000000000000000000000000', dave: 'sy_dave-rate-key-0000000000000000000000000000000000', erin: 'sy_erin-rate-key-0000000000000000000000000000000000', frank: 'sy_frank-rate-key-000000000000000000000000000000000' };
+const KEYS = { alice: 'sy_alice-rate-key-0000000000000000000000000000000', bob: 'sy_bob-rate-key-00000000000000000000000000000000000', carol: 'sy_carol-rate-key-000000000000000000000000000000000', dave: 'sy_dave-rate-key-0000000000000000000000000000000000', erin: 'sy_erin-rate-key-0000000000000000000000000000000000', frank: 'sy_frank-rate-key-000000000000000000000000000000000', grace: 'sy_grace-rate-key-000000000000000000000000000000000' };
 
 describe('rate limits', () => {
   let hub: HubProcess;
@@ -108,6 +108,21 @@ describe('rate limits', () => {
     expect((await add()).status).toBe(200);
     expect((await add('frank-add-over')).status).toBe(429);
     await expect.poll(() => row('frank-add-over')).toMatchObject({ principal: 'frank', outcome: 'denied', hub_name: 'modern__add', server: 'modern', error_code: 429, tool_group: 'mod' });
+  });
+
+  it("a legacy client's call with a stray requestState takes its tool's token as any call does", async () => {
+    // Only a modern retry goes on the call already counted; a legacy client has no round to retry.
+    const base = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${KEYS.grace}` };
+    const init = await post(hub.url, { jsonrpc: '2.0', id: 'g0', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'stray', version: '1' } } }, base);
+    expect(init.status).toBe(200);
+    const headers = { ...base, 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': '2025-11-25' };
+    await post(hub.url, { jsonrpc: '2.0', method: 'notifications/initialized' }, headers);
+    const add = (id: string) => post(hub.url, { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'modern__add', arguments: { a: 1, b: 1 }, requestState: 'not-a-retry' } }, headers);
+    expect((await add('g1')).status).toBe(200);
+    expect((await add('g2')).status).toBe(200);
+    const over = await add('grace-add-over');
+    expect(over.status).toBe(429);
+    await expect.poll(() => row('grace-add-over')).toMatchObject({ principal: 'grace', outcome: 'denied', hub_name: 'modern__add', error_code: 429 });
   });
 
   it('messages that are not JSON-RPC count against the limit too: a flood of them is refused with 429, not one row each', async () => {
