@@ -74,8 +74,9 @@ export function modernContext(req: Request, ex: Exchange, signal: Signal): CallC
  * cannot or does not answer ends (LegacySession.ask).
  */
 export function legacyContext(session: LegacySession, req: Request, ex: Exchange, signal: Signal, limits: { inputTimeoutMs?: number }, call?: Canceller): CallContext {
-  // A `_meta` that is no object (a string, an array) is none: copied key by key, the one
-  // forwarded upstream was {"0": "s", "1": "t", …}.
+  // A `_meta` that is no object (a string, an array) is refused before the request is served
+  // (legacy-meta.ts); its row, written with this context, reads it as none: copied key by key,
+  // it was {"0": "s", "1": "t", …}.
   const raw = req.params?._meta;
   const meta = isObj(raw) ? raw : undefined;
   const token = meta?.progressToken;

@@ -1,10 +1,12 @@
 /**
- * What a 2025-11-25 request's `_meta` must be before it is served. Little: a `_meta` that is no
- * object is read as none (call-context.ts), and its keys pass upstream as they are; but a
- * progressToken is echoed in every progress notification of the request, so one of a type no
- * ProgressToken has (the schema's is a string or a number) is refused rather than sent back in
- * notifications its client could not match. (The modern check, modern-envelope.ts, also
- * refuses a fraction: the SDKs read only integers, and that era's clients are new.)
+ * What a 2025-11-25 request's `_meta` must be before it is served: an object, as the schema has
+ * it in both eras (a modern request without one is refused too: it carries no version), and a
+ * progressToken, echoed in every progress notification of the request, of the schema's
+ * ProgressToken type: a string or an integer (schema.json of 2025-11-25 as of 2026-07-28; the
+ * SDKs read only integers). Anything else is -32602, as the modern check (modern-envelope.ts)
+ * answers: served, a `_meta` that is no object was silently none, and a token no client could
+ * match was sent back in its notifications. (The SDK v1 server answers neither: it drops the
+ * message as one its schema does not take, and its client is never answered.)
  */
 import { INVALID_PARAMS, RpcError } from '../protocol/errors.js';
 import { isObj, type Params } from '../protocol/jsonrpc.js';
@@ -12,7 +14,9 @@ import { isObj, type Params } from '../protocol/jsonrpc.js';
 /** The -32602 a legacy request's `_meta` earns, or null when it may be served. */
 export function legacyMetaProblem(params: Params | undefined): RpcError | null {
   const meta = params?._meta;
-  const token = isObj(meta) ? meta.progressToken : undefined;
-  if (token === undefined || typeof token === 'string' || typeof token === 'number') return null;
-  return new RpcError(INVALID_PARAMS, 'invalid _meta progressToken: a string or a number');
+  if (meta === undefined) return null;
+  if (!isObj(meta)) return new RpcError(INVALID_PARAMS, 'invalid _meta: must be an object');
+  const token = meta.progressToken;
+  if (token === undefined || typeof token === 'string' || Number.isSafeInteger(token)) return null;
+  return new RpcError(INVALID_PARAMS, 'invalid _meta progressToken: a string or an integer');
 }

@@ -104,15 +104,21 @@ describe.each(['modern', 'legacy'])('tools/call to a %s upstream', (id) => {
     expect((sentWith('bad-header')?._meta as Json).tracestate).toBeUndefined();
   });
 
-  it('forwards a legacy client’s _meta that is no object (a string, an array) as none, not as keys "0", "1", …', async () => {
+  it('refuses a legacy client’s _meta that is no object, or a progressToken that is no integer, with -32602, forwarding nothing', async () => {
+    // Both eras' schema: `_meta` is an object, a ProgressToken a string or an integer (the modern
+    // check refuses the same); read as none, or echoed back, they hid the client's mistake.
     const legacy = await legacySession(hub.url);
-    for (const [mark, meta] of [['string', 'str'], ['array', ['a', 'b']]] as const) {
-      expect((await legacy.call(`nm-${id}-${mark}`, 'tools/call', { name: `${id}__echo`, arguments: { mark }, _meta: meta })).status).toBe(200);
-      const sent = received(id).find((m) => ((m.params as Json).arguments as Json | undefined)?.mark === mark)?.params as Json | undefined;
-      const sentMeta = sent?._meta as Json;
-      expect(sentMeta.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
-      expect(Object.keys(sentMeta).filter((k) => /^\d+$/.test(k))).toEqual([]);
+    const odd: [string, unknown][] = [['string', 'str'], ['array', ['a', 'b']], ['null', null], ['fraction', { progressToken: 1.5 }], ['huge', { progressToken: 1e300 }]];
+    for (const [mark, meta] of odd) {
+      const a = await legacy.call(`nm-${id}-${mark}`, 'tools/call', { name: `${id}__echo`, arguments: { mark }, _meta: meta });
+      expect(a.status, mark).toBe(200);
+      expect(a.body?.error, mark).toMatchObject({ code: -32602, message: expect.stringMatching(/_meta/) });
     }
+    // A well-formed one after them still goes, and is the only one the upstream saw.
+    expect((await legacy.call(`nm-${id}-ok`, 'tools/call', { name: `${id}__echo`, arguments: { mark: 'ok' }, _meta: { progressToken: 7 } })).body?.result).toBeDefined();
+    const marks = received(id).map((m) => ((m.params as Json).arguments as Json | undefined)?.mark).filter((m) => m !== undefined);
+    expect(marks.filter((m) => odd.some(([k]) => k === m))).toEqual([]);
+    expect(marks).toContain('ok');
   });
 
   it("passes the upstream's progress notification on with its _meta, under the client's token", async () => {
