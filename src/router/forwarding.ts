@@ -167,6 +167,7 @@ export function callOptions(ctx: CallContext, server: ServerHandle, stop?: Signa
     timeoutMs: server.config.timeoutMs,
     onProgress: ctx.onProgress,
     onLog: ctx.onLog,
+    logScope: ctx.sessionKey,
     principal: ctx.principal,
     onServerRequest: ctx.askClient,
     onElicitationComplete: ctx.onElicitationComplete,

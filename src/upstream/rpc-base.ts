@@ -116,6 +116,8 @@ const HOLDS_OWN_SLOT = 8;
 
 type ListenSink = NonNullable<Pending['listen']>;
 
+const NO_CALLS: Pending[] = [];
+
 let tokenCounter = 0;
 /** Progress tokens unique across the hub process, so no two calls ever share one. */
 function nextToken(): string {
@@ -867,16 +869,21 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       return this.resolveCall(this.pending.get(Number(params.requestId))!, {});
     }
     if (msg.method === 'notifications/message') {
-      const p = this.logTarget(via);
-      if (p !== undefined) {
-        try {
-          // Without the related-task of a task the hub runs itself, as its questions go (relayedInput).
-          p.opts!.onLog!(redactLogMessage(relayedNotice(params)));
-        } catch (err) {
-          this.log.warn({ err: errMessage(err) }, 'log handler threw');
+      const targets = this.logTargets(via);
+      if (targets.length > 0) {
+        // Without the related-task of a task the hub runs itself, as its questions go (relayedInput).
+        const line = redactLogMessage(relayedNotice(params));
+        for (const p of targets) {
+          try {
+            p.opts!.onLog!(line);
+          } catch (err) {
+            this.log.warn({ err: errMessage(err) }, 'log handler threw');
+          }
         }
         return;
       }
+      if (via === undefined && this.servedFor === null)
+        this.log.debug({ lineLevel: params.level }, "a log line no call could be told as its own, on a connection that served several principals: relayed to no client");
     }
     this.emit('notification', { method: msg.method, params });
   }
@@ -911,33 +918,44 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   }
 
   /**
-   * Which call a `notifications/message` belongs to: the one whose answer stream carried it;
-   * on a modern connection the only call that asked for logs; on a legacy one (logging is
-   * session-wide) only a call that is alone in flight, and only while every call the connection
-   * carried was one principal's: a line about another user's earlier call (sent after its
-   * answer, or from work it started) must not reach whoever happens to call next. Anything
-   * else is not attributed.
+   * Which calls a `notifications/message` goes to: the one whose answer stream carried it; else
+   * the calls in flight that could be its own (on a modern connection those that asked for
+   * logs; on a legacy one, where logging is session-wide, every caller's call). A line about
+   * another user's call (sent after its answer, or from work it started) must not reach whoever
+   * happens to call next, so with other principals' calls once carried on the connection a
+   * line goes to a lone call only (modern), or to none (legacy). While it has carried one
+   * principal's calls alone, the line is that principal's whichever call it is about: it goes to
+   * each of those in flight, once per legacy session (logScope), as a legacy server's session-wide
+   * line goes to its one client; dropped, a server's lines vanished whenever its calls overlapped.
    */
-  private logTarget(via: Pending | undefined): Pending | undefined {
-    if (via !== undefined) return this.isPending(via) && via.opts?.onLog ? via : undefined;
-    let found: Pending | undefined;
-    if (this._era === MODERN) {
-      for (const p of this.pending.values()) {
-        if (p.opts?.logLevel === undefined) continue;
-        if (found) return undefined;
-        found = p;
-      }
-    } else {
-      if (this.servedFor === null) return undefined;
+  private logTargets(via: Pending | undefined): Pending[] {
+    if (via !== undefined) return this.isPending(via) && via.opts?.onLog ? [via] : NO_CALLS;
+    const modern = this._era === MODERN;
+    if (!modern && this.servedFor === null) return NO_CALLS;
+    let found: Pending[] | undefined;
+    let lone: Pending | undefined;
+    for (const p of this.pending.values()) {
       // The hub's own requests (a health check's ping, a list) are no calls a line could be about:
       // a server busy with a call answers a ping sent meanwhile after it, so one waits at its end.
-      for (const p of this.pending.values()) {
-        if (p.internal || p.listen || hubsOwn(p)) continue;
-        if (found) return undefined;
-        found = p;
+      if (modern ? p.opts?.logLevel === undefined : p.internal || p.listen || hubsOwn(p)) continue;
+      if (lone === undefined) {
+        lone = p;
+        continue;
       }
+      if (typeof this.servedFor !== 'string') return NO_CALLS;
+      found ??= [lone];
+      found.push(p);
     }
-    return found?.opts?.onLog ? found : undefined;
+    if (found === undefined) return lone?.opts?.onLog ? [lone] : NO_CALLS;
+    const scopes = new Set<string>();
+    return found.filter((p) => {
+      if (!p.opts?.onLog) return false;
+      const scope = p.opts.logScope;
+      if (scope === undefined) return true;
+      if (scopes.has(scope)) return false;
+      scopes.add(scope);
+      return true;
+    });
   }
 }
 

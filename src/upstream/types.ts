@@ -130,6 +130,11 @@ export interface CallOptions {
   meta?: Record<string, unknown>;
   /** Modern: stamped as io.modelcontextprotocol/logLevel. */
   logLevel?: LoggingLevel;
+  /**
+   * Where onLog's lines go, when that is shared by other calls: a legacy session's id (its log
+   * lines are session-wide). A line relayed to several calls goes once to each scope.
+   */
+  logScope?: string;
   /** Told the progress token this request goes out with (a task's tools/call: see progressToken). */
   onToken?: (token: string) => void;
   /**

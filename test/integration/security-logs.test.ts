@@ -55,6 +55,8 @@ describe('session-wide log lines of a legacy upstream', () => {
     // And from now on nobody's lone call gets an unattributed line (two principals were served).
     expect(await bob(2, 'late__log_later', { text: 'bob-2', delay: 600 })).toEqual([]);
     expect(await alice(4, 'late__wait', { ms: 1200 })).toEqual([]);
+    // The hub's log says a line went to no client, and why (its text is the server's: not there).
+    expect(hub.logs.some((l) => l.includes('relayed to no client') && !l.includes('after:'))).toBe(true);
   }, 30_000);
 });
 
