@@ -77,6 +77,8 @@ export class InputCollector implements FirstRow {
   private next = 0;
   /** How many times the upstream asked (a question, or one the client lacks the capability for): see gather. */
   asks = 0;
+  /** The call's upstream's Upstream.caughtUp, where it has one: see gather. */
+  caughtUp: (() => Promise<unknown> | undefined) | undefined;
   /** Set when the upstream asked for something the client did not declare. */
   missing: Record<string, unknown> | undefined;
   /**
@@ -243,17 +245,32 @@ export class InputCollector implements FirstRow {
 const GATHER_QUIET_MS = 1;
 /** The longest the first question waits for others: an upstream asking on and on is not waited for. */
 const GATHER_MAX_MS = 5;
+/** The longest the first question waits for an upstream's word that it is caught up (its ping's answer). */
+const CAUGHT_UP_MAX_MS = 50;
 
 /**
  * Requests that an upstream makes together travel together, in one `input_required`. Those
  * its frames already read carry are in after one turn of the event loop (setImmediate); but a
  * legacy server asking three at once writes three frames, and a loaded machine can run the hub
  * between them (the hub read the first alone in one run in ten to five: the client was asked the
- * rest in a second round). So then: until no question came for GATHER_QUIET_MS, at most
- * GATHER_MAX_MS from the first. The usual single question waits one quiet spell more.
+ * rest in a second round). Where the upstream can say it is caught up (a legacy stdio process
+ * answers a ping after all it wrote before reading it: Upstream.caughtUp), that is waited for,
+ * at most CAUGHT_UP_MAX_MS: questions asked in one turn of the server, however far apart its
+ * frames, are then all in. Elsewhere (HTTP, whose streams keep no order with each other): until
+ * no question came for GATHER_QUIET_MS, at most GATHER_MAX_MS from the first. The usual single
+ * question waits a ping's round trip, or one quiet spell, more.
  */
 async function gather(collector: InputCollector): Promise<void> {
   await new Promise((r) => setImmediate(r));
+  const caughtUp = collector.caughtUp?.();
+  if (caughtUp) {
+    const cap = new AbortController();
+    await Promise.race([caughtUp, sleep(CAUGHT_UP_MAX_MS, undefined, { signal: cap.signal }).catch(() => undefined)]);
+    cap.abort();
+    // Its answer was read after the frames before it; what they started settles in this turn.
+    await new Promise((r) => setImmediate(r));
+    return;
+  }
   const until = monotonicNow() + GATHER_MAX_MS;
   let seen: number;
   do {

@@ -51,6 +51,17 @@ export class StdioUpstream extends HandshakingUpstream {
   }
 
   /**
+   * A ping: one pipe each way, in order, so its answer comes after whatever the process wrote
+   * before it read the ping. A single-threaded server (the SDKs') reads it only once the turn
+   * that wrote its questions is over, so every question asked in that turn is in first. Its
+   * error (a timeout, the process gone) settles it too; the caller bounds the wait.
+   */
+  caughtUp(): Promise<unknown> | undefined {
+    if (this._era !== LEGACY || this._state !== 'ready') return undefined;
+    return this.call('ping', {}, undefined, true).catch(() => undefined);
+  }
+
+  /**
    * A process that is alive but answers nothing (hung, or no longer reading its stdin) would
    * be shown ready for good, each call to it waiting out its whole timeout, and nothing would
    * ever restart it. Silent for `healthCheckMs` (nothing at all heard from it, calls in flight

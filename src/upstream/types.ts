@@ -199,6 +199,13 @@ export interface Upstream extends EventEmitter {
   request(method: string, params: Record<string, unknown>, opts?: CallOptions): Promise<Record<string, unknown>>;
   notify(method: string, params?: Record<string, unknown>): void;
   /**
+   * Settles once every message the upstream wrote before it read what the hub sends now has
+   * been read here: where one connection carries both ways in order (a legacy stdio process,
+   * which answers a ping after what it wrote before reading it). Undefined where nothing can
+   * tell (HTTP, whose streams are not ordered with each other; a modern server, never pinged).
+   */
+  caughtUp?(): Promise<unknown> | undefined;
+  /**
    * A client of `principal` said its roots changed (a legacy `notifications/roots/list_changed`):
    * passed on to a legacy server whose calls on this connection were that principal's alone, and
    * `ask` (that client) answers its `roots/list` sent outside any call from now on. False when

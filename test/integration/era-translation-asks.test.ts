@@ -89,6 +89,31 @@ describe('a modern client asked three at once by a legacy stdio upstream', () =>
   });
 });
 
+// Questions a legacy stdio server asks in one turn of its event loop may still come far apart
+// (work between them: ask_apart spends 30 ms): no quiet spell tells the hub the server is done,
+// but the server answers a ping only after that turn, so its answer does (Upstream.caughtUp).
+describe('a modern client asked two things in one turn, 30 ms apart, by a legacy stdio upstream', () => {
+  it('is asked both in one round', async () => {
+    let posts = 0;
+    const counting: typeof fetch = (input, init) => {
+      if (new Headers(init?.headers).get('mcp-method') === 'tools/call') posts++;
+      return fetch(input, init);
+    };
+    const user = await modernUser(hub.url, 'apart-la', counting);
+    try {
+      for (let i = 0; i < 3; i++) {
+        posts = 0;
+        const r = await user.callTool('la__ask_apart', { who: 'la' });
+        expect(textOf(r)).toBe('e=accept:{"name":"apart-la"} s=hi from apart-la');
+        // The first request and one retry.
+        expect(posts, `run ${i}`).toBe(2);
+      }
+    } finally {
+      await user.close();
+    }
+  });
+});
+
 let nextId = 1;
 
 /** A modern tools/call whose client declared elicitation, sampling and roots, with `meta` added. */
