@@ -883,7 +883,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
         return;
       }
       if (via === undefined && this.servedFor === null)
-        this.log.debug({ lineLevel: params.level }, "a log line no call could be told as its own, on a connection that served several principals: relayed to no client");
+        this.log.debug({ lineLevel: typeof params.level === 'string' ? params.level.slice(0, 16) : undefined }, "a log line no call could be told as its own, on a connection that served several principals: relayed to no client");
     }
     this.emit('notification', { method: msg.method, params });
   }
