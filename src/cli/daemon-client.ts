@@ -67,11 +67,7 @@ export async function withDaemon(command: string, work: () => Promise<void>): Pr
   }
 }
 
-/**
- * `--url` that is no http(s) URL, a `--config` that is not there, an option value out of its
- * range (`start --port`, `servers restart --timeout`): the command says so in one line (exit 2).
- */
-export class BadUrlError extends Error {}
+import { UsageError } from './usage-error.js';
 
 /** The name `--config` has when it is not given. */
 const DEFAULT_CONFIG = 'hub.config.json';
@@ -105,11 +101,11 @@ export function daemonBase(url: string | undefined, configFile: string): string 
       const path = resolve(url.slice(UNIX_BASE.length));
       // A connect cuts a longer path short and finds nothing there: "no daemon", wrongly.
       const long = socketPathProblem(path);
-      if (long) throw new BadUrlError(`--url: ${long}`);
+      if (long) throw new UsageError(`--url: ${long}`);
       return UNIX_BASE + path;
     }
     const u = httpUrl(url);
-    if (!u) throw new BadUrlError(`--url must be an http(s) URL such as http://127.0.0.1:7410 (or unix: and the admin socket's path), got ${JSON.stringify(url)}`);
+    if (!u) throw new UsageError(`--url must be an http(s) URL such as http://127.0.0.1:7410 (or unix: and the admin socket's path), got ${JSON.stringify(url)}`);
     return u.origin;
   }
   let host = '127.0.0.1';
@@ -118,7 +114,7 @@ export function daemonBase(url: string | undefined, configFile: string): string 
   // A file named on purpose and not there is a typo: knocking on the default address instead
   // would say "no daemon" (or reach another one).
   if (!existsSync(file) && configFile !== DEFAULT_CONFIG)
-    throw new BadUrlError(`${configFile}: no such config file: give the config the daemon runs with, or its address with --url`);
+    throw new UsageError(`${configFile}: no such config file: give the config the daemon runs with, or its address with --url`);
   if (existsSync(file)) {
     try {
       // As the daemon reads it (a byte-order mark is no reason to knock on another daemon's port).

@@ -6,7 +6,7 @@
  * as `keys add --scope`) are left alone.
  */
 import type { Options } from 'yargs';
-import { BadUrlError } from './daemon-client.js';
+import { UsageError } from './usage-error.js';
 
 /** The options as yargs describes them to a check: which take arrays, and each one's aliases. */
 type Described = { array: string[]; alias: Record<string, string[]> };
@@ -23,7 +23,7 @@ export function givenOnce(argv: Record<string, unknown>, options: Options | Desc
   const repeatable = new Set(described.array ?? []);
   for (const [key, value] of Object.entries(argv)) {
     if (key === '_' || key === '$0' || !Array.isArray(value) || repeatable.has(key)) continue;
-    throw new BadUrlError(`${optionName(key, described)} is given twice: give it once`);
+    throw new UsageError(`${optionName(key, described)} is given twice: give it once`);
   }
   return true;
 }
@@ -37,7 +37,7 @@ export function givenOnce(argv: Record<string, unknown>, options: Options | Desc
  */
 export function notEmpty(options: readonly (readonly [name: string, give: string])[]): (argv: Record<string, unknown>) => true {
   return (argv) => {
-    for (const [key, give] of options) if (argv[key] === '') throw new BadUrlError(`--${key} is empty: ${give}`);
+    for (const [key, give] of options) if (argv[key] === '') throw new UsageError(`--${key} is empty: ${give}`);
     return true;
   };
 }
@@ -99,8 +99,8 @@ export function noEmptyNumber(raw: readonly string[]): (argv: Record<string, unk
     const numbers = new Set(described.number ?? []);
     for (const { name, value } of typedOptions(raw)) {
       if (!isOf(numbers, name)) continue;
-      if (value === '') throw new BadUrlError(`${optionName(name, described)} is empty: give a number, or leave the option out (an unset variable in a script?)`);
-      if (valueLeftOut(value)) throw new BadUrlError(`${optionName(name, described)} needs a number after it: give one, or leave the option out`);
+      if (value === '') throw new UsageError(`${optionName(name, described)} is empty: give a number, or leave the option out (an unset variable in a script?)`);
+      if (valueLeftOut(value)) throw new UsageError(`${optionName(name, described)} needs a number after it: give one, or leave the option out`);
     }
     return true;
   };
@@ -125,7 +125,7 @@ export function noMissingText(raw: readonly string[]): (argv: Record<string, unk
       const own = optionName(name, described).replace(/^--?/, '');
       const fallback = described.default?.[own];
       if (typeof fallback !== 'string' || Object.hasOwn(described.narg ?? {}, own)) continue;
-      throw new BadUrlError(`${optionName(name, described)} needs a value after it: give one, or leave the option out for the default, ${fallback}`);
+      throw new UsageError(`${optionName(name, described)} needs a value after it: give one, or leave the option out for the default, ${fallback}`);
     }
     return true;
   };

@@ -19,7 +19,8 @@ import { restartAnswer } from './admin-answers.js';
 import { postJson } from './admin-request.js';
 import { loadConfigOrExit } from './config-or-exit.js';
 import { configuredServer } from '../config/load.js';
-import { BadUrlError, NoDaemonError, daemonBase } from './daemon-client.js';
+import { NoDaemonError, daemonBase } from './daemon-client.js';
+import { UsageError } from './usage-error.js';
 import { notEmpty } from './given-once.js';
 import { fail, say } from './said.js';
 import { oauthTokenFile } from '../paths.js';
@@ -104,7 +105,7 @@ const loginCommand: CommandModule<object, LoginArgs> = {
       })
       .option('url', { type: 'string', describe: 'A running daemon to tell of the new login, e.g. http://127.0.0.1:7410 (default: from the config)' })
       .check((a) => {
-        if (!(typeof a.timeout === 'number' && a.timeout > 0)) throw new BadUrlError('--timeout must be a number of seconds above 0');
+        if (!(typeof a.timeout === 'number' && a.timeout > 0)) throw new UsageError('--timeout must be a number of seconds above 0');
         return true;
       })
       // `--opener "$OPENER"` unset (or --opener with nothing after it) ran an empty shell command:

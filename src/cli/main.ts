@@ -6,9 +6,8 @@ import { packageRoot } from '../paths.js';
 import { givenOnce, noEmptyNumber, noEmptyPath, noMissingText } from './given-once.js';
 import { keepQuotedValues } from './quoted-values.js';
 import { commandNeeded, NoCommandGiven } from './command-needed.js';
-import { BadUrlError } from './daemon-client.js';
 import { endQuietlyWhenReaderGoes } from './broken-pipe.js';
-import { usageErrorLine, type FailedCommand } from './usage-error.js';
+import { UsageError, usageErrorLine, type FailedCommand } from './usage-error.js';
 
 /**
  * The command as typed (`ledger keys`, `servers restart`), once yargs has found it: an error of
@@ -65,8 +64,8 @@ cli
   .check(commandNeeded(1, 'Give a command; see --help.'))
   .help()
   .fail((msg, err, y) => {
-    // A bad --url is the user's to fix: one line, not the help and a stack.
-    if (err instanceof BadUrlError) {
+    // A usage error a command found (a bad --url, an option out of range): one line, not the help and a stack.
+    if (err instanceof UsageError) {
       process.stderr.write(said(err.message));
       process.exit(2);
     }

@@ -4,7 +4,8 @@ import type { Argv, CommandModule } from 'yargs';
 import { errorWithStderr, type ServerView } from '../downstream/admin-views.js';
 import { restartAnswer, serversAnswer, toolsAnswer } from './admin-answers.js';
 import { getJson, olderDaemon, postJson } from './admin-request.js';
-import { BadUrlError, daemonBase, daemonOptions, withDaemon, type DaemonArgs } from './daemon-client.js';
+import { daemonBase, daemonOptions, withDaemon, type DaemonArgs } from './daemon-client.js';
+import { UsageError } from './usage-error.js';
 import { monotonicNow } from '../monotonic.js';
 
 type ServersArgs = DaemonArgs;
@@ -96,7 +97,7 @@ export async function untilSettled(poll: () => Promise<ServerView | undefined>, 
 function checkTimeout(value: unknown): void {
   if (typeof value === 'number' && Number.isFinite(value) && value > 0) return;
   const shown = typeof value === 'number' && !Number.isNaN(value) ? `not ${value}` : 'not a number';
-  throw new BadUrlError(`--timeout must be a number of seconds above 0 (${shown}); --no-wait returns at once`);
+  throw new UsageError(`--timeout must be a number of seconds above 0 (${shown}); --no-wait returns at once`);
 }
 
 const restartCommand: CommandModule<ServersArgs, RestartArgs> = {
@@ -109,7 +110,7 @@ const restartCommand: CommandModule<ServersArgs, RestartArgs> = {
       .option('timeout', { type: 'number', default: 30, describe: 'Seconds to wait' })
       .check((a) => {
         // "" would be asked of /admin/servers//restart, which no hub serves: not another program's fault.
-        if (a.id === '') throw new BadUrlError('the server id is empty: give one as `switchyard servers` shows it');
+        if (a.id === '') throw new UsageError('the server id is empty: give one as `switchyard servers` shows it');
         checkTimeout(a.timeout);
         return true;
       }) as unknown as Argv<RestartArgs>,

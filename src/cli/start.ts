@@ -6,7 +6,7 @@ import { configText, watchConfig } from '../config/watch.js';
 import { AdminSocketError } from '../downstream/admin-socket.js';
 import { Hub } from '../hub.js';
 import { consoleToStderr, createLogger, redactLogText } from '../log.js';
-import { BadUrlError } from './daemon-client.js';
+import { UsageError } from './usage-error.js';
 import { gcAdvice, usableCpus } from './gc-advice.js';
 import { LedgerLockError, ledgerTrouble, lockLedger } from './ledger-lock.js';
 import { ServeSignals } from './serve-signals.js';
@@ -32,7 +32,7 @@ export const startCommand: CommandModule<object, StartArgs> = {
         // As typed (yargs made "abc" NaN).
         const i = process.argv.findIndex((x) => x === '--port' || x === '-p' || x.startsWith('--port='));
         const typed = i < 0 ? String(a.port) : process.argv[i]!.startsWith('--port=') ? process.argv[i]!.slice(7) : (process.argv[i + 1] ?? '');
-        throw new BadUrlError(`--port must be a whole number from 0 to 65535, got ${JSON.stringify(typed)}`);
+        throw new UsageError(`--port must be a whole number from 0 to 65535, got ${JSON.stringify(typed)}`);
       }) as Argv<StartArgs>,
   handler: async (argv) => {
     consoleToStderr(); // before any plugin loads

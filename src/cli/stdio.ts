@@ -11,7 +11,7 @@ import { lastFlush } from './last-flush.js';
 import { ServeSignals } from './serve-signals.js';
 import { whenEndedEmpty } from './stdin-gone.js';
 import { refuseRead } from './refuse-read.js';
-import { BadUrlError } from './daemon-client.js';
+import { UsageError } from './usage-error.js';
 import { monotonicNow } from '../monotonic.js';
 
 /** listen.maxBodyBytes's default (the config schema's), for the lines read before a config is loaded. */
@@ -34,7 +34,7 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
       // Not a number (`--ledger-wait-ms 10s`: NaN) was a wait that never ran out.
       .check((a) => {
         const ms = a['ledger-wait-ms'] as number;
-        if (!(Number.isFinite(ms) && ms >= 0)) throw new BadUrlError('--ledger-wait-ms must be a number of milliseconds, 0 or more');
+        if (!(Number.isFinite(ms) && ms >= 0)) throw new UsageError('--ledger-wait-ms must be a number of milliseconds, 0 or more');
         return true;
       }) as Argv<StdioArgs>,
   handler: async (argv) => {

@@ -5,6 +5,13 @@
  * the bottom, and that line named `--bogus` as "bogus" and a mistyped command as an "argument".
  */
 
+/**
+ * A usage error a command finds itself: `--url` that is no http(s) URL, a `--config` that is not
+ * there, an option value out of its range (`start --port`, `servers restart --timeout`), an
+ * option given twice or empty. The command says so in one line (exit 2), as yargs' own are.
+ */
+export class UsageError extends Error {}
+
 /** What the failing command is, as yargs knew it when it failed. */
 export interface FailedCommand {
   /** The commands as typed, parent first (`['ledger', 'query']`); empty at the top. */
