@@ -179,6 +179,27 @@ export class Ingester {
     });
   }
 
+  /**
+   * Ends a thread that has not opened the database yet at once, rather than after its start
+   * (65–72 ms of an idle ledger's close, most of it the thread's own start-up: a hub stopped
+   * before any call, a one-shot `switchyard stdio`). Resolves true once it is gone: it has
+   * committed nothing of what it was handed, or perhaps some of it (it opened meanwhile), and
+   * the caller applies all of it from the pending files, as a start does. False when the thread
+   * had opened (or is gone): stop() it as usual. Cut short while it works, it leaves no
+   * transaction behind: better-sqlite3 closes a thread's connections as the thread ends, and
+   * SQLite rolls back what was not committed.
+   */
+  cutShort(): Promise<boolean> {
+    if (this.gone || this.stopping || Atomics.load(this.shared, 1) !== 0) return Promise.resolve(false);
+    const worker = this.worker;
+    this.stopping = new Promise<void>((resolve) => {
+      clearTimeout(this.restartTimer);
+      worker.once('exit', () => resolve());
+    });
+    void worker.terminate();
+    return this.stopping.then(() => true);
+  }
+
   /** Ends the thread once it has committed what it holds; resolves when it is gone. */
   stop(): Promise<void> {
     this.stopping ??= new Promise<void>((resolve) => {

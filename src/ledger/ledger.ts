@@ -155,6 +155,8 @@ export class Ledger {
   /** The last head logged (logHead). */
   private headLogged: string | null = null;
   private readonly pending: PendingFiles;
+  /** The path the pending files are named by (the database file's real path). */
+  private readonly files: string;
   private readonly ingester: Ingester;
   /**
    * Lines written (or refused by a full disk) since the last hand-over, in order; '' for a
@@ -224,7 +226,7 @@ export class Ledger {
 
     // Named by the file's real path, as its lock is: a hub reaching it through a symlink finds
     // what one that used another spelling of its path left behind.
-    const files = realLedgerPath(db.name);
+    const files = (this.files = realLedgerPath(db.name));
     this.replay(files);
     if (files !== db.name) this.replayOldNames(db.name);
     this.recover(now());
@@ -555,8 +557,12 @@ export class Ledger {
     clearInterval(this.purgeTimer);
     clearInterval(this.headTimer);
     this.ingest(true);
-    const ingested = await this.whenIngested();
-    await this.ingester.stop();
+    let ingested: boolean;
+    if (await this.ingester.cutShort()) ingested = this.applyLeft();
+    else {
+      ingested = await this.whenIngested();
+      await this.ingester.stop();
+    }
     this.logHead();
     this.idempotency.close();
     this.pins.close();
@@ -565,6 +571,23 @@ export class Ledger {
     this.pending.close(ingested);
     // The thread's connection went first, so closing this one (the last) folds the WAL in.
     this.db.close();
+  }
+
+  /**
+   * For close(), when the ingest thread was ended before it opened the database (cutShort):
+   * what it was handed goes into SQLite here, from the pending files, as at a start (rows it
+   * committed after all are skipped). A close soon after the open (an idle hub's stop) so no
+   * longer waits for the thread's start. False when SQLite refused them: they stay for the
+   * next start.
+   */
+  private applyLeft(): boolean {
+    const records = PendingFiles.read(this.files) as PendingRecord[];
+    if (records.length === 0) return true;
+    const applier = new AuditApplier(this.db, this.log);
+    applier.take(records);
+    if (applier.flush(true)) return true;
+    this.log.warn('ledger: SQLite did not take the last rows before the stop; those in the pending files go in at the next start');
+    return false;
   }
 
   /** For close(): whether every batch handed over is committed, waited for as CLOSE_REFUSED_MS says. */
