@@ -959,8 +959,10 @@ export class Hub implements HubCore {
   /**
    * A call whose idempotency key's call has ended is answered from the key before anything else
    * (README): a server down or starting now does not undo a call that ran and whose answer is kept.
+   * Asked only on the way to a refusal or a wait; a promise only for a tool group's client whose
+   * tool the hub's tools list does not hold yet (ToolCall.keyEnded).
    */
-  private answeredFromKey(method: string, params: Record<string, unknown>, ctx: CallContext): boolean {
+  private answeredFromKey(method: string, params: Record<string, unknown>, ctx: CallContext): boolean | Promise<boolean> {
     return method === 'tools/call' && ctx.idempotencyKey !== undefined && this.router.keyEnded(params, ctx);
   }
 
@@ -984,7 +986,7 @@ export class Hub implements HubCore {
       }
       // Only when a server has failMode "closed": the usual hub has none, and its calls look at no server here.
       const down = this.handles.anyFailClosed ? failClosedBlocker(this.handles.values()) : undefined;
-      if (down && !this.answeredFromKey(method, params, ctx)) {
+      if (down && !(await this.answeredFromKey(method, params, ctx))) {
         // A tool group's client is not told of a server its group does not show (for a key limited to groups, a boundary).
         const shown = this.catalog.groups.showsServer(ctx.group, down.server);
         // Its row names its tool's server, as a rate limit's does (withToolServer): the message names the blocker.
@@ -1000,21 +1002,21 @@ export class Hub implements HubCore {
       // (hub/first-start.ts), then is routed as any (unknown if the server does not show the tool).
       const starting = h ? (onFirstAttempt(h) ? [h] : []) : this.firstStarting(params.name, ctx);
       let waited = false;
-      if (starting.length > 0 && !this.answeredFromKey(method, params, ctx)) {
+      if (starting.length > 0 && !(await this.answeredFromKey(method, params, ctx))) {
         waited = true;
         await this.firstStarts(method, params.name, starting, ctx);
       }
       // A modern client's retry (the user answered its round) to a server restarting after a crash: a short wait for it (hub/back-soon.ts).
       // isRetry first: the connection's lookup is paid by retries alone, not by every call.
       const used = h && isRetry(params, ctx) ? this.usedBy(h, ctx) : undefined;
-      if (h && used && backSoon(used) && !this.answeredFromKey(method, params, ctx)) {
+      if (h && used && backSoon(used) && !(await this.answeredFromKey(method, params, ctx))) {
         waited = true;
         await this.backWithin(h, used, ctx);
       }
       if (waited) await this.endedWhileWaiting(method, params, ctx, h);
       // A tool of a server that is down is not listed any more, but it is not unknown either.
       // Not when the caller's own connection to it is ready (standsAlone): it needs nothing of the server's main one.
-      if (h && h.upstream.state !== 'ready' && !this.ownReady(h, ctx.principal) && !this.answeredFromKey(method, params, ctx)) return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
+      if (h && h.upstream.state !== 'ready' && !this.ownReady(h, ctx.principal) && !(await this.answeredFromKey(method, params, ctx))) return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
     } else {
       // A prompt names its server as a tool does; so does the completion of a prompt's argument.
       const prompt = promptNamed(method, params);

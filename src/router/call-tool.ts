@@ -79,9 +79,12 @@ export class ToolCall {
 
   /**
    * Whether this call's idempotency key belongs to a call that has ended (its answer or a refusal
-   * is kept), so the call is answered from it whatever the state of its server now. Claims nothing.
+   * is kept), so the call is answered from it whatever the state of its server now: for a tool
+   * group's client, when its group shows the tool (showsTool). Claims nothing. Synchronous but
+   * for such a key of a group's client whose tool the hub's last built list does not hold (a
+   * fresh hub builds it in the background): its route is looked up then, as the call's would be.
    */
-  keyEnded(params: Result, ctx: CallContext): boolean {
+  keyEnded(params: Result, ctx: CallContext): boolean | Promise<boolean> {
     const key = ctx.idempotencyKey;
     if (!key || typeof params.name !== 'string' || ctx.idempotencyClash !== undefined) return false;
     let hash: string;
@@ -90,8 +93,8 @@ export class ToolCall {
     } catch {
       return false; // too deep to hash: refused as such by call()
     }
-    if (ctx.group !== undefined && !this.groupHas(params.name, viewOf(ctx))) return false;
-    return endedKey(this.ledger.idempotency, keyOwner(ctx), key, params.name, hash) !== undefined;
+    if (endedKey(this.ledger.idempotency, keyOwner(ctx), key, params.name, hash) === undefined) return false;
+    return this.showsTool(params.name, ctx);
   }
 
   /**
@@ -99,25 +102,25 @@ export class ToolCall {
    * would show it once back. A key is its principal's on this endpoint, but the group may hide its
    * tool now (a reload), or the key was kept before keys were scoped to endpoints (every endpoint
    * reads such a key): the answer kept for a tool the group hides is not for the group's clients
-   * (nor its name: namesTool).
+   * (nor its name: showsTool).
    */
   private groupHas(hubName: string, view: View): boolean {
     return this.catalog.knownTool(hubName, view) !== undefined || this.catalog.downItem('tools', hubName, view) !== undefined;
   }
 
   /**
-   * Whether a refusal of this caller's key may name a tool (the key was used for it): any caller
-   * but a tool group's client, which is told only of a tool its group shows (groupHas). The hub's
-   * tools list may not hold it (on a fresh hub the first calls are routed by their server's list
-   * alone, the list built in the background), so the name is then routed for this view as a call
-   * by it would be. Asked only for such a refusal.
+   * Whether this caller may be told of a tool from a key (its kept answer, keyEnded; a refusal
+   * naming the tool the key was used for): any caller but a tool group's client, which is told
+   * only of a tool its group shows (groupHas). The hub's tools list may not hold it (on a fresh
+   * hub the first calls are routed by their server's list alone, the list built in the
+   * background), so the name is then routed for this view as a call by it would be. Asked only
+   * for a key whose call has ended: a call without one never waits for it.
    */
-  private async namesTool(hubName: string, ctx: CallContext): Promise<boolean> {
+  private showsTool(hubName: string, ctx: CallContext): boolean | Promise<boolean> {
     if (ctx.group === undefined) return true;
     const view = viewOf(ctx);
     if (this.groupHas(hubName, view)) return true;
-    const routed = await unlessAborted(() => this.catalog.resolveTool(hubName, view).catch(() => undefined), ctx.signal, () => undefined);
-    return routed !== undefined;
+    return unlessAborted(() => this.catalog.resolveTool(hubName, view).then((r) => r !== undefined, () => false), ctx.signal, () => false);
   }
 
   /**
@@ -141,7 +144,7 @@ export class ToolCall {
       if ('error' in a) throw error as RpcError;
       return a.result;
     }
-    const refusal = 'refusal' in settled ? settled.refusal : usedForRefusal(settled, await this.namesTool(settled.usedFor, ctx));
+    const refusal = 'refusal' in settled ? settled.refusal : usedForRefusal(settled, await this.showsTool(settled.usedFor, ctx));
     await end({ outcome: 'denied', errorKind: 'policy', errorMessage: refusal, latencyMs: 0 });
     return toolErrorResult(refusal);
   }

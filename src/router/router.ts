@@ -108,7 +108,7 @@ export class Router {
   private readonly paged = new PagedLists();
 
   /** A tools/call whose idempotency key's call has ended: answered from the key, whatever its server's state (ToolCall.keyEnded). */
-  keyEnded(params: Record<string, unknown>, ctx: CallContext): boolean {
+  keyEnded(params: Record<string, unknown>, ctx: CallContext): boolean | Promise<boolean> {
     return this.tools.keyEnded(params, ctx);
   }
 

@@ -1,0 +1,77 @@
+/**
+ * A keyed tools/call on a tool group's endpoint (`/mcp/<group>`) whose call ran before the hub
+ * restarted (its answer kept in the persistent ledger) is answered from the key on the fresh hub
+ * as on `/mcp`, though a failMode "closed" server is down now: the group shows the tool, by its
+ * server's list, while the hub's own tools list is not built yet (`slow`'s tools/list held by its
+ * gate file). A tool the group does not show gets no kept answer there. Real hub processes, the
+ * mutable fixture upstream, raw modern requests.
+ */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { nodeServer, startHub } from '../helpers/hub-process.js';
+import { firstText, modernBody, modernHeaders, modernMeta, post, waitForReady, type Json } from '../helpers/wire.js';
+import { tmp } from './catalog-helpers.js';
+
+const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
+
+describe('a keyed call on a group endpoint of a restarted hub, a failMode "closed" server down', () => {
+  it('gets its kept answer where the group shows the tool, as on /mcp; not where the group hides it', async () => {
+    const dir = tmp();
+    const [gate, slowStats] = [join(dir, 'slow-gate'), join(dir, 'slow-stats.json')];
+    const keyed = async (url: string, id: string, name: string, args: Json, key: string) => {
+      const r = await post(url, modernBody(id, 'tools/call', { name, arguments: args }, { ...modernMeta(), 'dev.switchyard/idempotency-key': key }), modernHeaders('tools/call', name));
+      return r.body?.error ? `error: ${JSON.stringify(r.body.error)}` : String(firstText(r.body?.result));
+    };
+    const first = await startHub(
+      {
+        groups: { mine: { servers: ['m', 'slow'], tools: ['m__echo', 'm__add'] } },
+        servers: {
+          m: nodeServer(MUTABLE, [], { ERA: 'modern', TAG: ' (first)' }),
+          slow: nodeServer(MUTABLE, [], { ERA: 'modern' }),
+          guard: { ...nodeServer(MUTABLE, [], { ERA: 'modern' }), failMode: 'closed' },
+        },
+      },
+      { dir },
+    );
+    let mine = first.url.replace(/\/mcp$/, '/mcp/mine');
+    try {
+      await waitForReady(first.url, ['m', 'slow', 'guard']);
+      expect(await keyed(mine, 'a1', 'm__echo', { text: 'a' }, 'k')).toBe('echo:a (first)');
+      expect(await keyed(first.url, 'a2', 'm__echo', { text: 'a' }, 'k')).toBe('echo:a (first)');
+      expect(await keyed(mine, 'a3', 'm__add', { a: 1, b: 2 }, 'hidden')).toBe('3');
+    } finally {
+      await first.stop();
+    }
+    // The fresh hub: guard cannot start, slow's tools/list is held (so no tools list of the hub's
+    // is built), and the group no longer shows m__add.
+    const hub = await startHub(
+      {
+        groups: { mine: { servers: ['m', 'slow'], tools: ['m__echo'] } },
+        servers: {
+          m: nodeServer(MUTABLE, [], { ERA: 'modern', TAG: ' (second)' }),
+          slow: nodeServer(MUTABLE, [], { ERA: 'modern', LIST_GATE: gate, STATS_FILE: slowStats }),
+          guard: { command: process.execPath, args: ['-e', 'process.exit(3)'], failMode: 'closed' },
+        },
+      },
+      { dir },
+    );
+    mine = hub.url.replace(/\/mcp$/, '/mcp/mine');
+    try {
+      await waitForReady(hub.url, ['m', 'slow']);
+      await expect.poll(() => (existsSync(slowStats) ? (JSON.parse(readFileSync(slowStats, 'utf8')) as Json)['tools/list'] : 0), { timeout: 10_000, interval: 20 }).toBe(1);
+      // A new call is refused: guard is down.
+      expect(await keyed(mine, 'b0', 'm__echo', { text: 'new' }, 'k-new')).toMatch(/failMode "closed"/);
+      // On /mcp the kept answer.
+      expect(await keyed(hub.url, 'b1', 'm__echo', { text: 'a' }, 'k')).toBe('echo:a (first)');
+      // On the group's endpoint too: the group shows m__echo.
+      expect(await keyed(mine, 'b2', 'm__echo', { text: 'a' }, 'k')).toBe('echo:a (first)');
+      // A tool the group hides now: not its kept answer; refused as a new call is.
+      expect(await keyed(mine, 'b3', 'm__add', { a: 1, b: 2 }, 'hidden')).toMatch(/failMode "closed"/);
+      expect(existsSync(gate)).toBe(false); // all the while slow's list was held
+    } finally {
+      writeFileSync(gate, '');
+      await hub.stop();
+    }
+  }, 90_000);
+});
