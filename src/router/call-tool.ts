@@ -124,6 +124,21 @@ export class ToolCall {
   }
 
   /**
+   * Whether a call the hub's tools list cannot route now has a key whose call has ended, of a tool
+   * whose server is down and would show it to this view once back (downItem): the route would
+   * wait for every server's list, the slowest one's too (Catalog.resolveTool: the down server's
+   * is not there to go by), though the answer is the key's whatever it finds; on a fresh hub,
+   * its server starting, that held a retry up to a list's timeout. Asked only when the list
+   * misses, and for a keyed call alone.
+   */
+  private endedOfDown(hubName: string, view: View, hash: string | undefined, ctx: CallContext): boolean {
+    const key = ctx.idempotencyKey;
+    if (!key || hash === undefined || ctx.idempotencyClash !== undefined || key.length > MAX_KEY_LENGTH) return false;
+    if (this.catalog.downItem('tools', hubName, view) === undefined) return false;
+    return endedKey(this.ledger.idempotency, keyOwner(ctx), key, hubName, hash) !== undefined;
+  }
+
+  /**
    * A key's kept answer (audited `replayed`), or its refusal (`denied`). A kept error (a tool
    * error, a JSON-RPC error) is replayed as one: the row says which (errorKind, errorCode), so
    * /metrics and `ledger stats` count it as the error its client got again, not a success.
@@ -213,7 +228,12 @@ export class ToolCall {
     const view = viewOf(ctx);
     // A call let past the start-up grace comes with the route that let it (Hub.passesGrace); read
     // only when the aggregate has none, so the usual call pays nothing for it.
-    const routed = hubName ? (this.catalog.readyTool(hubName, view) ?? (await this.routedSlowly(hubName, view, ctx, { hubName, argsHash: hash, args }, t0))) : undefined;
+    // Nor is a key whose call has ended routed when its tool's server is down (endedOfDown): it is
+    // answered from the key below, not after the lists a route would wait for.
+    const routed = hubName
+      ? (this.catalog.readyTool(hubName, view) ??
+        (ctx.routedInGrace === undefined && this.endedOfDown(hubName, view, hash, ctx) ? undefined : await this.routedSlowly(hubName, view, ctx, { hubName, argsHash: hash, args }, t0)))
+      : undefined;
     const begin = beginOf('tools/call', ctx, {
       hubName,
       argsHash: hash,

@@ -3,13 +3,14 @@
  * restarted (its answer kept in the persistent ledger) is answered from the key on the fresh hub
  * as on `/mcp`, though a failMode "closed" server is down now: the group shows the tool, by its
  * server's list, while the hub's own tools list is not built yet (`slow`'s tools/list held by its
- * gate file). A tool the group does not show gets no kept answer there. Real hub processes, the
- * mutable fixture upstream, raw modern requests.
+ * gate file). A tool the group does not show gets no kept answer there. Nor does a retry wait for
+ * that list while its tool's server is still starting. Real hub processes, the mutable fixture
+ * upstream, raw modern requests.
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { nodeServer, startHub } from '../helpers/hub-process.js';
+import { nodeServer, ROOT, startHub } from '../helpers/hub-process.js';
 import { firstText, modernBody, modernHeaders, modernMeta, post, waitForReady, type Json } from '../helpers/wire.js';
 import { tmp } from './catalog-helpers.js';
 
@@ -74,4 +75,49 @@ describe('a keyed call on a group endpoint of a restarted hub, a failMode "close
       await hub.stop();
     }
   }, 90_000);
+
+  it("is answered at once while the tool's server is still starting, not after the other servers' lists (the hub's tools list to route it by)", async () => {
+    const dir = tmp();
+    const [gate, slowStats, hold] = [join(dir, 'slow-gate'), join(dir, 'slow-stats.json'), join(dir, 'm-hold')];
+    const groups = { mine: { servers: ['m', 'slow'], tools: ['m__echo'] } };
+    const keyed = async (url: string, id: string, key: string) => {
+      const r = await post(url, modernBody(id, 'tools/call', { name: 'm__echo', arguments: { text: 'a' } }, { ...modernMeta(), 'dev.switchyard/idempotency-key': key }), modernHeaders('tools/call', 'm__echo'));
+      return r.body?.error ? `error: ${JSON.stringify(r.body.error)}` : String(firstText(r.body?.result));
+    };
+    const first = await startHub({ groups, servers: { m: nodeServer(MUTABLE, [], { ERA: 'modern', TAG: ' (first)' }), slow: nodeServer(MUTABLE, [], { ERA: 'modern' }) } }, { dir });
+    try {
+      await waitForReady(first.url, ['m', 'slow']);
+      expect(await keyed(first.url.replace(/\/mcp$/, '/mcp/mine'), 'a1', 'k')).toBe('echo:a (first)');
+      expect(await keyed(first.url, 'a2', 'k')).toBe('echo:a (first)');
+    } finally {
+      await first.stop();
+    }
+    // The fresh hub: m does not start while its hold file exists; slow's tools/list is held, and
+    // waited for up to its timeoutMs (10 min), far past this test's.
+    writeFileSync(hold, '');
+    const m = nodeServer(MUTABLE, [], { ERA: 'modern', TAG: ' (second)', START_HOLD_FILE: hold });
+    const hub = await startHub(
+      {
+        groups,
+        servers: {
+          m: { ...m, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(m.args as string[])], timeoutMs: 600_000 },
+          slow: { ...nodeServer(MUTABLE, [], { ERA: 'modern', LIST_GATE: gate, STATS_FILE: slowStats }), timeoutMs: 600_000 },
+        },
+      },
+      { dir },
+    );
+    try {
+      await waitForReady(hub.url, ['slow']);
+      await expect.poll(() => (existsSync(slowStats) ? (JSON.parse(readFileSync(slowStats, 'utf8')) as Json)['tools/list'] : 0), { timeout: 10_000, interval: 20 }).toBe(1);
+      // Each waits at most the start-up grace (3 s) for m; a bound far above that, far below the held list's timeout.
+      const bounded = (p: Promise<string>) => Promise.race([p, new Promise<string>((r) => setTimeout(() => r('still waiting after 30 s'), 30_000).unref())]);
+      expect(await bounded(keyed(hub.url, 'b1', 'k'))).toBe('echo:a (first)');
+      expect(await bounded(keyed(hub.url.replace(/\/mcp$/, '/mcp/mine'), 'b2', 'k'))).toBe('echo:a (first)');
+      expect(existsSync(gate) || !existsSync(hold)).toBe(false); // all the while both were held
+    } finally {
+      writeFileSync(gate, '');
+      rmSync(hold, { force: true });
+      await hub.stop();
+    }
+  }, 120_000);
 });
