@@ -7,8 +7,8 @@
  */
 import { accessSync, closeSync, constants, openSync, readFileSync, readlinkSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import Database from 'better-sqlite3';
 import { makeStateDir } from '../paths.js';
+import { takeOsLock, type OsLock } from '../os-lock.js';
 import type { HubConfig } from '../config/types.js';
 import { realLedgerPath } from '../ledger/real-path.js';
 import { ownerLockHeldElsewhere, releaseOwnerLock, takeOwnerLock } from './ledger-owner.js';
@@ -232,13 +232,13 @@ function takeOver(file: string): boolean {
   try {
     if (stale(file)) unlinkQuietly(file);
   } finally {
-    guard.close(); // ends its transaction: the lock is given back
+    guard.release();
   }
   return true;
 }
 
 /**
- * The takeover step's lock: an OS lock (SQLite's POSIX lock, as on `<ledger>.owner`) on
+ * The takeover step's lock: an OS lock (os-lock.ts: SQLite's POSIX lock, as on `<ledger>.owner`) on
  * `<ledger>.takeover`, a file that stays there empty and is never removed. Undefined when
  * another process holds it.
  *
@@ -248,24 +248,9 @@ function takeOver(file: string): boolean {
  * then two judged and removed the lock at once, and two held it. An OS lock is dropped by the
  * kernel when its process ends, however it ends, so nothing is left to remove, and the file is
  * never removed, so every process locks the same file: only one at a time is in the step.
- * (Within this process SQLite keeps its connections' locks apart itself; nothing else here opens
- * this file while the lock is held, whose close would drop a POSIX lock.)
  */
-function takeoverLock(file: string): Database.Database | undefined {
-  const path = `${file.slice(0, -'.lock'.length)}.takeover`;
-  // Made owner-only first, as every file beside the ledger is (SQLite would make it 0644).
-  closeSync(openSync(path, 'a', 0o600));
-  const db = new Database(path, { timeout: 0 });
-  try {
-    db.pragma('journal_mode = MEMORY'); // no -journal file beside the ledger
-    db.exec('BEGIN EXCLUSIVE'); // nothing is written: the file stays empty
-    return db;
-  } catch (err) {
-    db.close();
-    const code = (err as { code?: unknown }).code;
-    if (typeof code === 'string' && code.startsWith('SQLITE_BUSY')) return undefined;
-    throw err;
-  }
+function takeoverLock(file: string): OsLock | undefined {
+  return takeOsLock(`${file.slice(0, -'.lock'.length)}.takeover`);
 }
 
 function unlinkQuietly(file: string): void {
