@@ -3,11 +3,12 @@
  * take turns refreshing it, so that a rotating refresh token is spent once (see
  * oauth-token-store.ts for the file itself).
  */
-import { closeSync, futimesSync, lstatSync, openSync, readFileSync, rmSync, unlinkSync, writeFileSync, type Stats } from 'node:fs';
+import { closeSync, futimesSync, lstatSync, openSync, readFileSync, unlinkSync, writeFileSync, type Stats } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { makeStateDir } from '../paths.js';
+import { takeOsLock, type OsLock } from '../os-lock.js';
 import { holderRuns, processStart } from '../process-alive.js';
 import { realFile } from './oauth-token-store.js';
 import { monotonicNow } from '../monotonic.js';
@@ -31,7 +32,7 @@ export type LockWork = 'refresh' | 'login' | 'logout';
  * pid, host and start time, and touched every LOCK_HEARTBEAT_MS while held. One whose holder is
  * gone (that pid is no process of this host, or one started at another time than the holder: a
  * crashed holder's pid used again) or that was last touched over LOCK_STALE_MS ago is taken
- * over. Resolves to its release, or undefined when another holder kept it for `waitMs`. A folder
+ * over, by one process at a time (takeOverStale). Resolves to its release, or undefined when another holder kept it for `waitMs`. A folder
  * where no lock can be created (read-only, full), or where a stale one cannot be removed, has
  * none: the refresh goes ahead alone, there being no other way.
  */
@@ -86,17 +87,7 @@ export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS, doing: 
       released = true;
       clearInterval(heartbeat);
       closeSync(fd);
-      // Only this lock: one taken over meanwhile (judged stale by its age, as after a wall clock
-      // stepped forward) is its new holder's, and removing it would let a third process refresh
-      // with the refresh token that holder is spending.
-      try {
-        if (readFileSync(lock, 'utf8') !== mine) return;
-        heldLocks.delete(lock);
-        rmSync(lock, { force: true });
-      } catch {
-        heldLocks.delete(lock);
-        // Gone already.
-      }
+      removeOwn(lock, mine);
     };
   }
 }
@@ -132,11 +123,95 @@ export function lockHolderText(file: string): string {
   return who ? ` (${who})` : '';
 }
 
+/** How long a release waits for another process's takeover step (a few syscalls) to end. */
+const RELEASE_WAIT_MS = 1_000;
+
+/**
+ * The file whose OS lock (os-lock.ts) every removal of the lock `lock` runs under: a takeover
+ * of a stale lock and a holder's release. `<token file>.takeover`, empty, never removed.
+ */
+function takeoverFile(lock: string): string {
+  return `${lock.slice(0, -'.lock'.length)}.takeover`;
+}
+
+/**
+ * Removes the lock if it is still this holder's (`mine`, its text). Only this lock: one taken
+ * over meanwhile (judged stale by its age, as after a wall clock stepped forward) is its new
+ * holder's, and removing it would let a third process refresh with the refresh token that
+ * holder is spending. Under the takeover lock: read and removed by its path outside it, the
+ * lock could be taken over between the two steps and the new holder's removed in its place.
+ */
+function removeOwn(lock: string, mine: string): void {
+  let guard: OsLock | undefined;
+  let guarded = true;
+  try {
+    guard = takeOsLock(takeoverFile(lock), RELEASE_WAIT_MS);
+  } catch {
+    // No OS lock beside it (a folder made read-only since, a file system without locks): no
+    // takeover there runs under one either, so the lock is removed as it was before them.
+    guarded = false;
+  }
+  if (guarded && !guard) {
+    // A takeover step that does not end (its process stopped in it): the lock is left, taken
+    // over once its age passes LOCK_STALE_MS (its heartbeat has stopped), by this process at once.
+    heldLocks.delete(lock);
+    return;
+  }
+  try {
+    if (readFileSync(lock, 'utf8') !== mine) return;
+    heldLocks.delete(lock);
+    unlinkSync(lock);
+  } catch {
+    heldLocks.delete(lock);
+    // Gone already.
+  } finally {
+    guard?.release();
+  }
+}
+
 /**
  * Removes a lock whose holder is gone. 'gone': it is (removed, or removed by its holder
- * meanwhile); 'held': it stands; 'stuck': it is stale, and the folder does not let it be removed.
+ * meanwhile); 'held': it stands (or another process is taking it over: looked at again in a
+ * moment); 'stuck': it is stale, and the folder does not let it be removed.
+ *
+ * Judging it stale and removing it are two steps: a process that judged the dead holder's lock
+ * stale removed, in place of it, the fresh lock another had created since (after a third
+ * removed the stale one), and two processes refreshed with one refresh token at once; checking
+ * its inode, mtime and text again just before the removal only narrowed that gap. So the lock
+ * is judged again and removed under the takeover lock (takeoverFile), as every removal of it
+ * is: nothing else can remove it between the two, and which process holds it is decided only
+ * by creating it.
  */
 function takeOverStale(lock: string): 'gone' | 'held' | 'stuck' {
+  // A first look outside the takeover lock: a live holder is waited for without taking it.
+  const seen = judge(lock);
+  if (seen !== 'stale') return seen;
+  let guard: OsLock | undefined;
+  try {
+    guard = takeOsLock(takeoverFile(lock));
+  } catch {
+    // No OS lock beside it (a folder made read-only since, a full disk, a file system without
+    // locks): the stale lock cannot be removed safely, so it is as no lock at all.
+    return 'stuck';
+  }
+  if (!guard) return 'held';
+  try {
+    const now = judge(lock);
+    if (now !== 'stale') return now;
+    unlinkSync(lock);
+    return 'gone';
+  } catch (err) {
+    // Gone already; else a read-only folder keeps it for good: a refresh there failed at every
+    // turn, after the whole wait, where no lock can be taken at all.
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' ? 'gone' : code === 'EACCES' || code === 'EPERM' || code === 'EROFS' ? 'stuck' : 'held';
+  } finally {
+    guard.release();
+  }
+}
+
+/** Whether the lock is there and left by a holder that is gone (or untouched for LOCK_STALE_MS). */
+function judge(lock: string): 'gone' | 'held' | 'stale' {
   // The lock itself, not what it may point to: a symlink by its name pointing nowhere is no
   // ENOENT "gone" at each try (the loop spun on it synchronously, and the process hung).
   let st: Stats;
@@ -145,32 +220,16 @@ function takeOverStale(lock: string): 'gone' | 'held' | 'stuck' {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'gone' : 'held';
   }
-  const text = lockText(lock);
+  // A folder by that name cannot be removed: waited for, not spun on.
+  if (st.isDirectory()) return 'held';
   let holder: { pid?: unknown; host?: unknown; started?: unknown } = {};
   try {
-    holder = (JSON.parse(text) as typeof holder | null) ?? {};
+    holder = (JSON.parse(lockText(lock)) as typeof holder | null) ?? {};
   } catch {
     // Not JSON (written half, or not at all), or no file to read: judged by its age.
   }
   const dead = holder.host === hostname() && typeof holder.pid === 'number' && (holder.pid === process.pid ? !heldLocks.has(lock) : !holderRuns(holder.pid, typeof holder.started === 'string' ? holder.started : undefined));
-  if (!dead && Date.now() - st.mtimeMs < LOCK_STALE_MS) return 'held';
-  // Only the lock judged stale, not one a faster process took over and created since. Its inode
-  // number alone does not tell (a removed file's is soon given again, and the fresh lock was
-  // removed, letting two processes refresh at once); its mtime and text (a nonce) do.
-  try {
-    const now = lstatSync(lock);
-    if (now.ino === st.ino && now.mtimeMs === st.mtimeMs && lockText(lock) === text) {
-      // A folder by that name cannot be removed: waited for, not spun on.
-      if (now.isDirectory()) return 'held';
-      unlinkSync(lock);
-    }
-    return 'gone';
-  } catch (err) {
-    // Gone already; else a read-only folder keeps it for good: a refresh there failed at every
-    // turn, after the whole wait, where no lock can be taken at all.
-    const code = (err as NodeJS.ErrnoException).code;
-    return code === 'ENOENT' ? 'gone' : code === 'EACCES' || code === 'EPERM' || code === 'EROFS' ? 'stuck' : 'held';
-  }
+  return dead || Date.now() - st.mtimeMs >= LOCK_STALE_MS ? 'stale' : 'held';
 }
 
 /** The lock's text; '' when there is none to read (a folder, a symlink pointing nowhere). */

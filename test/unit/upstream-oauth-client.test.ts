@@ -313,7 +313,9 @@ describe('the upstream OAuth client', () => {
     expect(lstatSync(file).isSymbolicLink()).toBe(true);
     expect(JSON.parse(readFileSync(target, 'utf8')).accessToken).toBe(token);
     expect(statSync(target).mode & 0o777).toBe(0o600);
-    expect(readdirSync(vault)).toEqual(['u.json']);
+    // No temporary file left; the takeover lock's file (empty, owner-only) stays, never removed (oauth-token-lock.ts).
+    expect(readdirSync(vault).sort()).toEqual(['u.json', 'u.json.takeover']);
+    expect([statSync(join(vault, 'u.json.takeover')).size, statSync(join(vault, 'u.json.takeover')).mode & 0o777]).toEqual([0, 0o600]);
     // A process over the target's own name waits for one over the symlink.
     const release = await lockTokenFile(file);
     await expect(lockTokenFile(target, 200)).resolves.toBeUndefined();

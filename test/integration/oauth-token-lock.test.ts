@@ -1,0 +1,112 @@
+/**
+ * The refresh lock of a login's token file (src/upstream/oauth-token-lock.ts) between real
+ * processes: contenders are node processes running the built lockTokenFile
+ * (test/fixtures/oauth/token-lock-contender.mjs), released at one instant.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, realpathSync, utimesSync, writeFileSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ROOT } from '../helpers/hub-process.js';
+
+const CONTENDER = join(ROOT, 'test/fixtures/oauth/token-lock-contender.mjs');
+
+interface Contender {
+  pid: number;
+  /** The next line it prints. */
+  next(): Promise<string>;
+  /** Asks for the lock at `at` (epoch ms) plus its index × stepUs µs. */
+  go(at: number, stepUs: number): void;
+  /** Closes its stdin (it lets its lock go and exits; killed if it does not) and waits for it to end. */
+  end(): Promise<void>;
+}
+
+let running: Contender[] = [];
+afterEach(async () => {
+  await Promise.all(running.map((c) => c.end()));
+  running = [];
+});
+
+/** Four contenders over `file`, each ready. */
+async function contenders(file: string): Promise<Contender[]> {
+  const all = [0, 1, 2, 3].map((i) => contender(file, i, ['jitter', '20']));
+  for (const c of all) expect(await c.next()).toBe('ready');
+  return all;
+}
+
+/** One round: all let go of what they hold and ask, the i-th i × stepUs µs after the first; how many hold the lock after it. */
+async function contend(file: string, all: Contender[], stepUs: number): Promise<number> {
+  const at = Date.now() + 15;
+  for (const c of all) c.go(at, stepUs);
+  const said = await Promise.all(all.map((c) => c.next()));
+  const won = said.filter((s) => s === 'locked').length;
+  // The one that says it holds it is the one the lock names.
+  if (won === 1) expect((JSON.parse(readFileSync(`${file}.lock`, 'utf8')) as { pid: number }).pid).toBe(all[said.indexOf('locked')]!.pid);
+  return won;
+}
+
+function contender(file: string, index: number, stall: string[]): Contender {
+  const proc: ChildProcess = spawn(process.execPath, [CONTENDER, file, String(index), ...stall], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const heard: string[] = [];
+  const waiting: ((line: string) => void)[] = [];
+  createInterface({ input: proc.stdout! }).on('line', (line) => (waiting.length ? waiting.shift()!(line) : heard.push(line)));
+  const exited = new Promise<void>((res) => proc.once('exit', () => res()));
+  const c: Contender = {
+    pid: proc.pid!,
+    next: () => (heard.length ? Promise.resolve(heard.shift()!) : new Promise((res) => waiting.push(res))),
+    go: (at, stepUs) => proc.stdin!.write(`go ${Math.floor(at)} ${stepUs}\n`),
+    end: () => {
+      proc.stdin!.end();
+      const stuck = setTimeout(() => proc.kill('SIGKILL'), 5_000);
+      return exited.finally(() => clearTimeout(stuck));
+    },
+  };
+  running.push(c);
+  return c;
+}
+
+describe('refresh lock of a token file', () => {
+  // A refresh judged a dead holder's lock stale, checked it was still that lock (inode, mtime,
+  // text) and then removed it by its path: another that had judged it too removed it first, a
+  // third (or the first again) created its own, and the removal took that fresh lock in place of
+  // the dead one's. Two processes then held the lock and spent one rotating refresh token at once
+  // (an authorization server then revokes the whole token family). Each contender here may stall
+  // up to 20 ms before each removal beside the token file, as a descheduled process does.
+  it("contenders stalled between judging a dead holder's lock and removing it leave exactly one holder every round", async () => {
+    const file = join(realpathSync(mkdtempSync(join(tmpdir(), 'switchyard-token-lock-'))), 'u.json');
+    const all = await contenders(file);
+    const dead = spawnSync(process.execPath, ['-e', '']).pid!;
+    const holders: number[] = [];
+    for (let round = 0; round < 40; round++) {
+      // Last round's holder "died": its lock names a process that is gone, last touched long ago.
+      writeFileSync(`${file}.lock`, JSON.stringify({ pid: dead, host: hostname() }));
+      const old = new Date(Date.now() - 60_000);
+      utimesSync(`${file}.lock`, old, old);
+      holders.push(await contend(file, all, round % 20));
+    }
+    const rounds = holders.map((n, i) => [i, n]).filter(([, n]) => n !== 1);
+    expect(rounds, 'rounds ([round, holders]) without exactly one holder').toEqual([]);
+  }, 120_000);
+
+  // A live holder's lock is taken over when untouched for LOCK_STALE_MS (a holder hung, a wall
+  // clock stepped forward). Its release read the lock, found it its own and removed it by its
+  // path: taken over between the two, the new holder's lock was removed in its place, and a third
+  // process took the lock beside it.
+  it('a holder letting go of its lock as others take it over (untouched for long) leaves exactly one holder every round', async () => {
+    const file = join(realpathSync(mkdtempSync(join(tmpdir(), 'switchyard-token-lock-'))), 'u.json');
+    const all = await contenders(file);
+    const holders: number[] = [];
+    for (let round = 0; round < 40; round++) {
+      // Last round's holder is alive and lets go of it as the round starts; its lock looks untouched for a minute.
+      if (round > 0) {
+        const old = new Date(Date.now() - 60_000);
+        utimesSync(`${file}.lock`, old, old);
+      }
+      holders.push(await contend(file, all, round % 20));
+    }
+    const rounds = holders.map((n, i) => [i, n]).filter(([, n]) => n !== 1);
+    expect(rounds, 'rounds ([round, holders]) without exactly one holder').toEqual([]);
+  }, 120_000);
+});
