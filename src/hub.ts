@@ -318,6 +318,7 @@ export class Hub implements HubCore {
       plugins: this.plugins,
       capabilitiesOf: (h) => this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities),
       server: (id) => this.handles.get(id),
+      carrySubscription: (id, conn, made, uri) => this.carrySubscription(id, conn, made, uri),
     });
     const { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal } = config.listen;
     const memory = ledger.sessionMemoryStore?.();
@@ -392,6 +393,28 @@ export class Hub implements HubCore {
         // Still the connection it was made on (not one opened since, which renews it itself).
         if (this.subs.uris(h.id, conn).includes(uri) && (conn === '' ? h.upstream : this.upstreams.existing(h, principalOfConn(conn))) === upstream) this.unwatched(h.id, conn, [uri]);
       });
+  }
+
+  /**
+   * A legacy subscription of `uri`, counted on connection `conn` of `serverId` once `made` held
+   * it. Should `made` have been replaced meanwhile (`servers restart`, a reload: its subscribe
+   * sent before, answered as it drained), the connection open now was asked at its start for
+   * the URIs counted then (resubscribe), not this one, and the old one takes it away when it
+   * closes: the client would never hear of the resource again. Asked now, the hub's own request;
+   * one not ready yet is asked when it is (resubscribe), a modern one listens for it.
+   */
+  private async carrySubscription(serverId: string, conn: string, made: Upstream, uri: string): Promise<void> {
+    const h = this.handles.get(serverId);
+    const now = h === undefined ? undefined : conn === '' ? h.upstream : this.upstreams.existing(h, principalOfConn(conn));
+    if (h === undefined || now === undefined || now === made || now.state !== 'ready') return;
+    if (now.era === MODERN) return this.catalog.subscriptionsChanged(serverId, conn);
+    if (!now.capabilities?.resources?.subscribe) return this.unwatched(serverId, conn, [uri]);
+    await now.request('resources/subscribe', { uri }, { hubOwn: true }).catch((err: unknown) => {
+      this.log.warn({ server: serverId, uri, err: String((err as Error)?.message ?? err) }, 'resource subscription made on a replaced connection not carried to the new one');
+      // Still the connection it is held on (not one opened since, which renews it itself).
+      const current = this.handles.get(serverId);
+      if (current && this.subs.uris(serverId, conn).includes(uri) && (conn === '' ? current.upstream : this.upstreams.existing(current, principalOfConn(conn))) === now) this.unwatched(serverId, conn, [uri]);
+    });
   }
 
   /**
@@ -1188,6 +1211,7 @@ export class Hub implements HubCore {
       // Let go when nobody stays for it once made (a session taken back, ended meanwhile): the hub's own request (hubOwn), no client's call.
       const joined = await this.subs.join(h.id, uri, subscriber, conn, make, () => upstream.request('resources/unsubscribe', { uri }, { hubOwn: true })).catch(() => undefined);
       if (!joined || joined.left) continue;
+      await this.carrySubscription(h.id, conn, upstream, uri);
       honoured.push(uri);
     }
     // A modern server says in its listen acknowledgement which URIs it honours (digest §4.1):

@@ -90,6 +90,12 @@ export interface RouterOptions {
    * request's route still names it: router/replaced.ts).
    */
   server?: (id: string) => ServerHandle | undefined;
+  /**
+   * A legacy subscription of `uri` just counted on connection `conn` of server `serverId`, made
+   * on `made`: should that connection have been replaced meanwhile (`servers restart`, a reload),
+   * the one open now holds it too once this settles (Hub.carrySubscription).
+   */
+  carrySubscription?: (serverId: string, conn: string, made: Upstream, uri: string) => Promise<void>;
 }
 
 /** Which error a hub-level failure becomes for a method that is not a tool call. */
@@ -652,6 +658,9 @@ export class Router {
     // Its session ended (or it unsubscribed) while the upstream subscribe was made, and nobody else waited for it: let go (unmake),
     // the hub's own request (hubOwn): no client's call, in the count of calls left unanswered or in a slot's queue.
     const joined = await this.subs.join(server.id, uri, subscriber, connKey, make, () => conn.upstream.request('resources/unsubscribe', { uri }, { hubOwn: true }));
+    // Made on a connection replaced since (sent before `servers restart` or a reload, answered
+    // as it drained): the new one, asked at its start for what was counted then, is asked now.
+    if (!joined.left) await this.opts.carrySubscription?.(server.id, connKey, conn.upstream, uri);
     return joined.made ?? local();
   }
 

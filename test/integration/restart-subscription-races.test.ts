@@ -1,0 +1,126 @@
+/**
+ * Resource subscriptions made while `servers restart` (or a reload) replaces their legacy
+ * server, through the real hub and real upstream processes: the subscribe sent to the old
+ * process is answered by it as it drains, after the new process was started and asked for the
+ * subscriptions the hub held then. The subscription must still live on the new process: the
+ * client is told of updates from there. The first process holds its resources/subscribe answers
+ * until a gate file exists; the second answers at once.
+ */
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
+import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { firstText, waitForReady } from '../helpers/wire.js';
+import { loggedTimes, setSection } from '../helpers/config-edit.js';
+import { tmp } from './catalog-helpers.js';
+
+const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
+
+interface Rig {
+  hub: HubProcess;
+  gate: string;
+  stats: () => Record<string, number>;
+  /** Writes the config with `r`'s environment changed by `extra`: a reload replaces it. */
+  reconfigure: (extra: Record<string, string>) => void;
+}
+
+let rig: Rig | undefined;
+const closing: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const close of closing.splice(0)) await close().catch(() => undefined);
+  await rig?.hub.stop();
+  rig = undefined;
+});
+
+/** A hub with one legacy server `r` whose first process holds its subscribe answers while the gate is missing. */
+async function rigged(): Promise<Rig> {
+  const dir = tmp();
+  const gate = join(dir, 'gate');
+  const statsFile = join(dir, 'stats.json');
+  writeFileSync(gate, '');
+  const servers = (extra: Record<string, string>) => ({
+    r: nodeServer(MUTABLE, [], { ERA: 'legacy', LIST_GATE: gate, LIST_GATE_FIRST: '1', LIST_GATE_KINDS: 'resources/subscribe', STATS_FILE: statsFile, ...extra }),
+  });
+  const hub = await startHub({ listen: { drainTimeoutMs: 20_000 }, servers: servers({}) }, { dir });
+  await waitForReady(hub.url, ['r']);
+  const stats = () => JSON.parse(readFileSync(statsFile, 'utf8')) as Record<string, number>;
+  return { hub, gate, stats, reconfigure: (extra) => setSection(hub, 'servers', servers(extra)) };
+}
+
+async function restart(hub: HubProcess): Promise<void> {
+  expect((await fetch(new URL('/admin/servers/r/restart', hub.url), { method: 'POST' })).status).toBe(200);
+  await waitForReady(hub.url, ['r']);
+}
+
+async function reload(r: Rig): Promise<void> {
+  r.reconfigure({ TAG: '-reloaded' });
+  await loggedTimes(r.hub, 'config reloaded', 1);
+  await waitForReady(r.hub.url, ['r']);
+}
+
+/**
+ * Makes `subscribe` once the first process holds subscribe answers, waits until that process got
+ * it, has `r` replaced (the new process ready), then lets the first process answer.
+ */
+async function acrossRestart<T>(r: Rig, subscribe: () => Promise<T>, replace = () => restart(r.hub)): Promise<T> {
+  rmSync(r.gate);
+  const before = r.stats()['resources/subscribe'] ?? 0;
+  const pending = subscribe();
+  await expect.poll(() => r.stats()['resources/subscribe'] ?? 0, { timeout: 10_000, interval: 20 }).toBeGreaterThan(before);
+  await replace();
+  writeFileSync(r.gate, '');
+  return pending;
+}
+
+async function legacyClient(r: Rig, updates: string[]): Promise<ClientV1> {
+  const c = new ClientV1({ name: 'legacy-subs', version: '1.0.0' });
+  await c.connect(new TransportV1(new URL('/mcp', r.hub.url)));
+  closing.push(() => c.close());
+  c.setNotificationHandler(ResourceUpdatedNotificationSchema, async (n) => void updates.push(n.params.uri));
+  return c;
+}
+
+/** `told 1` when the process serving `r` now holds a subscription to mut://doc (so it sent an update). */
+async function touch(c: { callTool: ClientV1['callTool'] }): Promise<string> {
+  return String(firstText((await c.callTool({ name: 'r__touch', arguments: { uri: 'mut://doc', report: true } })) as never));
+}
+
+describe('a legacy server replaced while a subscription to it is made', () => {
+  it('resources/subscribe answered by the old process after `servers restart`: the new process holds it, and its updates arrive', async () => {
+    rig = await rigged();
+    const updates: string[] = [];
+    const c = await legacyClient(rig, updates);
+    expect(await acrossRestart(rig, () => c.subscribeResource({ uri: 'mut://doc' }))).toEqual({});
+    // Answered once the new process holds it: not a subscription the old one took away with it.
+    expect(await touch(c)).toBe('told 1');
+    await expect.poll(() => updates, { timeout: 5000, interval: 20 }).toContain('mut://doc');
+  }, 60_000);
+
+  it('resources/subscribe answered by the old process after a reload that replaced the server: the new process holds it', async () => {
+    rig = await rigged();
+    const r = rig;
+    const updates: string[] = [];
+    const c = await legacyClient(r, updates);
+    expect(await acrossRestart(r, () => c.subscribeResource({ uri: 'mut://doc' }), () => reload(r))).toEqual({});
+    expect(await touch(c)).toBe('told 1');
+    await expect.poll(() => updates, { timeout: 5000, interval: 20 }).toContain('mut://doc');
+  }, 60_000);
+
+  it("a modern listen stream's resourceSubscriptions, subscribed by the old process after `servers restart`: the new process holds them, and the stream gets their updates", async () => {
+    rig = await rigged();
+    const c = new ClientV2({ name: 'modern-subs', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await c.connect(new TransportV2(new URL('/mcp', rig.hub.url)));
+    closing.push(() => c.close());
+    const updates: string[] = [];
+    c.setNotificationHandler('notifications/resources/updated', async (n) => void updates.push(String(n.params.uri)));
+    const sub = await acrossRestart(rig, () => c.listen({ resourceSubscriptions: ['mut://doc'] }));
+    closing.unshift(() => sub.close());
+    expect(sub.honoredFilter.resourceSubscriptions).toEqual(['mut://doc']);
+    expect(String(firstText((await c.callTool({ name: 'r__touch', arguments: { uri: 'mut://doc', report: true } })) as never))).toBe('told 1');
+    await expect.poll(() => updates, { timeout: 5000, interval: 20 }).toContain('mut://doc');
+  }, 60_000);
+});
