@@ -17,6 +17,7 @@ import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js
 import { firstText, waitForReady } from '../helpers/wire.js';
 import { loggedTimes, setSection } from '../helpers/config-edit.js';
 import { tmp } from './catalog-helpers.js';
+import { waitUntil } from './faults-helpers.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
 
@@ -29,11 +30,14 @@ interface Rig {
 }
 
 let rig: Rig | undefined;
+/** Stopped after each test, as rig's. */
+let plain: HubProcess | undefined;
 const closing: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   for (const close of closing.splice(0)) await close().catch(() => undefined);
   await rig?.hub.stop();
-  rig = undefined;
+  await plain?.stop();
+  rig = plain = undefined;
 });
 
 /** A hub with one legacy server `r` whose first process holds its subscribe answers while the gate is missing. */
@@ -76,9 +80,9 @@ async function acrossRestart<T>(r: Rig, subscribe: () => Promise<T>, replace = (
   return pending;
 }
 
-async function legacyClient(r: Rig, updates: string[]): Promise<ClientV1> {
+async function legacyClient(hub: HubProcess, updates: string[]): Promise<ClientV1> {
   const c = new ClientV1({ name: 'legacy-subs', version: '1.0.0' });
-  await c.connect(new TransportV1(new URL('/mcp', r.hub.url)));
+  await c.connect(new TransportV1(new URL('/mcp', hub.url)));
   closing.push(() => c.close());
   c.setNotificationHandler(ResourceUpdatedNotificationSchema, async (n) => void updates.push(n.params.uri));
   return c;
@@ -93,7 +97,7 @@ describe('a legacy server replaced while a subscription to it is made', () => {
   it('resources/subscribe answered by the old process after `servers restart`: the new process holds it, and its updates arrive', async () => {
     rig = await rigged();
     const updates: string[] = [];
-    const c = await legacyClient(rig, updates);
+    const c = await legacyClient(rig.hub, updates);
     expect(await acrossRestart(rig, () => c.subscribeResource({ uri: 'mut://doc' }))).toEqual({});
     // Answered once the new process holds it: not a subscription the old one took away with it.
     expect(await touch(c)).toBe('told 1');
@@ -104,7 +108,7 @@ describe('a legacy server replaced while a subscription to it is made', () => {
     rig = await rigged();
     const r = rig;
     const updates: string[] = [];
-    const c = await legacyClient(r, updates);
+    const c = await legacyClient(r.hub, updates);
     expect(await acrossRestart(r, () => c.subscribeResource({ uri: 'mut://doc' }), () => reload(r))).toEqual({});
     expect(await touch(c)).toBe('told 1');
     await expect.poll(() => updates, { timeout: 5000, interval: 20 }).toContain('mut://doc');
@@ -122,5 +126,34 @@ describe('a legacy server replaced while a subscription to it is made', () => {
     expect(sub.honoredFilter.resourceSubscriptions).toEqual(['mut://doc']);
     expect(String(firstText((await c.callTool({ name: 'r__touch', arguments: { uri: 'mut://doc', report: true } })) as never))).toBe('told 1');
     await expect.poll(() => updates, { timeout: 5000, interval: 20 }).toContain('mut://doc');
+  }, 60_000);
+});
+
+describe('a modern server restarted on request', () => {
+  it("keeps a legacy client's resources/subscribe and a modern client's listen stream subscribed: the new process's updates reach both", async () => {
+    const hub = (plain = await startHub({ servers: { m: nodeServer(MUTABLE, [], { ERA: 'modern' }) } }, { dir: tmp() }));
+    await waitForReady(hub.url, ['m']);
+    const legacyUpdates: string[] = [];
+    const legacy = await legacyClient(hub, legacyUpdates);
+    expect(await legacy.subscribeResource({ uri: 'mut://doc' })).toEqual({});
+    const modern = new ClientV2({ name: 'modern-subs', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await modern.connect(new TransportV2(new URL('/mcp', hub.url)));
+    closing.push(() => modern.close());
+    const modernUpdates: string[] = [];
+    modern.setNotificationHandler('notifications/resources/updated', async (n) => void modernUpdates.push(String(n.params.uri)));
+    const sub = await modern.listen({ resourceSubscriptions: ['mut://doc'] });
+    closing.unshift(() => sub.close());
+    expect(sub.honoredFilter.resourceSubscriptions).toEqual(['mut://doc']);
+    expect((await fetch(new URL('/admin/servers/m/restart', hub.url), { method: 'POST' })).status).toBe(200);
+    await waitForReady(hub.url, ['m']);
+    // The hub listens on the new process as it is ready; a touch may come first. Touched until both heard one.
+    await waitUntil(
+      'both clients told of an update from the new process',
+      async () => {
+        await legacy.callTool({ name: 'm__touch', arguments: { uri: 'mut://doc' } });
+        return legacyUpdates.length > 0 && modernUpdates.length > 0;
+      },
+      10_000,
+    );
   }, 60_000);
 });
