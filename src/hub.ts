@@ -101,6 +101,12 @@ export class Hub implements HubCore {
     return this.ledger.enabled !== false;
   }
   readonly events = new EventEmitter();
+  /**
+   * Each configured connection's state changes, as `(upstream)`: the start-up grace's waits
+   * (stateChanges) listen here, one listener each, not on every starting upstream. One wait per
+   * endpoint group put one listener per group on each (Node's MaxListenersExceededWarning past ten).
+   */
+  private readonly upstreamStates = new EventEmitter();
   readonly handles = new ServerHandles();
   /**
    * Automatic restarts per server id, for switchyard_upstream_restarts_total: a counter that
@@ -195,6 +201,7 @@ export class Hub implements HubCore {
     readonly log: Logger,
   ) {
     this.events.setMaxListeners(0);
+    this.upstreamStates.setMaxListeners(0);
     const pluginFailed = (f: PluginFailure) => this.pluginFailed(f);
     this.pluginSourcesLoaded = pluginSources(config.plugins, config.file);
     const notLoaded = (f: PluginFailure) => {
@@ -372,6 +379,7 @@ export class Hub implements HubCore {
       if (state === 'ready') this.instructionsVerdict(h);
       this.events.emit('serverState', { type: 'serverState', ts: Date.now(), id: s.id, state, era: upstream.era ?? null, detail });
       if (state === 'ready') this.resubscribe(h);
+      this.upstreamStates.emit('state', upstream);
     });
   }
 
@@ -815,18 +823,20 @@ export class Hub implements HubCore {
   private stateChanges(pending: ServerHandle[], ms: number, ended: () => void, needed = pending.length): Promise<void> {
     return new Promise<void>((resolve) => {
       let waiting = needed;
-      const onState = (): void => {
-        if (--waiting <= 0) done();
+      // Each of `pending` counts once, at its first change.
+      const left = new Set(pending.map((h) => h.upstream));
+      const onState = (upstream: Upstream): void => {
+        if (left.delete(upstream) && --waiting <= 0) done();
       };
       const done = (): void => {
         clearTimeout(timer);
         this.stopBegun.signal.removeEventListener('abort', done);
-        for (const h of pending) h.upstream.off('state', onState);
+        this.upstreamStates.off('state', onState);
         ended();
         resolve();
       };
       const timer = setTimeout(done, ms);
-      for (const h of pending) h.upstream.once('state', onState);
+      this.upstreamStates.on('state', onState);
       this.stopBegun.signal.addEventListener('abort', done);
     });
   }

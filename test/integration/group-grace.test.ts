@@ -115,6 +115,30 @@ describe("in the start-up grace, a group's clients wait only for the servers the
   }, 90_000);
 });
 
+describe('in the start-up grace, the waits of many groups', () => {
+  it("share the starting server's state events: no MaxListenersExceededWarning with a request waiting on each of twelve groups", async () => {
+    const hold = join(tmp(), 'late.hold');
+    writeFileSync(hold, '');
+    const names = Array.from({ length: 12 }, (_, i) => `g${i}`);
+    const groups = Object.fromEntries(names.map((g) => [g, { servers: ['late'] }]));
+    const hub = await startHub({ groups, servers: { late: heldServer(hold) } }, GRACE);
+    try {
+      const waits = () => hub.logs.filter((l) => l.includes('waits in the start-up grace')).length;
+      // Each group's list waits in the grace (one wait per group): each wait listened to the
+      // starting server itself, and Node warned past ten listeners of its state.
+      const lists = names.map((g) => modernPost(hub.url.replace(/\/mcp$/, `/mcp/${g}`), `list-${g}`, 'tools/list'));
+      await expect.poll(waits, { timeout: 20_000, interval: 20 }).toBeGreaterThanOrEqual(names.length);
+      rmSync(hold);
+      const answered = await Promise.all(lists);
+      expect(answered.map((r) => ((r.body?.result?.tools ?? []) as Json[]).length > 0)).toEqual(names.map(() => true));
+      expect(hub.logs.filter((l) => l.includes('MaxListeners'))).toEqual([]);
+    } finally {
+      if (existsSync(hold)) rmSync(hold);
+      await hub.stop();
+    }
+  }, 90_000);
+});
+
 describe('in the start-up grace, a completion let on for a ready server\'s prompt but held in the grace', () => {
   const rowsOf = (hub: HubProcess, id: string): Json[] => {
     const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true });
