@@ -103,8 +103,10 @@ export class Hub implements HubCore {
   readonly events = new EventEmitter();
   /**
    * Each configured connection's state changes, as `(upstream)`: the start-up grace's waits
-   * (stateChanges) listen here, one listener each, not on every starting upstream. One wait per
-   * endpoint group put one listener per group on each (Node's MaxListenersExceededWarning past ten).
+   * (stateChanges) and the calls waiting for a server's first start (firstStarts) listen here,
+   * one listener each, not on the upstream: one wait per endpoint group, or a dozen calls
+   * waiting (a server's tools called as `servers restart` started it again), put one listener
+   * each on it (Node's MaxListenersExceededWarning past ten).
    */
   private readonly upstreamStates = new EventEmitter();
   readonly handles = new ServerHandles();
@@ -1088,7 +1090,7 @@ export class Hub implements HubCore {
   /** Until each of `starting` ends its first attempt to start, within its timeoutMs, or the request is cancelled, or the stop begins. */
   private async firstStarts(method: string, name: string, starting: ServerHandle[], ctx: CallContext): Promise<void> {
     this.log.debug({ method, name, servers: starting.map((s) => s.id) }, 'waiting for the first start of its server');
-    await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal, this.stopBegun.signal)));
+    await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal, this.stopBegun.signal, this.upstreamStates)));
   }
 
   /** A retry's short wait for `u`, its server's connection on its way back (hub/back-soon.ts), within the request's own timeout. */

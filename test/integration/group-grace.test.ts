@@ -1,6 +1,6 @@
 /**
- * The start-up grace on a tool group's endpoint (`/mcp/<group>`), and a completion held in the
- * grace. Real hub, the mutable fixture upstream (one held starting by a hold file for as long as
+ * The start-up grace on a tool group's endpoint (`/mcp/<group>`), a completion held in the
+ * grace, and many requests waiting for a server to start. Real hub, the mutable fixture upstream (one held starting by a hold file for as long as
  * a test needs, whatever the machine's load), the official SDK clients of both eras.
  */
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
@@ -115,8 +115,8 @@ describe("in the start-up grace, a group's clients wait only for the servers the
   }, 90_000);
 });
 
-describe('in the start-up grace, the waits of many groups', () => {
-  it("share the starting server's state events: no MaxListenersExceededWarning with a request waiting on each of twelve groups", async () => {
+describe('many requests waiting for a server starting', () => {
+  it("in the start-up grace, one on each of twelve groups, share the server's state events: no MaxListenersExceededWarning", async () => {
     const hold = join(tmp(), 'late.hold');
     writeFileSync(hold, '');
     const names = Array.from({ length: 12 }, (_, i) => `g${i}`);
@@ -131,6 +131,26 @@ describe('in the start-up grace, the waits of many groups', () => {
       rmSync(hold);
       const answered = await Promise.all(lists);
       expect(answered.map((r) => ((r.body?.result?.tools ?? []) as Json[]).length > 0)).toEqual(names.map(() => true));
+      expect(hub.logs.filter((l) => l.includes('MaxListeners'))).toEqual([]);
+    } finally {
+      if (existsSync(hold)) rmSync(hold);
+      await hub.stop();
+    }
+  }, 90_000);
+
+  it("so do calls waiting for a server's first start past the grace: no MaxListenersExceededWarning with twelve of them", async () => {
+    const hold = join(tmp(), 'late.hold');
+    writeFileSync(hold, '');
+    // No grace: each call by a name in late's prefix space waits for late's first start
+    // (hub/first-start.ts), as calls rerouted after a `servers restart` do.
+    const hub = await startHub({ servers: { late: heldServer(hold) } }, { env: { SWITCHYARD_STARTUP_GRACE_MS: '0' } });
+    try {
+      const waits = () => hub.logs.filter((l) => l.includes('waiting for the first start of its server')).length;
+      const calls = Array.from({ length: 12 }, (_, i) => modernPost(hub.url, `c${i}`, 'tools/call', { name: 'late__echo', arguments: { text: `x${i}` } }));
+      await expect.poll(waits, { timeout: 20_000, interval: 20 }).toBeGreaterThanOrEqual(12);
+      rmSync(hold);
+      const answered = await Promise.all(calls);
+      expect(answered.map((r) => r.body?.result)).toEqual(answered.map((_, i) => expect.objectContaining({ content: [{ type: 'text', text: `echo:x${i}` }] })));
       expect(hub.logs.filter((l) => l.includes('MaxListeners'))).toEqual([]);
     } finally {
       if (existsSync(hold)) rmSync(hold);
