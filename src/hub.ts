@@ -1219,7 +1219,9 @@ export class Hub implements HubCore {
         continue;
       }
       // As Router's: counted once the upstream holds it; a connection that is down is subscribed when it is back.
-      const make = (): Promise<unknown> => (upstream.state === 'ready' ? upstream.request('resources/subscribe', { uri }) : Promise.resolve(undefined));
+      // Made for `principal`, as Router's is: a connection that carried it has served them
+      // (UpstreamBase.servedFor), and a line the server writes about it goes to no other principal's call.
+      const make = (): Promise<unknown> => (upstream.state === 'ready' ? upstream.request('resources/subscribe', { uri }, { principal }) : Promise.resolve(undefined));
       // Let go when nobody stays for it once made (a session taken back, ended meanwhile): the hub's own request (hubOwn), no client's call.
       const joined = await this.subs.join(h.id, uri, subscriber, conn, make, () => upstream.request('resources/unsubscribe', { uri }, { hubOwn: true })).catch(() => undefined);
       if (!joined || joined.left) continue;

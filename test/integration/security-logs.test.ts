@@ -4,10 +4,13 @@
  * It may go to a lone call only while the upstream has served one principal. The real built
  * hub, an SDK v1 upstream that logs after answering, raw legacy sessions of two principals.
  */
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { LEGACY_VERSION, modernBody, modernHeaders, modernMeta, post } from '../helpers/wire.js';
+import { heardSoFar, LEGACY_VERSION, modernBody, modernHeaders, modernMeta, post } from '../helpers/wire.js';
 
 const ALICE_KEY = 'sy_alice-logs-key-000000000000000000000000000000';
 const BOB_KEY = 'sy_bob-logs-key-1111111111111111111111111111111111';
@@ -22,9 +25,11 @@ beforeAll(async () => {
       // One SDK v2 server spoken to in each era: its log lines follow each era's rules.
       cl: { ...nodeServer('test/fixtures/conformance/server.mjs'), era: '2025-11-25' },
       cm: { ...nodeServer('test/fixtures/conformance/server.mjs'), era: '2026-07-28' },
+      // A legacy server that says so in a line when it is subscribed to a resource.
+      sub: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'legacy', SUBSCRIBE_SAYS: '1', TOOLS: JSON.stringify([{ name: 'held', inputSchema: { type: 'object' } }]) }),
     },
   });
-  await waitForReadyWith(hub.url, ['late', 'q', 'cl', 'cm'], ALICE_KEY);
+  await waitForReadyWith(hub.url, ['late', 'q', 'cl', 'cm', 'sub'], ALICE_KEY);
 }, 60_000);
 afterAll(async () => void (await hub?.stop()));
 
@@ -57,6 +62,36 @@ describe('session-wide log lines of a legacy upstream', () => {
     expect(await alice(4, 'late__wait', { ms: 1200 })).toEqual([]);
     // The hub's log says a line went to no client, and why (its text is the server's: not there).
     expect(hub.logs.some((l) => l.includes('relayed to no client') && !l.includes('after:'))).toBe(true);
+  }, 30_000);
+});
+
+describe("a legacy upstream's line while another principal's listen stream subscribes there", () => {
+  it("does not reach the call in flight of the principal whose calls alone the connection carried", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sy-logs-sub-'));
+    const [started, gate] = [join(dir, 'started'), join(dir, 'gate')];
+    const alice = await session(ALICE_KEY);
+    // Her call is in flight at the server, the only call its connection has carried.
+    const call = alice(1, 'sub__held', { started, gate });
+    await expect.poll(() => existsSync(started), { timeout: 10_000, interval: 20 }).toBe(true);
+    // Bob's modern listen stream subscribes to the server's resource: the hub subscribes there
+    // for him, and the server's line about it comes while that request and her call are in flight.
+    const ac = new AbortController();
+    const res = await fetch(hub.url, {
+      method: 'POST',
+      headers: { ...modernHeaders('subscriptions/listen'), authorization: `Bearer ${BOB_KEY}` },
+      body: JSON.stringify(modernBody('bob-listen', 'subscriptions/listen', { notifications: { resourceSubscriptions: ['mut://doc'] } })),
+      signal: ac.signal,
+    });
+    const heard = heardSoFar(res);
+    try {
+      await expect.poll(() => heard().includes('acknowledged'), { timeout: 10_000, interval: 20 }).toBe(true);
+      expect(heard()).toContain('mut://doc');
+      writeFileSync(gate, '');
+      expect(await call).toEqual([]);
+    } finally {
+      writeFileSync(gate, '');
+      ac.abort();
+    }
   }, 30_000);
 });
 
