@@ -23,6 +23,7 @@ import { requestIdQuery, type RequestIdQuery } from '../ledger/request-id.js';
 import { counted } from '../counted.js';
 import { NO_CONFIG } from './config-problems.js';
 import { commandNeeded } from './command-needed.js';
+import { UsageError } from './usage-error.js';
 
 /** Where the command writes; tests pass their own. */
 export interface LedgerCliIo {
@@ -71,9 +72,6 @@ const JSON_CHUNK = 500;
 
 /** Rows `tail -f` reads at a time. */
 const TAIL_PAGE = 1000;
-
-/** Usage errors (exit 2) as opposed to a failed check (exit 1). */
-export class UsageError extends Error {}
 
 /**
  * A row count as yargs hands it over: NaN for text (`-n abc`), an array when given twice, a
