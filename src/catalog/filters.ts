@@ -56,6 +56,15 @@ export const GROUP_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
 export class Groups {
   private readonly groups = new Map<string, CompiledGroup>();
+  private replaced = 0;
+
+  /**
+   * Counts the replacements (reloads) of the groups: a call routed under one version and sent
+   * under another looks again at whether its group still shows its tool (Router's call-tool).
+   */
+  get version(): number {
+    return this.replaced;
+  }
 
   constructor(config: Record<string, unknown> | undefined) {
     this.replace(config);
@@ -66,6 +75,7 @@ export class Groups {
    * this object, so both see them at once.
    */
   replace(config: Record<string, unknown> | undefined): void {
+    this.replaced++;
     this.groups.clear();
     for (const [name, raw] of Object.entries(config ?? {})) {
       if (!GROUP_NAME.test(name) || raw === null || typeof raw !== 'object') continue;

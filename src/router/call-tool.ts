@@ -226,6 +226,9 @@ export class ToolCall {
     const grace = this.opts.startupGrace(ctx);
     if (grace) await unlessAborted(() => grace, ctx.signal, () => undefined);
     const view = viewOf(ctx);
+    // The groups its route is judged under (a route from the start-up grace's was judged before
+    // this call began: looked at again before it is sent, whatever the version).
+    const groupsAt = ctx.routedInGrace === undefined ? this.catalog.groups.version : -1;
     // A call let past the start-up grace comes with the route that let it (Hub.passesGrace); read
     // only when the aggregate has none, so the usual call pays nothing for it.
     // Nor is a key whose call has ended routed when its tool's server is down (endedOfDown): it is
@@ -428,6 +431,15 @@ export class ToolCall {
       await finish(outcomeOfError(err), undefined, false);
       unspent?.();
       return toolErrorResult(`Tool ${hubName} is unavailable: ${err.message}`);
+    }
+    // A reload changed the groups while the call was held (its row written, a plugin, the user's
+    // confirmation): a tool its group no longer shows is not sent through it, as it would not be
+    // to a call that came after. Unknown to the group, as then; nothing ran.
+    if (ctx.group !== undefined && this.catalog.groups.version !== groupsAt && !this.catalog.groups.includes(ctx.group, 'tools', server.id, hubName, upstreamName, server.config.prefix)) {
+      const err = new RpcError(INVALID_PARAMS, `Unknown tool: ${hubName}`);
+      await finish(outcomeOfError(err), undefined, false);
+      unspent?.();
+      throw err;
     }
     const forwarded = retry ? forwardedParams(retry.params, 'name', upstreamName) : withoutStrayRound(forwardedParams(params, 'name', upstreamName), ctx);
     if (plan && plan.arguments !== args) forwarded.arguments = plan.arguments;
