@@ -48,6 +48,11 @@ export interface Built extends GroupView {
   /** Ready servers whose list failed with none to serve instead: left out, and asked again at the next list. */
   failed: readonly string[];
   views: Map<string, GroupView>;
+  /**
+   * The Groups.version `views` were worked out under: a reload's groups are never shown, nor
+   * routed by, from a view of the old ones (a caller may hold an aggregate across setGroups).
+   */
+  viewsAt?: number;
   /** Catalog.changeEpoch when the lists it was built from were asked for (see readyTool). */
   epoch: number;
 }
@@ -124,6 +129,10 @@ export function assemble(
 /** What one group shows of an aggregate (memoised with it). */
 export function groupView(groups: Groups, kind: ListKind, b: Built, group: string | undefined): GroupView {
   if (group === undefined) return b;
+  if (b.viewsAt !== groups.version) {
+    b.views.clear();
+    b.viewsAt = groups.version;
+  }
   let v = b.views.get(group);
   if (v) return v;
   const items: Record<string, unknown>[] = [];
