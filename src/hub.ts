@@ -397,8 +397,11 @@ export class Hub implements HubCore {
     const uris = this.subs.uris(h.id, conn);
     // Back without resources.subscribe: nothing it holds is watched any more.
     if (!upstream.capabilities?.resources?.subscribe) return this.unwatched(h.id, conn, uris);
+    // Made for its holders, as their own subscribes were (Subscriptions.heldFor): on a fresh
+    // connection the hub's own request would leave it one principal's, and a line the server
+    // writes about it would go to that principal's call.
     for (const uri of uris)
-      upstream.request('resources/subscribe', { uri }, { hubOwn: true }).catch((err: unknown) => {
+      upstream.request('resources/subscribe', { uri }, { hubOwn: true, principal: this.subs.heldFor(h.id, uri, conn) }).catch((err: unknown) => {
         this.log.warn({ server: h.id, uri, err: String((err as Error)?.message ?? err) }, 'resource subscription not renewed after a restart');
         // Still the connection it was made on (not one opened since, which renews it itself).
         if (this.subs.uris(h.id, conn).includes(uri) && (conn === '' ? h.upstream : this.upstreams.existing(h, principalOfConn(conn))) === upstream) this.unwatched(h.id, conn, [uri]);
@@ -419,7 +422,8 @@ export class Hub implements HubCore {
     if (h === undefined || now === undefined || now === made || now.state !== 'ready') return;
     if (now.era === MODERN) return this.catalog.subscriptionsChanged(serverId, conn);
     if (!now.capabilities?.resources?.subscribe) return this.unwatched(serverId, conn, [uri]);
-    await now.request('resources/subscribe', { uri }, { hubOwn: true }).catch((err: unknown) => {
+    // For its holders, as resubscribe's.
+    await now.request('resources/subscribe', { uri }, { hubOwn: true, principal: this.subs.heldFor(serverId, uri, conn) }).catch((err: unknown) => {
       this.log.warn({ server: serverId, uri, err: String((err as Error)?.message ?? err) }, 'resource subscription made on a replaced connection not carried to the new one');
       // Still the connection it is held on (not one opened since, which renews it itself).
       const current = this.handles.get(serverId);
@@ -1223,7 +1227,7 @@ export class Hub implements HubCore {
       // (UpstreamBase.servedFor), and a line the server writes about it goes to no other principal's call.
       const make = (): Promise<unknown> => (upstream.state === 'ready' ? upstream.request('resources/subscribe', { uri }, { principal }) : Promise.resolve(undefined));
       // Let go when nobody stays for it once made (a session taken back, ended meanwhile): the hub's own request (hubOwn), no client's call.
-      const joined = await this.subs.join(h.id, uri, subscriber, conn, make, () => upstream.request('resources/unsubscribe', { uri }, { hubOwn: true })).catch(() => undefined);
+      const joined = await this.subs.join(h.id, uri, subscriber, conn, make, () => upstream.request('resources/unsubscribe', { uri }, { hubOwn: true }), principal).catch(() => undefined);
       if (!joined || joined.left) continue;
       await this.carrySubscription(h.id, conn, upstream, uri);
       honoured.push(uri);

@@ -657,7 +657,7 @@ export class Router {
     const make = (): Promise<Result> => (conn.upstream.state === 'ready' ? this.forward(method, { uri }, ctx, server, { hubName: uri, upstreamName: uri }, t0) : local());
     // Its session ended (or it unsubscribed) while the upstream subscribe was made, and nobody else waited for it: let go (unmake),
     // the hub's own request (hubOwn): no client's call, in the count of calls left unanswered or in a slot's queue.
-    const joined = await this.subs.join(server.id, uri, subscriber, connKey, make, () => conn.upstream.request('resources/unsubscribe', { uri }, { hubOwn: true }));
+    const joined = await this.subs.join(server.id, uri, subscriber, connKey, make, () => conn.upstream.request('resources/unsubscribe', { uri }, { hubOwn: true }), ctx.principal);
     // Made on a connection replaced since (sent before `servers restart` or a reload, answered
     // as it drained): the new one, asked at its start for what was counted then, is asked now.
     if (!joined.left) await this.opts.carrySubscription?.(server.id, connKey, conn.upstream, uri);

@@ -59,6 +59,12 @@ export class Subscriptions {
    * walk of 100,000 entries).
    */
   private readonly bySubscriber = new Map<string, Set<string>>();
+  /**
+   * The principal of each counted subscriber (a session or a listen stream is one principal's),
+   * as its join or addToFilter said: whom the hub's own subscribe on a new connection is made
+   * for (heldFor).
+   */
+  private readonly principalOf = new Map<string, string>();
   /** Listen-filter shares, by `${server}\0${conn}\0${principal}`. */
   private readonly shares = new Map<string, Share>();
   /** The principal a listen-filter subscriber is charged to, and the keys it is charged for. */
@@ -89,7 +95,7 @@ export class Subscriptions {
     let mine = this.charged.get(subscriber);
     if (!mine) this.charged.set(subscriber, (mine = { principal, keys: new Set() }));
     mine.keys.add(k);
-    return { first: this.count(k, subscriber) };
+    return { first: this.count(k, subscriber, principal) };
   }
 
   /** `subscriber` no longer holds key `k`: its principal's share lets the URI go with its last holder. */
@@ -108,7 +114,7 @@ export class Subscriptions {
     if (share.uris.size === 0) this.shares.delete(sk);
   }
 
-  private count(k: string, subscriber: string): boolean {
+  private count(k: string, subscriber: string, principal: string | undefined): boolean {
     let s = this.byUri.get(k);
     if (!s) {
       this.byUri.set(k, (s = new Set()));
@@ -120,6 +126,7 @@ export class Subscriptions {
       let mine = this.bySubscriber.get(subscriber);
       if (!mine) this.bySubscriber.set(subscriber, (mine = new Set()));
       mine.add(k);
+      if (principal !== undefined) this.principalOf.set(subscriber, principal);
     }
     return first;
   }
@@ -130,10 +137,11 @@ export class Subscriptions {
    * its outcome: counted with it when it is made; when it fails, the first of them makes an
    * attempt of its own (so one transient failure does not fail them all), the others waiting
    * again. Throws what this subscriber's own attempt threw; nothing of it is counted then.
+   * `principal`: whose the subscriber is (heldFor).
    */
-  async join<T>(server: string, uri: string, subscriber: string, conn: string, make: () => Promise<T>, unmake?: () => Promise<unknown>): Promise<Joined<T>> {
+  async join<T>(server: string, uri: string, subscriber: string, conn: string, make: () => Promise<T>, unmake?: () => Promise<unknown>, principal?: string): Promise<Joined<T>> {
     const k = key(server, conn, uri);
-    const ticket: Ticket = { subscriber, left: false };
+    const ticket: Ticket = { subscriber, principal, left: false };
     for (;;) {
       if (this.byUri.get(k)?.has(subscriber)) return {};
       const pending = this.making.get(k);
@@ -143,7 +151,7 @@ export class Subscriptions {
       if (ticket.left) return { left: true };
     }
     if (this.byUri.has(k)) {
-      this.count(k, subscriber);
+      this.count(k, subscriber, principal);
       return {};
     }
     return this.make(k, ticket, make, unmake);
@@ -168,7 +176,7 @@ export class Subscriptions {
         if (unmake) this.unsubscribeNow(k, unmake).catch(() => undefined);
         return { made, unheld: true };
       }
-      for (const t of staying) this.count(k, t.subscriber);
+      for (const t of staying) this.count(k, t.subscriber, t.principal);
       return ticket.left ? { made, left: true } : { made };
     } catch (err) {
       // Its waiters are still waiting: the first of them tries again.
@@ -232,7 +240,10 @@ export class Subscriptions {
     this.uncharge(k, subscriber);
     const mine = this.bySubscriber.get(subscriber);
     mine?.delete(k);
-    if (mine?.size === 0) this.bySubscriber.delete(subscriber);
+    if (mine?.size === 0) {
+      this.bySubscriber.delete(subscriber);
+      this.principalOf.delete(subscriber);
+    }
     if (s.size > 0) return false;
     this.byUri.delete(k);
     this.indexed(k, false);
@@ -256,6 +267,7 @@ export class Subscriptions {
       }
     }
     this.bySubscriber.delete(subscriber);
+    this.principalOf.delete(subscriber);
     return emptied;
   }
 
@@ -303,6 +315,22 @@ export class Subscriptions {
     return this.byUri.get(`${server}\0${conn}\0${uri}`) ?? new Set();
   }
 
+  /**
+   * Whom the subscription of `uri` on connection `conn` is held for: the one principal of all its
+   * holders, or null when they are several (or one's is not known). The hub's own subscribe of
+   * it on a new connection is made for that (CallOptions.principal): a connection that carried it
+   * has served them, and a line the server writes about it goes to no other principal's call.
+   */
+  heldFor(server: string, uri: string, conn = ''): string | null {
+    let one: string | undefined;
+    for (const s of this.holders(server, uri, conn)) {
+      const p = this.principalOf.get(s);
+      if (p === undefined || (one !== undefined && p !== one)) return null;
+      one = p;
+    }
+    return one ?? null;
+  }
+
   /** The URIs subscribed on one connection of a server (the main one: a modern upstream's listen filter, a restart's renewal). */
   uris(server: string, conn = ''): string[] {
     return [...(this.byConn.get(`${server}\0${conn}`) ?? [])];
@@ -312,6 +340,7 @@ export class Subscriptions {
 /** A subscriber's place among those waiting for an upstream subscribe; `left` once it is unsubscribed or its session ended. */
 interface Ticket {
   readonly subscriber: string;
+  readonly principal: string | undefined;
   left: boolean;
 }
 

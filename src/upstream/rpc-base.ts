@@ -126,7 +126,7 @@ function nextToken(): string {
 
 export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private nextId = 0;
-  /** The one principal this connection has carried calls for; null once it has carried two. */
+  /** The one principal this connection has carried calls for; null once it has carried two, or one made for several (CallOptions.principal null). */
   private servedFor: string | null | undefined;
   protected readonly pending = new IdTable<Pending>();
   private readonly byToken = new KeyedTable<Pending>();

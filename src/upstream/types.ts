@@ -104,8 +104,10 @@ export interface CallOptions {
   /**
    * Whom the call is for. A legacy connection's log lines are session-wide: one that no answer
    * stream carried goes to a lone call only while the connection has served one principal.
+   * null: made for several principals at once (the hub's own subscribe of a URI that several
+   * hold, Subscriptions.heldFor): the connection has served more than one from then on.
    */
-  principal?: string;
+  principal?: string | null;
   /**
    * A legacy upstream's server-to-client request (elicitation/create, sampling/createMessage,
    * roots/list) that belongs to this call. Resolve with the client's result; reject with an

@@ -86,6 +86,29 @@ describe('resource subscriptions made upstream (join)', () => {
     expect(up.calls.length).toBe(1);
   });
 
+  it("says whom a URI is held for: its holders' one principal (waiters counted with the maker), else null", async () => {
+    const s = new Subscriptions();
+    const up = upstream();
+    const a = s.join('fs', 'x://a', 'A1', '', up.make, undefined, 'alice');
+    const b = s.join('fs', 'x://a', 'A2', '', up.make, undefined, 'alice');
+    await settle();
+    up.calls[0]!.resolve('made');
+    await Promise.all([a, b]);
+    expect(s.heldFor('fs', 'x://a')).toBe('alice');
+    expect(await s.join('fs', 'x://a', 'B', '', up.make, undefined, 'bob')).toEqual({});
+    expect(s.heldFor('fs', 'x://a')).toBe(null);
+    // Bob gone: Alice's alone again. A holder of no known principal counts as another.
+    s.remove('fs', 'x://a', 'B');
+    expect(s.heldFor('fs', 'x://a')).toBe('alice');
+    expect(await s.join('fs', 'x://a', 'C', '', up.make)).toEqual({});
+    expect(s.heldFor('fs', 'x://a')).toBe(null);
+    s.removeSubscriber('C');
+    expect(s.heldFor('fs', 'x://a')).toBe('alice');
+    // Each connection its own.
+    expect(await s.join('fs', 'x://a', 'B', 'principal:bob', () => Promise.resolve('made'), undefined, 'bob')).toEqual({ made: 'made' });
+    expect([s.heldFor('fs', 'x://a'), s.heldFor('fs', 'x://a', 'principal:bob')]).toEqual(['alice', 'bob']);
+  });
+
   it('when the upstream subscribe fails, its maker is not counted and the first waiter makes its own attempt', async () => {
     const s = new Subscriptions();
     const up = upstream();
