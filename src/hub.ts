@@ -1099,6 +1099,7 @@ export class Hub implements HubCore {
 
   /** A retry's short wait for `u`, its server's connection on its way back (hub/back-soon.ts), within the request's own timeout. */
   private backWithin(h: ServerHandle, u: Upstream, ctx: CallContext): Promise<boolean> {
+    this.log.debug({ server: h.id, state: u.state }, 'a retry waits for its server to be back');
     // Not past the stop's beginning (stopBegun): the closing upstream ends readyWithin's own wait.
     return unlessAborted(() => readyWithin(u, Math.min(RETRY_WAIT_MS, callPolicy(h.config, ctx.meta).timeoutMs ?? h.config.timeoutMs), ctx.signal), this.stopBegun.signal, () => false);
   }

@@ -1,6 +1,6 @@
 /**
  * The start-up grace on a tool group's endpoint (`/mcp/<group>`), a completion held in the
- * grace, and many requests waiting for a server to start. Real hub, the mutable fixture upstream (one held starting by a hold file for as long as
+ * grace, and many requests waiting for a server to start (or to be back after a crash). Real hub, the mutable fixture upstream (one held starting by a hold file for as long as
  * a test needs, whatever the machine's load), the official SDK clients of both eras.
  */
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
@@ -11,8 +11,10 @@ import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { MODERN_VERSION, modernPost, waitForReady, type Json, type RawReply } from '../helpers/wire.js';
+import { META_CAPS, MODERN_VERSION, modernBody, modernHeaders, modernMeta, modernPost, post, waitForReady, type Json, type RawReply } from '../helpers/wire.js';
+import { MODERN_FIXTURE, USER_CAPABILITIES } from '../fixtures/translation/peers.js';
 import { tmp } from './catalog-helpers.js';
+import { waitForState } from './faults-helpers.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
 
@@ -151,6 +153,45 @@ describe('many requests waiting for a server starting', () => {
       rmSync(hold);
       const answered = await Promise.all(calls);
       expect(answered.map((r) => r.body?.result)).toEqual(answered.map((_, i) => expect.objectContaining({ content: [{ type: 'text', text: `echo:x${i}` }] })));
+      expect(hub.logs.filter((l) => l.includes('MaxListeners'))).toEqual([]);
+    } finally {
+      if (existsSync(hold)) rmSync(hold);
+      await hub.stop();
+    }
+  }, 90_000);
+});
+
+describe('many requests waiting for a server restarting after a crash', () => {
+  it("a dozen modern retries of a round share the server's state events as they wait for it back: no MaxListenersExceededWarning", async () => {
+    // Absent as the server first starts; made before the crash, it holds the restart until the
+    // retries all wait (start-delay.mjs).
+    const hold = join(tmp(), 'back.hold');
+    const s = nodeServer(MODERN_FIXTURE, [], { SERVER_NAME: 'modern-stdio', START_HOLD_FILE: hold });
+    const hub = await startHub({ servers: { ms: { ...s, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(s.args as string[])] } } });
+    const name = 'ms__elicit_form';
+    const send = async (id: string, params: Json): Promise<Json> => {
+      const r = await post(hub.url, modernBody(id, 'tools/call', { name, arguments: { who: id }, ...params }, modernMeta({ [META_CAPS]: USER_CAPABILITIES })), modernHeaders('tools/call', name));
+      const m = r.messages.find((x) => x.id === id);
+      if (!m) throw new Error(`${r.status} ${r.text}`);
+      return m as Json;
+    };
+    try {
+      await waitForReady(hub.url, ['ms']);
+      const ids = Array.from({ length: 12 }, (_, i) => `r${i}`);
+      const states = await Promise.all(ids.map(async (id) => ((await send(id, {})).result as Json | undefined)?.requestState));
+      expect(states).toEqual(ids.map(() => expect.stringMatching(/^sy1\./)));
+      writeFileSync(hold, '');
+      const spawned = hub.logs.filter((l) => l.includes('"msg":"spawned"')).map((l) => JSON.parse(l) as Json);
+      process.kill(spawned.filter((l) => l.server === 'ms').at(-1)?.pid as number, 'SIGKILL');
+      await waitForState(hub.url, 'ms', ['restarting', 'starting'], 10_000);
+      // Each retry waits for the server back (hub/back-soon.ts): each wait listened to the
+      // upstream itself, and Node warned past ten listeners of its state.
+      const waits = () => hub.logs.filter((l) => l.includes('a retry waits for its server to be back')).length;
+      const retries = ids.map((id, i) => send(id, { requestState: states[i], inputResponses: { name: { action: 'accept', content: { name: id } } } }));
+      await expect.poll(waits, { timeout: 20_000, interval: 20 }).toBeGreaterThanOrEqual(ids.length);
+      rmSync(hold);
+      const answered = await Promise.all(retries);
+      expect(answered.map((r) => r.result)).toEqual(ids.map((id) => expect.objectContaining({ content: [{ type: 'text', text: `action=accept content={"name":"${id}"}` }] })));
       expect(hub.logs.filter((l) => l.includes('MaxListeners'))).toEqual([]);
     } finally {
       if (existsSync(hold)) rmSync(hold);
