@@ -1002,7 +1002,14 @@ export class Hub implements HubCore {
    * tool the hub's tools list does not hold yet (ToolCall.keyEnded).
    */
   private answeredFromKey(method: string, params: Record<string, unknown>, ctx: CallContext): boolean | Promise<boolean> {
-    return method === 'tools/call' && ctx.idempotencyKey !== undefined && this.router.keyEnded(params, ctx);
+    const ended = method === 'tools/call' && ctx.idempotencyKey !== undefined && this.router.keyEnded(params, ctx);
+    if (typeof ended === 'boolean') return ended;
+    // Its client cancelled while the tool's name was routed: recorded cancelled, as any request
+    // cut while it waits, not refused (a row of a refusal its client never got).
+    return ended.then(async (yes) => {
+      if (!yes && ctx.signal.aborted) await this.endedWhileWaiting(method, params, ctx, this.handles.get(this.toolServerOf(method, typeof params.name === 'string' ? params.name : undefined, ctx.principal, ctx.group).server ?? ''));
+      return yes;
+    });
   }
 
   private async route(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>> {

@@ -120,6 +120,7 @@ export class ToolCall {
     if (ctx.group === undefined) return true;
     const view = viewOf(ctx);
     if (this.groupHas(hubName, view)) return true;
+    this.log.debug({ name: hubName, group: ctx.group }, "a key's tool routed for a group's client");
     return unlessAborted(() => this.catalog.resolveTool(hubName, view).then((r) => r !== undefined, () => false), ctx.signal, () => false);
   }
 
@@ -160,6 +161,13 @@ export class ToolCall {
       return a.result;
     }
     const refusal = 'refusal' in settled ? settled.refusal : usedForRefusal(settled, await this.showsTool(settled.usedFor, ctx));
+    // Its client cancelled while the other tool's name was routed (showsTool, a group's client on
+    // a fresh hub): cancelled, nothing sent, not a refusal its client never got.
+    if ('usedFor' in settled && ctx.signal.aborted) {
+      const err = cutOffError(notSent(new CancelledError(reasonOf(ctx.signal))), ctx.signal);
+      await end({ ...outcomeOfError(err), latencyMs: performance.now() - t0 });
+      throw err;
+    }
     await end({ outcome: 'denied', errorKind: 'policy', errorMessage: refusal, latencyMs: 0 });
     return toolErrorResult(refusal);
   }

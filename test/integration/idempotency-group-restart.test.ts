@@ -4,8 +4,9 @@
  * as on `/mcp`, though a failMode "closed" server is down now: the group shows the tool, by its
  * server's list, while the hub's own tools list is not built yet (`slow`'s tools/list held by its
  * gate file). A tool the group does not show gets no kept answer there. Nor does a retry wait for
- * that list while its tool's server is still starting. Real hub processes, the mutable fixture
- * upstream, raw modern requests.
+ * that list while its tool's server is still starting, and one whose client cancels while its
+ * key's tool is routed is recorded cancelled. Real hub processes, the mutable fixture upstream,
+ * raw modern requests.
  */
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -13,6 +14,7 @@ import { describe, expect, it } from 'vitest';
 import { nodeServer, ROOT, startHub } from '../helpers/hub-process.js';
 import { firstText, modernBody, modernHeaders, modernMeta, post, waitForReady, type Json } from '../helpers/wire.js';
 import { tmp } from './catalog-helpers.js';
+import { queryRows, type Row } from './ledger-helpers.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
 
@@ -117,6 +119,72 @@ describe('a keyed call on a group endpoint of a restarted hub, a failMode "close
     } finally {
       writeFileSync(gate, '');
       rmSync(hold, { force: true });
+      await hub.stop();
+    }
+  }, 120_000);
+
+  it("cancelled by its client while its key's tool is routed for the group (the hub's list not built): recorded cancelled, not refused", async () => {
+    const dir = tmp();
+    const [gate, slowStats] = [join(dir, 'slow-gate'), join(dir, 'slow-stats.json')];
+    const groups = { mine: { servers: ['m', 'slow'] } };
+    const meta = (key: string) => ({ ...modernMeta(), 'dev.switchyard/idempotency-key': key });
+    const keyed = async (url: string, id: string, name: string, args: Json, key: string) => {
+      const r = await post(url, modernBody(id, 'tools/call', { name, arguments: args }, meta(key)), modernHeaders('tools/call', name));
+      return r.body?.error ? `error: ${JSON.stringify(r.body.error)}` : String(firstText(r.body?.result));
+    };
+    const first = await startHub({ groups, servers: { m: nodeServer(MUTABLE, [], { ERA: 'modern' }), slow: nodeServer(MUTABLE, [], { ERA: 'modern', TAG: ' (first)' }) } }, { dir });
+    try {
+      await waitForReady(first.url, ['m', 'slow']);
+      expect(await keyed(first.url.replace(/\/mcp$/, '/mcp/mine'), 'a1', 'slow__echo', { text: 's' }, 'k')).toBe('echo:s (first)');
+    } finally {
+      await first.stop();
+    }
+    // The fresh hub: slow's tools/list is held (a group's client's key's tool slow__echo is routed
+    // by it, ToolCall.showsTool), and guard, failMode "closed", is down.
+    const hub = await startHub(
+      {
+        groups,
+        servers: {
+          m: nodeServer(MUTABLE, [], { ERA: 'modern' }),
+          slow: { ...nodeServer(MUTABLE, [], { ERA: 'modern', TAG: ' (second)', LIST_GATE: gate, STATS_FILE: slowStats }), timeoutMs: 600_000 },
+          guard: { command: process.execPath, args: ['-e', 'process.exit(3)'], failMode: 'closed' },
+        },
+      },
+      { dir },
+    );
+    const mine = hub.url.replace(/\/mcp$/, '/mcp/mine');
+    const routings = () => hub.logs.filter((l) => l.includes("a key's tool routed for a group's client")).length;
+    /** Sent, then cut by its client once `routed` routings of a key's tool began. */
+    const cut = async (id: string, name: string, args: Json, routed: number): Promise<Row | undefined> => {
+      const ac = new AbortController();
+      const body = JSON.stringify(modernBody(id, 'tools/call', { name, arguments: args }, meta('k')));
+      const sent = fetch(mine, { method: 'POST', headers: modernHeaders('tools/call', name), body, signal: ac.signal }).then((r) => r.text()).catch(() => undefined);
+      await expect.poll(routings, { timeout: 20_000, interval: 20 }).toBeGreaterThanOrEqual(routed);
+      ac.abort();
+      await sent;
+      let row: Row | undefined;
+      for (const until = Date.now() + 10_000; !row && Date.now() < until; await new Promise((r) => setTimeout(r, 50)))
+        row = (await queryRows(join(hub.dir, 'ledger.db'), {})).find((r) => r.requestId === id && r.outcome !== 'in_flight');
+      return row;
+    };
+    try {
+      await waitForReady(hub.url, ['m', 'slow']);
+      await expect.poll(() => (existsSync(slowStats) ? (JSON.parse(readFileSync(slowStats, 'utf8')) as Json)['tools/list'] : 0), { timeout: 10_000, interval: 20 }).toBe(1);
+      // Its key's call ended: answered from it past guard's refusal, once slow__echo is routed for
+      // the group. It was refused ("failMode closed"), its row written for a client gone.
+      const retry = await cut('c1', 'slow__echo', { text: 's' }, 1);
+      expect(retry && [retry.outcome, retry.errorKind]).toEqual(['cancelled', null]);
+      // The key was used for slow__echo: the refusal names it if the group shows it (routed so).
+      // It was written "denied" for a client gone. m__add is routed first, by m's list.
+      const other = await cut('c2', 'm__add', { a: 1, b: 2 }, 3);
+      expect(other && [other.outcome, other.errorKind]).toEqual(['cancelled', null]);
+      expect(existsSync(gate)).toBe(false); // all the while slow's list was held
+      // Otherwise as before: once slow's list is in, the kept answer, and the refusal naming the tool.
+      writeFileSync(gate, '');
+      expect(await keyed(mine, 'd1', 'slow__echo', { text: 's' }, 'k')).toBe('echo:s (first)');
+      expect(await keyed(mine, 'd2', 'm__add', { a: 1, b: 2 }, 'k')).toBe('idempotency key "k" was already used for tool "slow__echo"; use a new key');
+    } finally {
+      writeFileSync(gate, '');
       await hub.stop();
     }
   }, 120_000);
