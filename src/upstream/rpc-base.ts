@@ -23,6 +23,7 @@ import { MAX_OPEN_ASKS, RELATED_TASK, fileRootsOnly, relayedInput, relayedNotice
 import { errMessage, Lifecycle } from './lifecycle.js';
 import { Limiter, LimitError } from './limiter.js';
 import { withRetries } from './retry.js';
+import { readyWithin } from './ready-within.js';
 import { upstreamError } from './upstream-error.js';
 import { redactErrorText, redactLogMessage } from '../policy/secret-text.js';
 import type { AskClient, CallOptions, ListenEnd, ListenFilter, ListenHandle, Upstream } from './types.js';
@@ -277,23 +278,15 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     });
   }
 
-  /** Resolves true when ready now or within `ms`; false once it cannot be (closed, failed, time up). */
+  /**
+   * Resolves true when ready now or within `ms`; false once it cannot be (closed, failed, time
+   * up). Through readyWithin, whose waits share one listener of this upstream's state: a dozen
+   * calls retried after a crash, a listener each, set off MaxListenersExceededWarning.
+   */
   whenReady(ms: number): Promise<boolean> {
     if (this._state === 'ready') return Promise.resolve(true);
-    if (this.closed || this._state === 'failed' || ms <= 0) return Promise.resolve(false);
-    return new Promise((resolve) => {
-      const done = (ok: boolean): void => {
-        clearTimeout(t);
-        this.off('state', on);
-        resolve(ok);
-      };
-      const on = (s: string): void => {
-        if (s === 'ready') done(true);
-        else if (s === 'failed' || s === 'stopped') done(false);
-      };
-      const t = setTimeout(() => done(false), ms);
-      this.on('state', on);
-    });
+    if (this.closed) return Promise.resolve(false);
+    return readyWithin(this, ms);
   }
 
   /**

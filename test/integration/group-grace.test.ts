@@ -200,6 +200,39 @@ describe('many requests waiting for a server restarting after a crash', () => {
   }, 90_000);
 });
 
+describe('many calls in flight when their server crashes', () => {
+  it('retried, each waiting for the restart between attempts, share its state events: no MaxListenersExceededWarning', async () => {
+    const dir = tmp();
+    const [hold, gate] = [join(dir, 'restart.hold'), join(dir, 'gate')];
+    // `held` answers once the gate file is there; safe to send again (idempotentHint), so a call
+    // the crash cut is retried once the server is back; the hold file holds the restart.
+    const s = heldServer(hold, { TOOLS: JSON.stringify([{ name: 'held', inputSchema: { type: 'object' } }]) });
+    const hub = await startHub({ servers: { c: { ...s, retry: { maxAttempts: 3, budgetMs: 60_000 }, tools: { held: { annotations: { idempotentHint: true } } } } } });
+    try {
+      await waitForReady(hub.url, ['c']);
+      const ids = Array.from({ length: 12 }, (_, i) => `h${i}`);
+      const calls = ids.map((id) => modernPost(hub.url, id, 'tools/call', { name: 'c__held', arguments: { started: join(dir, `${id}.started`), gate } }));
+      await expect.poll(() => ids.filter((id) => existsSync(join(dir, `${id}.started`))).length, { timeout: 20_000, interval: 20 }).toBe(ids.length);
+      writeFileSync(hold, '');
+      const spawned = hub.logs.filter((l) => l.includes('"msg":"spawned"')).map((l) => JSON.parse(l) as Json);
+      process.kill(spawned.filter((l) => l.server === 'c').at(-1)?.pid as number, 'SIGKILL');
+      // Each call, sent again, waits for the restart (RpcBase.whenReady): each wait listened to
+      // the upstream itself, and Node warned past ten listeners of its state.
+      const retries = () => hub.logs.filter((l) => l.includes('sending the request again')).length;
+      await expect.poll(retries, { timeout: 20_000, interval: 20 }).toBeGreaterThanOrEqual(ids.length);
+      writeFileSync(gate, '');
+      rmSync(hold);
+      const answered = await Promise.all(calls);
+      expect(answered.map((r) => r.body?.result)).toEqual(ids.map(() => expect.objectContaining({ content: [{ type: 'text', text: 'let go' }] })));
+      expect(hub.logs.filter((l) => l.includes('MaxListeners'))).toEqual([]);
+    } finally {
+      if (existsSync(hold)) rmSync(hold);
+      writeFileSync(gate, '');
+      await hub.stop();
+    }
+  }, 90_000);
+});
+
 describe('in the start-up grace, a completion let on for a ready server\'s prompt but held in the grace', () => {
   const rowsOf = (hub: HubProcess, id: string): Json[] => {
     const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true });
