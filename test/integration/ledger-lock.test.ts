@@ -3,34 +3,22 @@
  * node processes running the built lockLedger (test/fixtures/ledger/lock-contender.mjs),
  * released at one instant.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, statSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { LedgerBusyError, ledgerWriter, lockLedger } from '../../src/cli/ledger-lock.js';
 import type { HubConfig } from '../../src/config/types.js';
 import { runCli } from '../helpers/cli.js';
 import { LineClient } from '../helpers/line-client.js';
+import { spawnContender, type Contender } from '../helpers/lock-contender.js';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { processStart } from '../../src/process-alive.js';
 
 const CONTENDER = join(ROOT, 'test/fixtures/ledger/lock-contender.mjs');
 /** A PID namespace of its own, with its own /proc, as a container has (root only). */
 const canUnshare = spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'true']).status === 0;
-
-interface Contender {
-  pid: number;
-  /** The next line it prints. */
-  next(): Promise<string>;
-  /** Asks for the lock at `at` (epoch ms, fractional) plus its index × stepUs µs. */
-  go(at: number, stepUs: number): void;
-  /** Closes its stdin (it lets its lock go by exiting; killed if it does not) and waits for it to end. */
-  end(): Promise<void>;
-  /** Kills it (SIGKILL) and waits for it to end. */
-  kill(): Promise<void>;
-}
 
 let running: Contender[] = [];
 afterEach(async () => {
@@ -40,26 +28,7 @@ afterEach(async () => {
 
 /** `stall`: where the contender stalls (lock-contender.mjs: `jitter <ms>`, `die-in-takeover`). */
 function contender(ledgerPath: string, index: number, stall: string[] = []): Contender {
-  const proc: ChildProcess = spawn(process.execPath, [CONTENDER, ledgerPath, String(index), ...stall], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const heard: string[] = [];
-  const waiting: ((line: string) => void)[] = [];
-  createInterface({ input: proc.stdout! }).on('line', (line) => (waiting.length ? waiting.shift()!(line) : heard.push(line)));
-  const exited = new Promise<void>((res) => proc.once('exit', () => res()));
-  const c: Contender = {
-    pid: proc.pid!,
-    next: () => (heard.length ? Promise.resolve(heard.shift()!) : new Promise((res) => waiting.push(res))),
-    go: (at, stepUs) => proc.stdin!.write(`go ${Math.floor(at)} ${stepUs}\n`),
-    end: () => {
-      proc.stdin!.end();
-      // One stuck in lockLedger (a failing test) does not read its stdin any more.
-      const stuck = setTimeout(() => proc.kill('SIGKILL'), 5_000);
-      return exited.finally(() => clearTimeout(stuck));
-    },
-    kill: () => {
-      proc.kill('SIGKILL');
-      return exited;
-    },
-  };
+  const c = spawnContender(CONTENDER, [ledgerPath, String(index), ...stall]);
   running.push(c);
   return c;
 }

@@ -3,25 +3,15 @@
  * processes: contenders are node processes running the built lockTokenFile
  * (test/fixtures/oauth/token-lock-contender.mjs), released at one instant.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, realpathSync, utimesSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
+import { spawnContender, type Contender } from '../helpers/lock-contender.js';
 import { ROOT } from '../helpers/hub-process.js';
 
 const CONTENDER = join(ROOT, 'test/fixtures/oauth/token-lock-contender.mjs');
-
-interface Contender {
-  pid: number;
-  /** The next line it prints. */
-  next(): Promise<string>;
-  /** Asks for the lock at `at` (epoch ms) plus its index × stepUs µs. */
-  go(at: number, stepUs: number): void;
-  /** Closes its stdin (it lets its lock go and exits; killed if it does not) and waits for it to end. */
-  end(): Promise<void>;
-}
 
 let running: Contender[] = [];
 afterEach(async () => {
@@ -48,21 +38,7 @@ async function contend(file: string, all: Contender[], stepUs: number): Promise<
 }
 
 function contender(file: string, index: number, stall: string[]): Contender {
-  const proc: ChildProcess = spawn(process.execPath, [CONTENDER, file, String(index), ...stall], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const heard: string[] = [];
-  const waiting: ((line: string) => void)[] = [];
-  createInterface({ input: proc.stdout! }).on('line', (line) => (waiting.length ? waiting.shift()!(line) : heard.push(line)));
-  const exited = new Promise<void>((res) => proc.once('exit', () => res()));
-  const c: Contender = {
-    pid: proc.pid!,
-    next: () => (heard.length ? Promise.resolve(heard.shift()!) : new Promise((res) => waiting.push(res))),
-    go: (at, stepUs) => proc.stdin!.write(`go ${Math.floor(at)} ${stepUs}\n`),
-    end: () => {
-      proc.stdin!.end();
-      const stuck = setTimeout(() => proc.kill('SIGKILL'), 5_000);
-      return exited.finally(() => clearTimeout(stuck));
-    },
-  };
+  const c = spawnContender(CONTENDER, [file, String(index), ...stall]);
   running.push(c);
   return c;
 }
