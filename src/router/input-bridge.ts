@@ -4,7 +4,7 @@ import { CancelledError, InputTimeoutError, METHOD_NOT_FOUND, MISSING_CLIENT_CAP
 import { addRequired, declares, required, requiredNames } from '../protocol/client-capabilities.js';
 import { INPUT_METHODS, inputResultProblem, normalInputResult } from '../protocol/input-results.js';
 import type { ClientCapabilities, InputRequest } from '../protocol/types.js';
-import type { CallOptions } from '../upstream/types.js';
+import type { CallOptions, Upstream } from '../upstream/types.js';
 import { StateError, type Binding, type RequestStateSealer } from './request-state.js';
 import type { Canceller, Signal } from '../cancel.js';
 import { monotonicNow } from '../monotonic.js';
@@ -77,8 +77,12 @@ export class InputCollector implements FirstRow {
   private next = 0;
   /** How many times the upstream asked (a question, or one the client lacks the capability for): see gather. */
   asks = 0;
-  /** The call's upstream's Upstream.caughtUp, where it has one: see gather. */
-  caughtUp: (() => Promise<unknown> | undefined) | undefined;
+  /**
+   * The call's upstream, whose Upstream.caughtUp (where it has one) gather waits for. The
+   * upstream itself, not a closure over it made per call: the call's other closures share that
+   * closure's context (docs/BENCHMARKS.md, "Young-generation GC").
+   */
+  upstream: Upstream | undefined;
   /** Set when the upstream asked for something the client did not declare. */
   missing: Record<string, unknown> | undefined;
   /**
@@ -262,7 +266,7 @@ const CAUGHT_UP_MAX_MS = 50;
  */
 async function gather(collector: InputCollector): Promise<void> {
   await new Promise((r) => setImmediate(r));
-  const caughtUp = collector.caughtUp?.();
+  const caughtUp = collector.upstream?.caughtUp?.();
   if (caughtUp) {
     const cap = new AbortController();
     await Promise.race([caughtUp, sleep(CAUGHT_UP_MAX_MS, undefined, { signal: cap.signal }).catch(() => undefined)]);

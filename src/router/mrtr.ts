@@ -92,8 +92,7 @@ export class Mrtr {
   ): Promise<Result> {
     if (!parks(ctx, server)) return body(opts);
     const collector = new InputCollector(ctx.clientCapabilities);
-    const upstream = server.upstream;
-    if (upstream.caughtUp) collector.caughtUp = () => upstream.caughtUp!();
+    collector.upstream = server.upstream;
     const abort = new Canceller();
     // The call's own signal (opts), which a keyed call's retry waiting for it may hold off.
     const signal = opts.signal ?? ctx.signal;
