@@ -42,6 +42,22 @@ function freePort(): Promise<number> {
   });
 }
 
+/**
+ * A hub on a port free a moment ago, kept for its restarts: another process (a test beside this
+ * one, a connection's own port) can take it between the look and the hub's listen, which failed
+ * a CI run with EADDRINUSE. Then a new port is taken.
+ */
+async function startOnFreePort(config: Parameters<typeof startHub>[0]): Promise<{ hub: HubProcess; port: number }> {
+  for (let attempt = 1; ; attempt++) {
+    const free = await freePort();
+    try {
+      return { hub: await startHub(config, { port: free }), port: free };
+    } catch (err) {
+      if (attempt >= 3 || !/address is in use/.test(String(err))) throw err;
+    }
+  }
+}
+
 /** One raw legacy request; `sid` undefined: an initialize. */
 async function legacy(url: string, key: string, body: Json | Json[], sid?: string, version = '2025-11-25'): Promise<{ status: number; sid: string | null; body: string }> {
   const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${key}` };
@@ -71,13 +87,13 @@ const ping = (url: string, key: string, sid: string) => legacy(url, key, { jsonr
 
 describe('legacy sessions across a restart of the hub', () => {
   it('the restarted hub takes back the sessions of the one before, for their own principal and endpoint only', async () => {
-    const port = await freePort();
+    let port: number;
     const config = {
       servers: { a: fixture(SDK1, '') },
       auth: { apiKeys: [{ principal: 'alice', sha256: sha256(ALICE) }, { principal: 'bob', sha256: sha256(BOB) }] },
       groups: { g: {} },
     };
-    hub = await startHub(config, { port });
+    ({ hub, port } = await startOnFreePort(config));
     const dir = hub.dir;
     await waitForReady(hub.url);
     const url = hub.url;
@@ -156,13 +172,13 @@ function getStream(url: string, key: string, sid: string): { messages: Json[]; c
 describe('what a legacy session gathered, across a restart of the hub', () => {
   it('its resource subscriptions and log level come back with it; a session that ended leaves nothing behind', async () => {
     await hub?.stop();
-    const port = await freePort();
+    let port: number;
     const TOOLS = JSON.stringify([{ name: 'touch', inputSchema: { type: 'object' } }, { name: 'say', inputSchema: { type: 'object' } }]);
     const config = {
       servers: { m: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'legacy', DOC_URI: 'm://doc', TOOLS }) },
       auth: { apiKeys: [{ principal: 'alice', sha256: sha256(ALICE) }] },
     };
-    hub = await startHub(config, { port });
+    ({ hub, port } = await startOnFreePort(config));
     const { dir, url } = hub;
     await waitForReady(url);
     const sid = await openRaw(url, ALICE);
@@ -217,13 +233,13 @@ async function holdStream(url: string, key: string, sid: string): Promise<() => 
 describe('a session to take back when the hub has no room (listen.maxSessions, every session busy)', () => {
   it('is told to try again (503, Retry-After), not that it is gone; taken back once there is room; a DELETE ends it all the same', async () => {
     await hub?.stop();
-    const port = await freePort();
+    let port: number;
     const config = {
       servers: { a: fixture(SDK1, '') },
       auth: { apiKeys: [{ principal: 'alice', sha256: sha256(ALICE) }] },
       listen: { maxSessions: 1 },
     };
-    hub = await startHub(config, { port });
+    ({ hub, port } = await startOnFreePort(config));
     const { dir, url } = hub;
     await waitForReady(url);
     const kept = await openRaw(url, ALICE, '2025-03-26'); // the revision with batches
