@@ -13,6 +13,7 @@ import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js
 import { firstText, modernPost, waitForReady, type Json } from '../helpers/wire.js';
 import { loggedTimes, setSection } from '../helpers/config-edit.js';
 import { tmp } from './catalog-helpers.js';
+import { holdingPlugin } from '../helpers/hold-plugin.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
 const TOOLS = JSON.stringify(['echo', 'other'].map((name) => ({ name, inputSchema: { type: 'object' } })));
@@ -101,15 +102,7 @@ describe('a request on /mcp/<group> while a reload hides one of its tools from t
 
   it('tools/call: a call routed before the reload and held before it is sent (a plugin) is not sent', async () => {
     // Its beforeCall holds the call whose text is `held` until the file `open` exists, and says so by writing `holding`.
-    const r = await rigged((dir) => {
-      const [holding, open] = [JSON.stringify(join(dir, 'holding')), JSON.stringify(join(dir, 'open'))];
-      return `import { existsSync, writeFileSync } from 'node:fs';
-export default { name: 'hold', async beforeCall(ctx) {
-  if (ctx.arguments.text !== 'held') return;
-  writeFileSync(${holding}, '');
-  while (!existsSync(${open})) await new Promise((r) => setTimeout(r, 10));
-} };`;
-    });
+    const r = await rigged(holdingPlugin);
     // Routed by the aggregate built last (no list waited for).
     expect(String(firstText((await modernPost(r.g, 'first', 'tools/call', { name: 'r__echo', arguments: { text: 'first' } })).body?.result))).toMatch(/^echo:first@\d+$/);
     const calls = r.stats()['tools/call'];

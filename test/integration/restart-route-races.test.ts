@@ -12,6 +12,7 @@ import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js
 import { firstText, health, modernBody, modernHeaders, modernPost, waitForReady, type Json } from '../helpers/wire.js';
 import { loggedTimes, setSection } from '../helpers/config-edit.js';
 import { tmp } from './catalog-helpers.js';
+import { holdingPlugin } from '../helpers/hold-plugin.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
 const TOOLS = JSON.stringify(['echo', 'hang', 'mutate'].map((name) => ({ name, inputSchema: { type: 'object' } })));
@@ -170,15 +171,7 @@ describe('a request routed while its server is replaced', () => {
 
   it('tools/call: a call routed before the restart and held before it is sent (a plugin) is not sent to the old process', async () => {
     // Its beforeCall holds the call whose text is `held` until the file `open` exists, and says so by writing `holding`.
-    rig = await rigged({}, (dir) => {
-      const [holding, open] = [JSON.stringify(join(dir, 'holding')), JSON.stringify(join(dir, 'open'))];
-      return `import { existsSync, writeFileSync } from 'node:fs';
-export default { name: 'hold', async beforeCall(ctx) {
-  if (ctx.arguments.text !== 'held') return;
-  writeFileSync(${holding}, '');
-  while (!existsSync(${open})) await new Promise((r) => setTimeout(r, 10));
-} };`;
-    });
+    rig = await rigged({}, holdingPlugin);
     const r = rig;
     const dir = r.dir;
     const pending = modernPost(r.hub.url, 'held', 'tools/call', { name: 'r__echo', arguments: { text: 'held' } });
