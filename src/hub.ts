@@ -50,7 +50,7 @@ import { refuseDownTool } from './router/down-tools.js';
 import { beginInCallTrace, inCallTrace, isRetry, knownLegacy, viewOf } from './router/forwarding.js';
 import { callPolicy } from './router/call-policy.js';
 import { backSoon, RETRY_WAIT_MS, ROUND_METHODS } from './hub/back-soon.js';
-import { readyWithin } from './upstream/ready-within.js';
+import { listenState, readyWithin, unlistenState } from './upstream/ready-within.js';
 import { closedPastFirstAttempt, firstAttemptEnded, firstStarting, onFirstAttempt, promptNamed } from './hub/first-start.js';
 import { configSecretValues } from './config/secret-values.js';
 import { ignoredSettings } from './config/ignored-settings.js';
@@ -101,14 +101,6 @@ export class Hub implements HubCore {
     return this.ledger.enabled !== false;
   }
   readonly events = new EventEmitter();
-  /**
-   * Each configured connection's state changes, as `(upstream)`: the start-up grace's waits
-   * (stateChanges) and the calls waiting for a server's first start (firstStarts) listen here,
-   * one listener each, not on the upstream: one wait per endpoint group, or a dozen calls
-   * waiting (a server's tools called as `servers restart` started it again), put one listener
-   * each on it (Node's MaxListenersExceededWarning past ten).
-   */
-  private readonly upstreamStates = new EventEmitter();
   readonly handles = new ServerHandles();
   /**
    * Automatic restarts per server id, for switchyard_upstream_restarts_total: a counter that
@@ -203,7 +195,6 @@ export class Hub implements HubCore {
     readonly log: Logger,
   ) {
     this.events.setMaxListeners(0);
-    this.upstreamStates.setMaxListeners(0);
     const pluginFailed = (f: PluginFailure) => this.pluginFailed(f);
     this.pluginSourcesLoaded = pluginSources(config.plugins, config.file);
     const notLoaded = (f: PluginFailure) => {
@@ -381,7 +372,6 @@ export class Hub implements HubCore {
       if (state === 'ready') this.instructionsVerdict(h);
       this.events.emit('serverState', { type: 'serverState', ts: Date.now(), id: s.id, state, era: upstream.era ?? null, detail });
       if (state === 'ready') this.resubscribe(h);
-      this.upstreamStates.emit('state', upstream);
     });
   }
 
@@ -829,20 +819,24 @@ export class Hub implements HubCore {
   private stateChanges(pending: ServerHandle[], ms: number, ended: () => void, needed = pending.length): Promise<void> {
     return new Promise<void>((resolve) => {
       let waiting = needed;
-      // Each of `pending` counts once, at its first change.
-      const left = new Set(pending.map((h) => h.upstream));
-      const onState = (upstream: Upstream): void => {
-        if (left.delete(upstream) && --waiting <= 0) done();
-      };
+      // Each of `pending` counts once, at its first change; heard through each upstream's shared
+      // state listener (listenState): one wait per endpoint group put no listener each on it.
+      const heard = pending.map((h) => {
+        const onState = (): void => {
+          unlistenState(h.upstream, onState);
+          if (--waiting <= 0) done();
+        };
+        listenState(h.upstream, onState);
+        return { upstream: h.upstream, onState };
+      });
       const done = (): void => {
         clearTimeout(timer);
         this.stopBegun.signal.removeEventListener('abort', done);
-        this.upstreamStates.off('state', onState);
+        for (const { upstream, onState } of heard) unlistenState(upstream, onState);
         ended();
         resolve();
       };
       const timer = setTimeout(done, ms);
-      this.upstreamStates.on('state', onState);
       this.stopBegun.signal.addEventListener('abort', done);
     });
   }
@@ -1101,7 +1095,7 @@ export class Hub implements HubCore {
   /** Until each of `starting` ends its first attempt to start, within its timeoutMs, or the request is cancelled, or the stop begins. */
   private async firstStarts(method: string, name: string, starting: ServerHandle[], ctx: CallContext): Promise<void> {
     this.log.debug({ method, name, servers: starting.map((s) => s.id) }, 'waiting for the first start of its server');
-    await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal, this.stopBegun.signal, this.upstreamStates)));
+    await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal, this.stopBegun.signal)));
   }
 
   /** A retry's short wait for `u`, its server's connection on its way back (hub/back-soon.ts), within the request's own timeout. */

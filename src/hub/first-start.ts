@@ -10,10 +10,10 @@
  * attempt has failed (a command that exits, a URL that refuses) the wait ends: the caller hears
  * why at once rather than after the retries.
  */
-import type { EventEmitter } from 'node:events';
 import type { ServerHandle } from '../catalog/catalog.js';
 import { spaceOf } from '../catalog/names.js';
 import type { Signal } from '../cancel.js';
+import { listenState, unlistenState } from '../upstream/ready-within.js';
 
 /** Still on its first attempt to start: never ready in this process, no attempt failed yet. */
 export function onFirstAttempt(h: ServerHandle): boolean {
@@ -60,17 +60,15 @@ export function promptNamed(method: string, params: Record<string, unknown>): st
  * Resolves once `h`'s first attempt ends (ready or failed), after `ms`, or when `signal` (the
  * request's) or `stop` (the hub's stop beginning) aborts, whichever is first. Nothing runs
  * upstream for the request meanwhile: a stop's drain, which waits for what does, need not wait
- * for it (its listen.drainTimeoutMs held Ctrl-C's exit that long). `states`: where the state
- * changes of `h` are heard (default its upstream's own 'state'): the hub's one emitter of every
- * server's (Hub.upstreamStates), so that many calls waiting put no listener each on the server
- * (Node's MaxListenersExceededWarning past ten).
+ * for it (its listen.drainTimeoutMs held Ctrl-C's exit that long). Heard through the upstream's
+ * shared state listener (listenState): many calls waiting put no listener each on the server.
  */
-export function firstAttemptEnded(h: ServerHandle, ms: number, signal: Signal | undefined, stop?: Signal, states: Pick<EventEmitter, 'on' | 'off'> = h.upstream): Promise<void> {
+export function firstAttemptEnded(h: ServerHandle, ms: number, signal: Signal | undefined, stop?: Signal): Promise<void> {
   if (!onFirstAttempt(h) || signal?.aborted || stop?.aborted) return Promise.resolve();
   return new Promise((resolve) => {
     const done = (): void => {
       clearTimeout(timer);
-      states.off('state', onState);
+      unlistenState(h.upstream, onState);
       signal?.removeEventListener('abort', done);
       stop?.removeEventListener('abort', done);
       resolve();
@@ -78,7 +76,7 @@ export function firstAttemptEnded(h: ServerHandle, ms: number, signal: Signal | 
     // A failed attempt that will be tried again is 'starting' once more, with its reason.
     const onState = (): void => void (!onFirstAttempt(h) && done());
     const timer = setTimeout(done, ms);
-    states.on('state', onState);
+    listenState(h.upstream, onState);
     signal?.addEventListener('abort', done, { once: true });
     stop?.addEventListener('abort', done, { once: true });
   });

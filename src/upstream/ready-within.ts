@@ -1,16 +1,19 @@
 import type { Signal } from '../cancel.js';
 import type { Upstream } from './types.js';
 
+/** What a state listener is put on: an upstream (or a test's stand-in for one). */
+type StateSource = Pick<Upstream, 'on' | 'off'>;
+
 /**
  * The waits on each upstream, heard through one 'state' listener of its own while any waits: a
- * listener each put a dozen retries waiting for a server back after a crash (or subscribes for
- * one restarting) past Node's ten (MaxListenersExceededWarning). Any Upstream, a principal's own
- * connection too, which the hub's emitter of its configured servers' states (Hub.upstreamStates)
- * does not hear.
+ * listener each put a dozen retries waiting for a server back after a crash, a dozen calls
+ * waiting for a server's first start, or one start-up grace wait per endpoint group, past
+ * Node's ten (MaxListenersExceededWarning). Any Upstream, a principal's own connection too.
  */
-const waits = new WeakMap<Upstream, { heard: (s: string) => void; each: Set<(s: string) => void> }>();
+const waits = new WeakMap<StateSource, { heard: (s: string) => void; each: Set<(s: string) => void> }>();
 
-function listen(u: Upstream, onState: (s: string) => void): void {
+/** Hears `u`'s state changes through its one shared listener (unlistenState ends it). */
+export function listenState(u: StateSource, onState: (s: string) => void): void {
   let w = waits.get(u);
   if (!w) {
     const each = new Set<(s: string) => void>();
@@ -25,7 +28,7 @@ function listen(u: Upstream, onState: (s: string) => void): void {
   w.each.add(onState);
 }
 
-function unlisten(u: Upstream, onState: (s: string) => void): void {
+export function unlistenState(u: StateSource, onState: (s: string) => void): void {
   const w = waits.get(u);
   if (!w || !w.each.delete(onState) || w.each.size > 0) return;
   u.off('state', w.heard);
@@ -43,7 +46,7 @@ export function readyWithin(u: Upstream, ms: number, signal?: Signal): Promise<b
   return new Promise((resolve) => {
     const done = (ok: boolean): void => {
       clearTimeout(timer);
-      unlisten(u, onState);
+      unlistenState(u, onState);
       signal?.removeEventListener('abort', onAbort);
       resolve(ok);
     };
@@ -53,7 +56,7 @@ export function readyWithin(u: Upstream, ms: number, signal?: Signal): Promise<b
     };
     const onAbort = (): void => done(false);
     const timer = setTimeout(() => done(false), ms);
-    listen(u, onState);
+    listenState(u, onState);
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }
