@@ -1001,9 +1001,14 @@ export class Hub implements HubCore {
     // Its client cancelled while the tool's name was routed: recorded cancelled, as any request
     // cut while it waits, not refused (a row of a refusal its client never got).
     return ended.then(async (yes) => {
-      if (!yes && ctx.signal.aborted) await this.endedWhileWaiting(method, params, ctx, this.handles.get(this.toolServerOf(method, typeof params.name === 'string' ? params.name : undefined, ctx.principal, ctx.group).server ?? ''));
+      if (!yes && ctx.signal.aborted) await this.endedWhileWaiting(method, params, ctx, this.calledServer(method, params, ctx));
       return yes;
     });
+  }
+
+  /** The server a request names by its tool (or prompt), for the row of one ended while it waited. */
+  private calledServer(method: string, params: Record<string, unknown>, ctx: CallContext): ServerHandle | undefined {
+    return this.handles.get(this.toolServerOf(method, typeof params.name === 'string' ? params.name : undefined, ctx.principal, ctx.group).server ?? '');
   }
 
   private async route(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>> {
@@ -1014,7 +1019,7 @@ export class Hub implements HubCore {
       const grace = this.startupGrace(ctx.group, true);
       if (grace && !(await this.passesGrace(method, params, ctx))) {
         await unlessAborted(() => this.guardedGrace(grace), ctx.signal, () => undefined);
-        if (ctx.signal.aborted || this.stopBegun.signal.aborted) await this.endedWhileWaiting(method, params, ctx, this.handles.get(this.toolServerOf(method, typeof params.name === 'string' ? params.name : undefined, ctx.principal, ctx.group).server ?? ''));
+        if (ctx.signal.aborted || this.stopBegun.signal.aborted) await this.endedWhileWaiting(method, params, ctx, this.calledServer(method, params, ctx));
         // A completion the edge let on for a ready server's prompt (familyInGrace) but the grace
         // held has waited it out: answered as it is from then on, -32601 while no server shown
         // offers completions (the edge's refusal past the grace), not as the router would have.
