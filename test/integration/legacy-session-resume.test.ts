@@ -47,11 +47,11 @@ function freePort(): Promise<number> {
  * one, a connection's own port) can take it between the look and the hub's listen, which failed
  * a CI run with EADDRINUSE. Then a new port is taken.
  */
-async function startOnFreePort(config: Parameters<typeof startHub>[0]): Promise<{ hub: HubProcess; port: number }> {
+async function startOnFreePort(config: Parameters<typeof startHub>[0], options: { dir?: string } = {}): Promise<{ hub: HubProcess; port: number }> {
   for (let attempt = 1; ; attempt++) {
     const free = await freePort();
     try {
-      return { hub: await startHub(config, { port: free }), port: free };
+      return { hub: await startHub(config, { ...options, port: free }), port: free };
     } catch (err) {
       if (attempt >= 3 || !/address is in use/.test(String(err))) throw err;
     }
@@ -285,7 +285,7 @@ describe('a session to take back when the hub has no room (listen.maxSessions, e
 describe('a session opened with an API key, across a restart of the hub', () => {
   it('comes back only with the key that opened it: not with another key of its principal, not once that key is removed or its principal re-keyed; token sessions as before', async () => {
     await hub?.stop();
-    const port = await freePort();
+    let port: number;
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-resume-keys-'));
     const signer = await signingKey('k1');
     writeJwks(join(dir, 'jwks.json'), [signer]);
@@ -295,7 +295,7 @@ describe('a session opened with an API key, across a restart of the hub', () => 
     const key = (principal: string, k: string) => ({ principal, sha256: sha256(k) });
     const auth = (...apiKeys: object[]) => ({ apiKeys, oauth: { issuer: ISSUER, audience: AUDIENCE, jwksFile: 'jwks.json' } });
     const config = { servers: {}, auth: auth(key('alice', K1), key('alice', K2), key('alice', K3), key('carol', CAROL)) };
-    hub = await startHub(config, { dir, port });
+    ({ hub, port } = await startOnFreePort(config, { dir }));
     const url = hub.url;
     const byK1 = await openRaw(url, K1);
     const byK2 = await openRaw(url, K2);
