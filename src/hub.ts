@@ -3,7 +3,7 @@ import { dirname, join, resolve } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from './log.js';
 import { DEFAULT_INPUT_TIMEOUT_MS, type HubConfig, type PolicyConfig, type ServerConfig } from './config/types.js';
-import { Catalog, type Routed, type ServerHandle } from './catalog/catalog.js';
+import { Catalog, type ServerHandle } from './catalog/catalog.js';
 import { cursorKeyFrom } from './catalog/cursor.js';
 import { SessionIds } from './downstream/session-ids.js';
 import { NameAssigner } from './catalog/names.js';
@@ -47,11 +47,12 @@ import { failClosedBlocker, GUARDED_METHODS, refuseClosed, UNNAMED_BLOCKER } fro
 import { InFlight } from './router/inflight.js';
 import { RouteReplacedError } from './router/replaced.js';
 import { refuseDownTool } from './router/down-tools.js';
-import { beginInCallTrace, inCallTrace, isRetry, knownLegacy, viewOf } from './router/forwarding.js';
+import { beginInCallTrace, inCallTrace, isRetry, knownLegacy } from './router/forwarding.js';
 import { callPolicy } from './router/call-policy.js';
 import { backSoon, RETRY_WAIT_MS, ROUND_METHODS } from './hub/back-soon.js';
-import { listenState, readyWithin, unlistenState } from './upstream/ready-within.js';
-import { closedPastFirstAttempt, firstAttemptEnded, firstStarting, onFirstAttempt, promptNamed } from './hub/first-start.js';
+import { readyWithin } from './upstream/ready-within.js';
+import { firstAttemptEnded, firstStarting, onFirstAttempt, promptNamed } from './hub/first-start.js';
+import { StartupGrace } from './hub/startup-grace.js';
 import { configSecretValues } from './config/secret-values.js';
 import { ignoredSettings } from './config/ignored-settings.js';
 import { dropConfigSecrets, useConfigSecrets } from './policy/config-secrets.js';
@@ -71,15 +72,9 @@ import { LISTEN_ACK_WAIT_MS } from './catalog/upstream-listen.js';
 import { InstructionScreen, instructionChecks, type InstructionsEvent, type InstructionsVerdict } from './catalog/instructions.js';
 import type { Metrics, MetricsSources } from './metrics.js';
 import { specOf } from './hub/upstream-spec.js';
-import { envMs } from './env-ms.js';
 import { monotonicNow } from './monotonic.js';
 import { auditEvent, tapAudit } from './observe.js';
 
-/**
- * How long from the hub's start a list, a handshake or a call waits for upstreams that are still
- * starting, by default (SWITCHYARD_STARTUP_GRACE_MS; 0: no wait, a server's tools are listed once it is ready).
- */
-const STARTUP_GRACE_MS = 3_000;
 /** The families currentCapabilities offers whatever the servers do (Hub.offers). */
 const LIST_FAMILIES: ReadonlySet<keyof ServerCapabilities> = new Set(['tools', 'prompts', 'resources']);
 /**
@@ -136,22 +131,8 @@ export class Hub implements HubCore {
   readonly validator: SchemaValidator;
   /** Plugin hooks (bundled description checks and secret redaction, then the operator's). */
   readonly plugins: PluginRunner;
-  /**
-   * When the hub was made (monotonicNow()): the start-up grace counts from it. On the wall clock,
-   * stepped ahead at boot (NTP's first sync) the grace was over at once, calls refused and
-   * /healthz "refusing"; stepped back, calls waited and /healthz said "starting" for that long.
-   */
-  private readonly startedAt = monotonicNow();
-  /** The start-up grace (STARTUP_GRACE_MS), read once per hub. */
-  private readonly graceMs = envMs('SWITCHYARD_STARTUP_GRACE_MS', STARTUP_GRACE_MS);
-  private graceOver = false;
-  /**
-   * The waits of the requests in the start-up grace now, one per endpoint group (and, for calls,
-   * with the failMode "closed" servers: startupGrace), one for all of its requests.
-   */
-  private readonly graceWaits = new Map<string, Promise<void>>();
-  /** The wait of the calls in the grace held by failMode "closed" servers starting, one for all (failClosedGrace). */
-  private closedWait: Promise<void> | undefined;
+  /** The start-up grace: what waits for the servers still starting, and until when. */
+  private readonly grace: StartupGrace;
   /** Requests being handled, so that stop() can drain them. */
   readonly inflight = new InFlight();
   private draining = false;
@@ -194,6 +175,9 @@ export class Hub implements HubCore {
     readonly ledger: AuditSink,
     readonly log: Logger,
   ) {
+    // The start-up grace counts from the hub's start, not from when StartupGrace is made below
+    // (after the plugins, the state key and the upstream pool, which it looks at, are).
+    const startedAt = monotonicNow();
     this.events.setMaxListeners(0);
     const pluginFailed = (f: PluginFailure) => this.pluginFailed(f);
     this.pluginSourcesLoaded = pluginSources(config.plugins, config.file);
@@ -299,13 +283,14 @@ export class Hub implements HubCore {
       // A call routed before a reload or `servers restart` replaced its server opens none.
       handleOf: (id) => this.handles.get(id),
     });
+    this.grace = new StartupGrace({ startedAt, handles: this.handles, catalog: this.catalog, routes: this.routes, upstreams: this.upstreams, stop: this.stopBegun.signal, log });
     this.validator = new SchemaValidator(log);
     this.router = new Router(this.catalog, observed, this.subs, this.mrtr, log, {
       pageSize: config.pageSize,
       cursorKey: cursorKeyFrom(stateKey),
-      // A call let past the grace (passesGrace) is not held in it by the router either. Past the
-      // grace (every call from then on), no look at the call's context.
-      startupGrace: (ctx) => (this.graceOver || ctx?.routedInGrace !== undefined ? undefined : this.startupGrace(ctx?.group)),
+      // A call let past the grace (StartupGrace.holdCall) is not held in it by the router either.
+      // Past the grace (every call from then on), no look at the call's context.
+      startupGrace: (ctx) => (this.grace.over || ctx?.routedInGrace !== undefined ? undefined : this.grace.wait(ctx?.group)),
       closingUpstreams: () => this.closingUpstreams,
       stopBegun: this.stopBegun.signal,
       confirmer: new Confirmer(policy as ConfirmPolicy),
@@ -727,163 +712,6 @@ export class Hub implements HubCore {
     if (ended || streams) this.log.info({ sessions: ended, listenStreams: streams }, 'config reload: sessions and streams of removed groups ended');
   }
 
-  /**
-   * Resolves once the upstreams that are still starting are ready (or the grace window is
-   * over); undefined when nothing is left to wait for, so a request past start-up need not
-   * await at all. `group`: those the endpoint group shows only (`/mcp/<group>`): a server it does
-   * not show changes none of its lists, handshakes or calls, and one slow to start (an `npx`
-   * download) held the group's clients for the whole grace. `guarded`: a call's (GUARDED_METHODS),
-   * which waits for the failMode "closed" servers starting too, shown or not, since while one is
-   * not ready every call hub-wide is refused.
-   */
-  startupGrace(group?: string, guarded = false): Promise<void> | undefined {
-    if (this.graceOver) return undefined;
-    // One wait for every request in the grace (of one group): each of its own added a listener to
-    // every starting server (Node's MaxListenersExceededWarning past ten requests) and a timer.
-    const key = group === undefined ? '' : `${guarded ? 'call' : 'list'}:${group}`;
-    const held = this.graceWaits.get(key);
-    if (held) return this.inGrace(held);
-    let starting = false;
-    const pending: ServerHandle[] = [];
-    for (const h of this.handles.values()) {
-      if (h.upstream.state !== 'starting') continue;
-      starting = true;
-      if (this.catalog.groups.showsServer(group, h.id) || (guarded && h.config.failMode === 'closed')) pending.push(h);
-    }
-    const left = this.startedAt + this.graceMs - monotonicNow();
-    // The stop begun ends the grace too: what waits in it has nothing running upstream, and is
-    // answered at once (its waiters see stopBegun), not held for the rest of the grace.
-    if (!starting || left <= 0 || this.stopBegun.signal.aborted) {
-      // Once nothing is starting (or the window has passed) no later call waits: skip the scan.
-      this.graceOver = true;
-      return undefined;
-    }
-    // Only servers the group does not show are starting: nothing to wait for (looked at again by
-    // the group's next request in the grace: one it shows may start again meanwhile).
-    if (pending.length === 0) return undefined;
-    const wait = this.stateChanges(pending, left, () => {
-      // The next request looks again (a server may have started again meanwhile).
-      if (this.graceWaits.get(key) === wait) this.graceWaits.delete(key);
-    });
-    this.graceWaits.set(key, wait);
-    return this.inGrace(wait);
-  }
-
-  /**
-   * The wait, in the start-up grace, of the calls held by the failMode "closed" servers still
-   * starting, one for all as startupGrace's is: until one of them changes state (ready, or its
-   * attempt failed), so that a call is refused as soon as one fails (closedFirstStarts); undefined
-   * when none is starting, or the grace is over.
-   */
-  private failClosedGrace(): Promise<void> | undefined {
-    if (this.closedWait) return this.closedWait;
-    const pending = [...this.handles.values()].filter((h) => h.config.failMode === 'closed' && h.upstream.state === 'starting');
-    const left = this.startedAt + this.graceMs - monotonicNow();
-    if (pending.length === 0 || left <= 0 || this.stopBegun.signal.aborted) return undefined;
-    const wait = this.stateChanges(
-      pending,
-      left,
-      () => {
-        if (this.closedWait === wait) this.closedWait = undefined;
-      },
-      1,
-    );
-    this.closedWait = wait;
-    this.log.debug({ servers: pending.map((h) => h.id) }, 'calls wait for the failMode "closed" servers still starting');
-    return wait;
-  }
-
-  /**
-   * In the start-up grace, until no failMode "closed" server is on its first attempt to start:
-   * each is ready, or one failed (closedPastFirstAttempt: every call that acts is refused then,
-   * whatever else still starts); or the grace ends, or the stop begins.
-   */
-  private async closedFirstStarts(): Promise<void> {
-    while (!closedPastFirstAttempt(this.handles.values())) {
-      const wait = this.failClosedGrace();
-      if (!wait) return;
-      await wait;
-    }
-  }
-
-  /**
-   * The grace's wait for a guarded call not let past it (passesGrace), ended as soon as a
-   * failMode "closed" server's first attempt to start fails: the call is refused then (route),
-   * not once every other server still starting is ready (up to the grace's end).
-   */
-  private guardedGrace(grace: Promise<void>): Promise<void> {
-    return Promise.race([grace, this.closedFirstStarts().then(() => (closedPastFirstAttempt(this.handles.values()) ? undefined : grace))]);
-  }
-
-  /** Resolves once `needed` of `pending` (default: each) have changed state (an attempt to start ended), after `ms`, or as the stop begins; `ended` first. */
-  private stateChanges(pending: ServerHandle[], ms: number, ended: () => void, needed = pending.length): Promise<void> {
-    return new Promise<void>((resolve) => {
-      let waiting = needed;
-      // Each of `pending` counts once, at its first change; heard through each upstream's shared
-      // state listener (listenState): one wait per endpoint group put no listener each on it.
-      const heard = pending.map((h) => {
-        const onState = (): void => {
-          unlistenState(h.upstream, onState);
-          if (--waiting <= 0) done();
-        };
-        listenState(h.upstream, onState);
-        return { upstream: h.upstream, onState };
-      });
-      const done = (): void => {
-        clearTimeout(timer);
-        this.stopBegun.signal.removeEventListener('abort', done);
-        for (const { upstream, onState } of heard) unlistenState(upstream, onState);
-        ended();
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.stopBegun.signal.addEventListener('abort', done);
-    });
-  }
-
-  /**
-   * Whether a call in the start-up grace goes on at once rather than wait for every server still
-   * starting: a tools/call, prompts/get or completion of a prompt's argument (ref/prompt) whose
-   * name can only be a ready server's (Catalog.soleRoute: the name is that server's whatever the
-   * others list), so the servers starting cannot change where it goes (a first call to a fast
-   * server was held up to 3 s by an `npx` server downloading). A failMode "closed" server still
-   * starting is waited for first, it alone (closedFirstStarts): the call waits for it rather than be
-   * refused, and once it is ready goes on as any (the grace's wait, one for all, held it for every
-   * server starting); one whose attempt failed has the call refused at once (guardedGrace), not at
-   * the grace's end; one still starting at the grace's end holds the call as before.
-   * Not when the hub would wait for a server's first start for that name (routes, firstStarting),
-   * nor when a ready server's calls for this principal go over a connection of its own not ready
-   * yet: those wait as before. So do lists, handshakes and discovery, whose answers must include
-   * the servers still starting (those the endpoint's group shows: startupGrace), reads, and
-   * completions of a resource template's argument (ref/resource: a URI or template is in no
-   * server's name space; one starting may list it too, and take it). The lookup fetches the server's list; the caller's going away or the stop ends
-   * it (the grace's wait then answers).
-   */
-  private async passesGrace(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<boolean> {
-    const name = method === 'tools/call' ? params.name : promptNamed(method, params);
-    if (typeof name !== 'string') return false;
-    if (failClosedBlocker(this.handles.values())) {
-      await unlessAborted(() => this.closedFirstStarts(), ctx.signal, () => undefined);
-      if (ctx.signal.aborted || this.stopBegun.signal.aborted || failClosedBlocker(this.handles.values())) return false;
-    }
-    for (const h of this.handles.values()) if (h.upstream.state === 'ready' && this.upstreams.isolated(h, ctx.principal) && this.upstreams.existing(h, ctx.principal)?.state !== 'ready') return false;
-    const lookup = (): Promise<Routed | null | undefined> => this.catalog.soleRoute(method === 'tools/call' ? 'tools' : 'prompts', name, viewOf(ctx)).catch(() => undefined);
-    const routed = await unlessAborted(() => unlessAborted(lookup, this.stopBegun.signal, () => undefined), ctx.signal, () => undefined);
-    if (!routed || routed.server.upstream.state !== 'ready' || ctx.signal.aborted || this.stopBegun.signal.aborted) return false;
-    const known = method === 'tools/call' ? this.routes.serverOf(name, ctx) : undefined;
-    if (known !== undefined ? known !== routed.server.id : this.firstStarting(name, ctx).length > 0) return false;
-    // The router routes it so (its list, kept 0 ms, is not fetched again), and does not hold it in the grace.
-    ctx.routedInGrace = routed;
-    this.log.debug({ method, name, server: routed.server.id }, 'a call goes on in the start-up grace: its name is a ready server\'s alone');
-    return true;
-  }
-
-  /** startupGrace's wait, said in the debug log (one line per request that waits). */
-  private inGrace(wait: Promise<void>): Promise<void> {
-    this.log.debug('a request waits in the start-up grace for the servers still starting');
-    return wait;
-  }
-
   /** The servers on their first attempt to start a name no route knows may be of, if shown to the caller (no hot path). */
   private firstStarting(hubName: string, ctx: CallContext): ServerHandle[] {
     return firstStarting(hubName, this.handles.values(), (id) => this.catalog.groups.showsServer(ctx.group, id));
@@ -894,20 +722,8 @@ export class Hub implements HubCore {
     return prompt !== undefined && firstStarting(prompt, this.handles.values(), (id) => this.catalog.groups.showsServer(group, id)).length > 0;
   }
 
-  /**
-   * See HubCore.familyInGrace. Past the grace 'wait', which waits for nothing then. A server shown
-   * still starting (its first attempt, or a retry of one that failed) may offer the family once
-   * ready; one that was ready counts with what it offered (currentCapabilities). 'on' lets the
-   * completion reach route(), where passesGrace checks it as it does a prompts/get (the prompt's
-   * list, fail-closed servers, own connections): not let past, it waits there for the grace.
-   */
   familyInGrace(method: string, params: Record<string, unknown>, group?: string): 'wait' | 'on' | 'none' {
-    if (this.graceOver || monotonicNow() >= this.startedAt + this.graceMs || this.stopBegun.signal.aborted) return 'wait';
-    let starting = false;
-    for (const h of this.handles.values()) if (h.upstream.state === 'starting' && this.catalog.groups.showsServer(group, h.id)) starting = true;
-    if (!starting) return 'none';
-    const prompt = promptNamed(method, params);
-    return prompt !== undefined && this.catalog.readyOwner('prompts', prompt, group) ? 'on' : 'wait';
+    return this.grace.family(method, params, group);
   }
 
   currentCapabilities(group?: string): ServerCapabilities {
@@ -937,7 +753,7 @@ export class Hub implements HubCore {
   }
 
   async capabilities(group?: string): Promise<ServerCapabilities> {
-    const grace = this.startupGrace(group);
+    const grace = this.grace.wait(group);
     if (grace) {
       await grace;
       // The stop began while it waited: not a handshake with what is ready (capabilities missing
@@ -1016,9 +832,8 @@ export class Hub implements HubCore {
       // Not past its client's cancellation (over HTTP, its going away): recorded cancelled then,
       // not when the grace ends (up to 3 s later), nor refused for a fail-closed server still
       // starting (a row of a refusal its client never heard). Only a call that waited pays.
-      const grace = this.startupGrace(ctx.group, true);
-      if (grace && !(await this.passesGrace(method, params, ctx))) {
-        await unlessAborted(() => this.guardedGrace(grace), ctx.signal, () => undefined);
+      const grace = this.grace.wait(ctx.group, true);
+      if (grace && (await this.grace.holdCall(grace, method, params, ctx))) {
         if (ctx.signal.aborted || this.stopBegun.signal.aborted) await this.endedWhileWaiting(method, params, ctx, this.calledServer(method, params, ctx));
         // A completion the edge let on for a ready server's prompt (familyInGrace) but the grace
         // held has waited it out: answered as it is from then on, -32601 while no server shown
@@ -1299,12 +1114,11 @@ export class Hub implements HubCore {
     const servers = [...this.handles.values()].filter((h) => !shows || shows(h.id)).map((h) => serverHealth(h, this.catalog, groups));
     if (this.draining) return { status: 'stopping', servers };
     const down = failClosedBlocker(this.handles.values());
-    // In the start-up grace a call waits for a server on its first attempt to start (startupGrace,
-    // which ends at the attempt's end) rather than being refused: "starting", not "refusing",
-    // still 503. A failed attempt is `starting` again, with its reason: calls are refused then.
-    if (down && monotonicNow() < this.startedAt + this.graceMs && !closedPastFirstAttempt(this.handles.values())) {
+    // A call waits then rather than being refused (StartupGrace.waitsForClosed): "starting", not
+    // "refusing", still 503.
+    if (down && this.grace.waitsForClosed()) {
       const who = !shows || shows(down.server) ? `server "${down.server}" (failMode "closed")` : 'a server it depends on (failMode "closed")';
-      return { status: 'starting', reason: `the hub is starting: calls wait for ${who} to be ready, up to ${this.graceMs / 1000} s from the hub's start`, servers };
+      return { status: 'starting', reason: `the hub is starting: calls wait for ${who} to be ready, up to ${this.grace.ms / 1000} s from the hub's start`, servers };
     }
     if (down) return { status: 'refusing', reason: !shows || shows(down.server) ? down.message : UNNAMED_BLOCKER, servers };
     const ledger = this.metricsSources.ledgerCounters()?.writeFailing;
