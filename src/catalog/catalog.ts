@@ -632,7 +632,7 @@ export class Catalog extends EventEmitter {
   /**
    * The route of a tool or prompt name when it needs no other server's list (readyTool, else
    * ownerItem), built into no aggregate; null when that list hides it from this view; undefined
-   * when only the whole aggregate can tell. For a call in the start-up grace (Hub.passesGrace),
+   * when only the whole aggregate can tell. For a call in the start-up grace (hub/startup-grace.ts),
    * which need not wait for the servers still starting when its name is a ready server's alone.
    */
   async soleRoute(kind: 'tools' | 'prompts', hubName: string, view: View = {}): Promise<Routed | null | undefined> {
@@ -641,7 +641,7 @@ export class Catalog extends EventEmitter {
     if (ready) return ready;
     const own = await this.ownerItem(kind, hubName, view);
     // As resolveTool's: the next calls are routed by readyTool once it is built (the call's route
-    // is this one, Hub.passesGrace: the router does not resolve it again).
+    // is this one, hub/startup-grace.ts: the router does not resolve it again).
     if (own !== undefined) this.buildSoon(view.principal);
     return own;
   }

@@ -237,7 +237,7 @@ export class ToolCall {
     // The groups its route is judged under (a route from the start-up grace's was judged before
     // this call began: looked at again before it is sent, whatever the version).
     const groupsAt = ctx.routedInGrace === undefined ? this.catalog.groups.version : -1;
-    // A call let past the start-up grace comes with the route that let it (Hub.passesGrace); read
+    // A call let past the start-up grace comes with the route that let it (hub/startup-grace.ts); read
     // only when the aggregate has none, so the usual call pays nothing for it.
     // Nor is a key whose call has ended routed when its tool's server is down (endedOfDown): it is
     // answered from the key below, not after the lists a route would wait for.

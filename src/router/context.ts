@@ -54,7 +54,7 @@ export interface CallContext {
    */
   requestHeader?: (name: string) => string | undefined;
   /**
-   * Set by the hub for a call it let past the start-up grace (Hub.passesGrace): the route its
+   * Set by the hub for a call it let past the start-up grace (hub/startup-grace.ts): the route its
    * server's list gave, which the router takes rather than ask for that list again (a list kept
    * 0 ms was fetched twice). Past the grace, never set.
    */

@@ -42,7 +42,7 @@ export interface RouterOptions {
    *
    * `ctx`: the request's: its endpoint group's servers alone are waited for (a server the group
    * does not show changes none of its answers); a call (tools/call, prompts/get,
-   * completion/complete) the hub may have let past the grace (Hub.passesGrace).
+   * completion/complete) the hub may have let past the grace (hub/startup-grace.ts).
    */
   startupGrace: (ctx?: CallContext) => Promise<void> | undefined;
   /**
@@ -310,7 +310,7 @@ export class Router {
     const view = viewOf(ctx);
     // A prompt of a server that is down is not listed, but it is not unknown either: the
     // forward answers that the server is unavailable, and the row says which one.
-    // One let past the start-up grace comes with its route (Hub.passesGrace): its server's list is not fetched again.
+    // One let past the start-up grace comes with its route (hub/startup-grace.ts): its server's list is not fetched again.
     const generation = this.catalog.generation;
     const routed = !hubName ? undefined : (ctx.routedInGrace ?? (await this.found(method, ctx, { hubName }, async () => (await this.catalog.resolvePrompt(hubName, view)) ?? this.catalog.downItem('prompts', hubName, view))));
     rerouteIfReplaced(generation, this.catalog.generation, routed?.server, this.opts.server, ctx);
