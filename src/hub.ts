@@ -903,7 +903,7 @@ export class Hub implements HubCore {
       if (!(err instanceof RouteReplacedError)) throw err;
       // Its server was replaced while its route was looked up (router/replaced.ts): routed again,
       // as a request that came after, nothing of it recorded or sent yet.
-      this.log.debug({ method }, 'a server was replaced while the request was routed: routed again');
+      this.log.debug({ method, server: err.server }, 'a server was replaced while the request was routed: routed again');
       ctx.routedInGrace = undefined;
       ctx.rerouted = (ctx.rerouted ?? 0) + 1;
       return this.route(method, params, ctx);

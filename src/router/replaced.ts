@@ -1,6 +1,6 @@
 /**
  * A request whose route was looked up (a list fetched, every server's aggregate built) while
- * `servers restart` or a reload replaced a server: the route it got may name the old connection,
+ * `servers restart` or a reload replaced its server: the route it got may name the old connection,
  * which drains the calls it was sent and nothing more, or miss the server altogether. Nothing is
  * recorded or sent yet, so the hub routes it again from the start (Hub.route), as a request that
  * came after the replacement: it waits for the new connection's first start, or is refused as
@@ -18,15 +18,26 @@ export const MAX_REROUTES = 3;
 /** Thrown by the router before anything of a request is recorded or sent; Hub.route routes it again. */
 export class RouteReplacedError extends Error {
   override readonly name = 'RouteReplacedError';
+  /** The server the route named, replaced since; undefined when the route found none. */
+  constructor(readonly server?: string) {
+    super(server === undefined ? 'a server was replaced while the request was routed' : `server "${server}" was replaced while the request was routed`);
+  }
 }
 
 /**
- * Throws RouteReplacedError when a server was replaced or reconfigured (Catalog.generation moved
- * from `before`) while the route was looked up, or the route's handle is not its server's now.
+ * Throws RouteReplacedError when the route's server was replaced, reconfigured or removed while
+ * the route was looked up (its handle is not its server's now: every such change puts a new
+ * handle in place, or none). Another server's replacement leaves the route as good as it was:
+ * during a reload that restarts one server, the calls to the others are not routed again (each a
+ * list round more). A route that found no server may have missed the one replaced (its list was
+ * the old process's, or not there yet): routed again when any server was (Catalog.generation
+ * moved from `before`).
  */
 export function rerouteIfReplaced(before: number, now: number, routedTo: ServerHandle | undefined, current: ((id: string) => ServerHandle | undefined) | undefined, ctx: CallContext): void {
   if ((ctx.rerouted ?? 0) >= MAX_REROUTES) return;
-  if (before !== now || (routedTo !== undefined && current !== undefined && current(routedTo.id) !== routedTo)) throw new RouteReplacedError();
+  if (routedTo !== undefined && current !== undefined) {
+    if (current(routedTo.id) !== routedTo) throw new RouteReplacedError(routedTo.id);
+  } else if (before !== now) throw new RouteReplacedError(routedTo?.id);
 }
 
 /**

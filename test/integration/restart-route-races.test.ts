@@ -45,9 +45,10 @@ afterEach(async () => {
 
 /**
  * A hub with one server `r` whose lists are kept 0 ms (each route that needs one asks the
- * server), a call hanging on its first process, and the gate open.
+ * server), a call hanging on its first process, and the gate open. `other`: a second server `o`
+ * beside it, never gated.
  */
-async function rigged(env: Record<string, string> = {}, plugin?: (dir: string) => string): Promise<Rig> {
+async function rigged(env: Record<string, string> = {}, plugin?: (dir: string) => string, other = false): Promise<Rig> {
   const dir = tmp();
   if (plugin) writeFileSync(join(dir, 'plugin.mjs'), plugin(dir));
   const gate = join(dir, 'gate');
@@ -68,10 +69,11 @@ async function rigged(env: Record<string, string> = {}, plugin?: (dir: string) =
       ...env,
       ...extra,
     }),
+    ...(other ? { o: nodeServer(MUTABLE, [], { ERA: 'modern', TOOLS, PID_TAG: '1' }) } : {}),
   });
   const hub = await startHub({ listen: { drainTimeoutMs: 20_000 }, ...(plugin ? { plugins: { paths: ['./plugin.mjs'] } } : {}), servers: servers({}) }, { dir });
   const stats = () => JSON.parse(readFileSync(statsFile, 'utf8')) as Record<string, number>;
-  await waitForReady(hub.url, ['r']);
+  await waitForReady(hub.url, other ? ['r', 'o'] : ['r']);
   const first = String(firstText((await modernPost(hub.url, 'first', 'tools/call', { name: 'r__echo', arguments: { text: 'first' } })).body?.result));
   const pid1 = /^echo:first@(\d+)$/.exec(first)?.[1];
   expect(pid1, first).toBeDefined();
@@ -81,10 +83,15 @@ async function rigged(env: Record<string, string> = {}, plugin?: (dir: string) =
   return { hub, dir, gate, stats, pid1: pid1!, release: () => cancel.abort(), reconfigure: (extra) => setSection(hub, 'servers', servers(extra)) };
 }
 
-/** Has the hub replace `r` (its restart accepted), and waits for the new process to be ready. */
-async function restart(hub: HubProcess): Promise<void> {
-  expect((await fetch(new URL('/admin/servers/r/restart', hub.url), { method: 'POST' })).status).toBe(200);
-  await waitForReady(hub.url, ['r']);
+/** Has the hub replace `id` (its restart accepted), and waits for the new process to be ready. */
+async function restart(hub: HubProcess, id = 'r'): Promise<void> {
+  expect((await fetch(new URL(`/admin/servers/${id}/restart`, hub.url), { method: 'POST' })).status).toBe(200);
+  await waitForReady(hub.url, [id]);
+}
+
+/** The hub's debug lines saying a request of `method` to `server` was routed again (Hub.route). */
+function reroutes(hub: HubProcess, method: string, server: string): number {
+  return hub.logs.filter((l) => l.includes('while the request was routed: routed again') && l.includes(`"method":"${method}"`) && l.includes(`"server":"${server}"`)).length;
 }
 
 /**
@@ -112,6 +119,18 @@ describe('a request routed while its server is replaced', () => {
     const text = String(firstText(call));
     expect(text).toMatch(/^echo:raced@\d+$/);
     expect(text).not.toBe(`echo:raced@${r.pid1}`);
+    expect(reroutes(r.hub, 'tools/call', 'r')).toBe(1);
+  });
+
+  it('tools/call: a call whose route waited for its server’s list while another server was restarted is not routed again', async () => {
+    rig = await rigged({}, undefined, true);
+    const r = rig;
+    await modernPost(r.hub.url, 'm', 'tools/call', { name: 'r__mutate', arguments: { op: 'add', def: { name: 'extra', inputSchema: { type: 'object' } } } });
+    await expect.poll(async () => (await health(r.hub.url)).servers.find((s) => s.id === 'r')?.tools, { timeout: 10_000, interval: 20 }).toBe(4);
+    const call = await acrossRestart(r, 'tools/list', async () => (await modernPost(r.hub.url, 'steady', 'tools/call', { name: 'r__echo', arguments: { text: 'steady' } })).body?.result, () => restart(r.hub, 'o'));
+    // Its server was not touched: routed once, by its list, and answered by its process.
+    expect(String(firstText(call))).toBe(`echo:steady@${r.pid1}`);
+    expect(r.hub.logs.filter((l) => l.includes('routed again'))).toEqual([]);
   });
 
   it('tools/call across a reload that replaces the server: the new process answers', async () => {
