@@ -31,7 +31,7 @@ import { notDelivered } from '../upstream/retry.js';
 import { PagedLists, type KeptList } from './paged-lists.js';
 import { pageEnd } from './page-end.js';
 import { withScreenedContentIcons } from '../catalog/icons.js';
-import { connectionReplaced, replacedError, rerouteIfReplaced } from './replaced.js';
+import { connectionReplaced, MAX_REROUTES, replacedError, RouteReplacedError, rerouteIfReplaced } from './replaced.js';
 
 export interface RouterOptions {
   pageSize: number;
@@ -652,9 +652,17 @@ export class Router {
       await this.recordLocal(method, ctx, { outcome: 'ok', server: server.id, upstreamName: uri }, { hubName: uri });
       return {};
     };
+    // Its server replaced while it waited to be made (for an unsubscribe of the URI there on its
+    // way, or for another session's subscribe of it, which failed): the old connection drains only
+    // what it was sent. Nothing is sent, recorded or counted yet, and a subscribe changes nothing
+    // but the subscription: routed again from the start (Hub.route), to the connection open now.
     // A connection that is down holds nothing to change: the count here is the subscription, and
     // the hub subscribes again for every counted URI when it is back (Hub.resubscribe).
-    const make = (): Promise<Result> => (conn.upstream.state === 'ready' ? this.forward(method, { uri }, ctx, server, { hubName: uri, upstreamName: uri }, t0) : local());
+    const make = (): Promise<Result> => {
+      if ((ctx.rerouted ?? 0) < MAX_REROUTES && connectionReplaced(server, this.opts.server)) return Promise.reject(new RouteReplacedError(server.id));
+      return conn.upstream.state === 'ready' ? this.forward(method, { uri }, ctx, server, { hubName: uri, upstreamName: uri }, t0) : local();
+    };
+    if (this.subs.leavingNow(server.id, connKey, uri)) this.log.debug({ server: server.id }, 'a subscribe waits for the unsubscribe of its URI on its way there');
     // Its session ended (or it unsubscribed) while the upstream subscribe was made, and nobody else waited for it: let go (unmake),
     // the hub's own request (hubOwn): no client's call, in the count of calls left unanswered or in a slot's queue.
     const joined = await this.subs.join(server.id, uri, subscriber, connKey, make, () => conn.upstream.request('resources/unsubscribe', { uri }, { hubOwn: true }), ctx.principal);

@@ -210,6 +210,11 @@ export class Subscriptions {
     return sent;
   }
 
+  /** Whether an upstream unsubscribe of `uri` on connection `conn` of `server` is on its way (a subscribe of it there waits for it). */
+  leavingNow(server: string, conn: string, uri: string): boolean {
+    return this.leaving.has(key(server, conn, uri));
+  }
+
   /**
    * Where `subscriber` holds `uri` (counted, or waiting for its upstream subscribe): the server
    * it was routed to then, which need not be the one it routes to now.

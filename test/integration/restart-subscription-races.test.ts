@@ -24,7 +24,10 @@ const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
 interface Rig {
   hub: HubProcess;
   gate: string;
-  stats: () => Record<string, number>;
+  /** The request counts of the first process (or of the process `pid`). */
+  stats: (pid?: string) => Record<string, number>;
+  /** The first process's pid. */
+  pid1: string;
   /** Writes the config with `r`'s environment changed by `extra`: a reload replaces it. */
   reconfigure: (extra: Record<string, string>) => void;
 }
@@ -40,19 +43,24 @@ afterEach(async () => {
   rig = plain = undefined;
 });
 
-/** A hub with one legacy server `r` whose first process holds its subscribe answers while the gate is missing. */
-async function rigged(): Promise<Rig> {
+/**
+ * A hub with one legacy server `r` whose first process holds its answers of `held` (its
+ * subscribes, unless told) while the gate is missing. Each process counts its requests in a file
+ * of its own.
+ */
+async function rigged(held = 'resources/subscribe'): Promise<Rig> {
   const dir = tmp();
   const gate = join(dir, 'gate');
-  const statsFile = join(dir, 'stats.json');
   writeFileSync(gate, '');
   const servers = (extra: Record<string, string>) => ({
-    r: nodeServer(MUTABLE, [], { ERA: 'legacy', LIST_GATE: gate, LIST_GATE_FIRST: '1', LIST_GATE_KINDS: 'resources/subscribe', STATS_FILE: statsFile, ...extra }),
+    r: nodeServer(MUTABLE, [], { ERA: 'legacy', LIST_GATE: gate, LIST_GATE_FIRST: '1', LIST_GATE_KINDS: held, STATS_FILE: join(dir, 'stats-{pid}.json'), ...extra }),
   });
   const hub = await startHub({ listen: { drainTimeoutMs: 20_000 }, servers: servers({}) }, { dir });
   await waitForReady(hub.url, ['r']);
-  const stats = () => JSON.parse(readFileSync(statsFile, 'utf8')) as Record<string, number>;
-  return { hub, gate, stats, reconfigure: (extra) => setSection(hub, 'servers', servers(extra)) };
+  // The first process claimed the gate's `.first` file with its pid as it started.
+  const pid1 = readFileSync(`${gate}.first`, 'utf8');
+  const stats = (pid = pid1) => JSON.parse(readFileSync(join(dir, `stats-${pid}.json`), 'utf8')) as Record<string, number>;
+  return { hub, gate, stats, pid1, reconfigure: (extra) => setSection(hub, 'servers', servers(extra)) };
 }
 
 async function restart(hub: HubProcess): Promise<void> {
@@ -125,6 +133,39 @@ describe('a legacy server replaced while a subscription to it is made', () => {
     closing.unshift(() => sub.close());
     expect(sub.honoredFilter.resourceSubscriptions).toEqual(['mut://doc']);
     expect(String(firstText((await c.callTool({ name: 'r__touch', arguments: { uri: 'mut://doc', report: true } })) as never))).toBe('told 1');
+    await expect.poll(() => updates, { timeout: 5000, interval: 20 }).toContain('mut://doc');
+  }, 60_000);
+});
+
+/**
+ * Has `c` subscribe to mut://doc once the first process holds the unsubscribe of it (its only
+ * other subscriber's, `leaving`), so that the subscribe waits to be made for that one's answer;
+ * has `r` replaced meanwhile (the new process ready), then lets the first process answer.
+ */
+async function behindUnsubscribe<T>(r: Rig, subscribe: () => Promise<T>): Promise<T> {
+  const other = await legacyClient(r.hub, []);
+  expect(await other.subscribeResource({ uri: 'mut://doc' })).toEqual({});
+  rmSync(r.gate);
+  const leaving = other.unsubscribeResource({ uri: 'mut://doc' });
+  await expect.poll(() => r.stats()['resources/unsubscribe'] ?? 0, { timeout: 10_000, interval: 20 }).toBe(1);
+  const pending = subscribe();
+  await loggedTimes(r.hub, 'a subscribe waits for the unsubscribe of its URI on its way there', 1);
+  await restart(r.hub);
+  writeFileSync(r.gate, '');
+  expect(await leaving).toEqual({});
+  return pending;
+}
+
+describe('a subscribe routed before `servers restart` and made after it', () => {
+  it('a legacy resources/subscribe that waited for an unsubscribe of its URI on the old process is routed again: the new process holds it', async () => {
+    rig = await rigged('resources/unsubscribe');
+    const r = rig;
+    const updates: string[] = [];
+    const c = await legacyClient(r.hub, updates);
+    // Not answered "replaced … send it again": nothing was sent, and it is made on the new process.
+    expect(await behindUnsubscribe(r, () => c.subscribeResource({ uri: 'mut://doc' }))).toEqual({});
+    expect(r.stats()['resources/subscribe']).toBe(1);
+    expect(await touch(c)).toBe('told 1');
     await expect.poll(() => updates, { timeout: 5000, interval: 20 }).toContain('mut://doc');
   }, 60_000);
 });
