@@ -393,7 +393,7 @@ export class Hub implements HubCore {
    */
   private async carrySubscription(serverId: string, conn: string, made: Upstream, uri: string): Promise<void> {
     const h = this.handles.get(serverId);
-    const now = h === undefined ? undefined : conn === '' ? h.upstream : this.upstreams.existing(h, principalOfConn(conn));
+    const now = this.connectionNow(serverId, conn);
     if (h === undefined || now === undefined || now === made || now.state !== 'ready') return;
     if (now.era === MODERN) return this.catalog.subscriptionsChanged(serverId, conn);
     if (!now.capabilities?.resources?.subscribe) return this.unwatched(serverId, conn, [uri]);
@@ -404,6 +404,12 @@ export class Hub implements HubCore {
       const current = this.handles.get(serverId);
       if (current && this.subs.uris(serverId, conn).includes(uri) && (conn === '' ? current.upstream : this.upstreams.existing(current, principalOfConn(conn))) === now) this.unwatched(serverId, conn, [uri]);
     });
+  }
+
+  /** Connection `conn` of server `serverId` (Subscriptions' names) open now, if any (none is made). */
+  private connectionNow(serverId: string, conn: string): Upstream | undefined {
+    const h = this.handles.get(serverId);
+    return h === undefined ? undefined : conn === '' ? h.upstream : this.upstreams.existing(h, principalOfConn(conn));
   }
 
   /**
@@ -1047,7 +1053,12 @@ export class Hub implements HubCore {
       // As Router's: counted once the upstream holds it; a connection that is down is subscribed when it is back.
       // Made for `principal`, as Router's is: a connection that carried it has served them
       // (UpstreamBase.servedFor), and a line the server writes about it goes to no other principal's call.
-      const make = (): Promise<unknown> => (upstream.state === 'ready' ? upstream.request('resources/subscribe', { uri }, { principal }) : Promise.resolve(undefined));
+      // Not on a connection replaced while it waited to be made (`servers restart` or a reload
+      // while an unsubscribe of the URI there was on its way): the old one drains only what it was
+      // sent, and takes the subscription away as it closes. Counted, it is made on the one open
+      // now (carrySubscription, or resubscribe once that one is ready).
+      const make = (): Promise<unknown> => (upstream.state === 'ready' && this.connectionNow(h.id, conn) === upstream ? upstream.request('resources/subscribe', { uri }, { principal }) : Promise.resolve(undefined));
+      if (this.subs.leavingNow(h.id, conn, uri)) this.log.debug({ server: h.id }, 'a subscribe waits for the unsubscribe of its URI on its way there');
       // Let go when nobody stays for it once made (a session taken back, ended meanwhile): the hub's own request (hubOwn), no client's call.
       const joined = await this.subs.join(h.id, uri, subscriber, conn, make, () => upstream.request('resources/unsubscribe', { uri }, { hubOwn: true }), principal).catch(() => undefined);
       if (!joined || joined.left) continue;

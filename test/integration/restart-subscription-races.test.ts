@@ -168,6 +168,23 @@ describe('a subscribe routed before `servers restart` and made after it', () => 
     expect(await touch(c)).toBe('told 1');
     await expect.poll(() => updates, { timeout: 5000, interval: 20 }).toContain('mut://doc');
   }, 60_000);
+
+  it("a modern listen stream's resourceSubscriptions that waited for an unsubscribe of the URI on the old process: made on the new process only", async () => {
+    rig = await rigged('resources/unsubscribe');
+    const r = rig;
+    const c = new ClientV2({ name: 'modern-subs', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await c.connect(new TransportV2(new URL('/mcp', r.hub.url)));
+    closing.push(() => c.close());
+    const updates: string[] = [];
+    c.setNotificationHandler('notifications/resources/updated', async (n) => void updates.push(String(n.params.uri)));
+    const sub = await behindUnsubscribe(r, () => c.listen({ resourceSubscriptions: ['mut://doc'] }));
+    closing.unshift(() => sub.close());
+    expect(sub.honoredFilter.resourceSubscriptions).toEqual(['mut://doc']);
+    // The old process, draining, was sent the other session's subscribe and nothing more.
+    expect(r.stats()['resources/subscribe']).toBe(1);
+    expect(String(firstText((await c.callTool({ name: 'r__touch', arguments: { uri: 'mut://doc', report: true } })) as never))).toBe('told 1');
+    await expect.poll(() => updates, { timeout: 5000, interval: 20 }).toContain('mut://doc');
+  }, 60_000);
 });
 
 describe('a modern server restarted on request', () => {
