@@ -190,9 +190,12 @@ function takeOverStale(lock: string): 'gone' | 'held' | 'stuck' {
   try {
     guard = takeOsLock(takeoverFile(lock));
   } catch {
-    // No OS lock beside it (a folder made read-only since, a full disk, a file system without
-    // locks): the stale lock cannot be removed safely, so it is as no lock at all.
-    return 'stuck';
+    // No OS lock to be had beside it (a file system without POSIX locks, the file unusable): no
+    // other process takes one there either. Taken as no lock at all ('stuck'), the stale lock
+    // stayed, and every process refreshed at once from then on, each finding it stale again;
+    // so it is removed as before the OS lock (removeUnguarded). A folder made read-only since
+    // still keeps it ('stuck').
+    return removeUnguarded(lock);
   }
   if (!guard) return 'held';
   try {
@@ -201,13 +204,44 @@ function takeOverStale(lock: string): 'gone' | 'held' | 'stuck' {
     unlinkSync(lock);
     return 'gone';
   } catch (err) {
-    // Gone already; else a read-only folder keeps it for good: a refresh there failed at every
-    // turn, after the whole wait, where no lock can be taken at all.
-    const code = (err as NodeJS.ErrnoException).code;
-    return code === 'ENOENT' ? 'gone' : code === 'EACCES' || code === 'EPERM' || code === 'EROFS' ? 'stuck' : 'held';
+    return removalFailed(err);
   } finally {
     guard.release();
   }
+}
+
+/**
+ * takeOverStale without the takeover lock: the lock judged again, and removed only if it is still
+ * the one judged (its inode, mtime and text: the inode number alone does not tell, a removed
+ * file's being soon given again). That narrows the gap in which a fresh lock another process
+ * created could be removed in place of the stale one; it does not close it, as the OS lock does.
+ */
+function removeUnguarded(lock: string): 'gone' | 'held' | 'stuck' {
+  let seen: Stats;
+  try {
+    seen = lstatSync(lock);
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'gone' : 'held';
+  }
+  const text = lockText(lock);
+  const verdict = judge(lock);
+  if (verdict !== 'stale') return verdict;
+  try {
+    const now = lstatSync(lock);
+    if (now.ino === seen.ino && now.mtimeMs === seen.mtimeMs && lockText(lock) === text) unlinkSync(lock);
+    return 'gone';
+  } catch (err) {
+    return removalFailed(err);
+  }
+}
+
+/**
+ * A stale lock's removal failed: gone already, else a read-only folder keeps it for good ('stuck':
+ * a refresh there failed at every turn, after the whole wait, where no lock can be taken at all).
+ */
+function removalFailed(err: unknown): 'gone' | 'held' | 'stuck' {
+  const code = (err as NodeJS.ErrnoException).code;
+  return code === 'ENOENT' ? 'gone' : code === 'EACCES' || code === 'EPERM' || code === 'EROFS' ? 'stuck' : 'held';
 }
 
 /** Whether the lock is there and left by a holder that is gone (or untouched for LOCK_STALE_MS). */

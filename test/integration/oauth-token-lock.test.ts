@@ -4,7 +4,7 @@
  * (test/fixtures/oauth/token-lock-contender.mjs), released at one instant.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, realpathSync, utimesSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, utimesSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -65,6 +65,24 @@ describe('refresh lock of a token file', () => {
     const rounds = holders.map((n, i) => [i, n]).filter(([, n]) => n !== 1);
     expect(rounds, 'rounds ([round, holders]) without exactly one holder').toEqual([]);
   }, 120_000);
+
+  // Where no OS lock can be taken on <token file>.takeover (a file system without POSIX locks;
+  // here a folder stands in its place, which SQLite cannot lock either), the takeover was "as no
+  // lock at all": the dead holder's lock stayed, and each process, finding it stale, refreshed
+  // without a lock, every one of them at once, for good.
+  it("where no OS lock can be taken beside the token file, a dead holder's lock is taken over by one process, which the next one finds holding it", async () => {
+    const file = join(realpathSync(mkdtempSync(join(tmpdir(), 'switchyard-token-lock-'))), 'u.json');
+    mkdirSync(`${file}.takeover`);
+    const [a, b] = [contender(file, 0, []), contender(file, 1, [])];
+    for (const c of [a, b]) expect(await c.next()).toBe('ready');
+    const dead = spawnSync(process.execPath, ['-e', '']).pid!;
+    writeFileSync(`${file}.lock`, JSON.stringify({ pid: dead, host: hostname() }));
+    a.go(Date.now() + 15, 0);
+    expect(await a.next()).toBe('locked');
+    expect((JSON.parse(readFileSync(`${file}.lock`, 'utf8')) as { pid: number }).pid, 'the lock names the process that says it holds it').toBe(a.pid);
+    b.go(Date.now() + 15, 0);
+    expect(await b.next(), 'a second process while the first holds it').toBe('busy');
+  }, 30_000);
 
   // A live holder's lock is taken over when untouched for LOCK_STALE_MS (a holder hung, a wall
   // clock stepped forward). Its release read the lock, found it its own and removed it by its
