@@ -668,7 +668,9 @@ export class Router {
     const joined = await this.subs.join(server.id, uri, subscriber, connKey, make, () => conn.upstream.request('resources/unsubscribe', { uri }, { hubOwn: true }), ctx.principal);
     // Made on a connection replaced since (sent before `servers restart` or a reload, answered
     // as it drained): the new one, asked at its start for what was counted then, is asked now.
-    if (!joined.left) await this.opts.carrySubscription?.(server.id, connKey, conn.upstream, uri);
+    // Not when nobody stays for it (unheld: let go on the old one): asked again, the new one held
+    // it for nobody, for good, made for no principal.
+    if (!joined.left && !joined.unheld) await this.opts.carrySubscription?.(server.id, connKey, conn.upstream, uri);
     return joined.made ?? local();
   }
 

@@ -122,6 +122,22 @@ describe('a legacy server replaced while a subscription to it is made', () => {
     await expect.poll(() => updates, { timeout: 5000, interval: 20 }).toContain('mut://doc');
   }, 60_000);
 
+  // Its client unsubscribed while the old process held it: nobody stays for it, and the old
+  // process lets it go. Carried to the new process all the same, it was held there for nobody
+  // (never unsubscribed: no holder left to do it), made for no principal.
+  it('resources/subscribe taken back (unsubscribe) while the old process holds it after `servers restart`: the new process is not subscribed for nobody', async () => {
+    rig = await rigged();
+    const r = rig;
+    const c = await legacyClient(r.hub, []);
+    const other = await legacyClient(r.hub, []);
+    const replaceThenUnsubscribe = async () => {
+      await restart(r.hub);
+      expect(await c.unsubscribeResource({ uri: 'mut://doc' })).toEqual({});
+    };
+    expect(await acrossRestart(r, () => c.subscribeResource({ uri: 'mut://doc' }), replaceThenUnsubscribe)).toEqual({});
+    expect(await touch(other)).toBe('told 0');
+  }, 60_000);
+
   it("a modern listen stream's resourceSubscriptions, subscribed by the old process after `servers restart`: the new process holds them, and the stream gets their updates", async () => {
     rig = await rigged();
     const c = new ClientV2({ name: 'modern-subs', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
