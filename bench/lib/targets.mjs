@@ -53,14 +53,17 @@ export function shippedNodeFlags(root = HUB_ROOT, env = process.env) {
 /**
  * The built hub (`switchyard start`) with a fresh temp config and ledger; resolves once
  * /healthz shows every server ready. It runs with shippedNodeFlags(); `nodeArgs` go after
- * them, before the script (e.g. --cpu-prof).
+ * them, before the script (e.g. --cpu-prof); `wrapper` before node.
  */
-export async function startHub({ servers, ledger = true, nodeArgs = [], env = {}, readyTimeoutMs = 60_000, extraConfig = {} }) {
+export async function startHub({ servers, ledger = true, nodeArgs = [], env = {}, readyTimeoutMs = 60_000, extraConfig = {}, wrapper = [] }) {
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-bench-'));
   const configFile = join(dir, 'hub.config.json');
   writeFileSync(configFile, JSON.stringify({ listen: { host: '127.0.0.1', port: 0 }, ledger: { path: join(dir, 'data', 'ledger.db'), enabled: ledger }, servers, ...extraConfig }, null, 2));
   const t0 = performance.now();
-  const p = await startProcess('switchyard', process.execPath, [...shippedNodeFlags(), ...nodeArgs, HUB_BIN, 'start', '--config', configFile, '--port', '0'], {
+  const nodeCommand = [process.execPath, ...shippedNodeFlags(), ...nodeArgs, HUB_BIN, 'start', '--config', configFile, '--port', '0'];
+  // `wrapper`: a program the hub runs under (valgrind, for bench/callgrind.mjs), its pid the hub's.
+  const [command, ...args] = [...wrapper, ...nodeCommand];
+  const p = await startProcess('switchyard', command, args, {
     cwd: dir,
     env,
     ready: /"url":"http:\/\/127\.0\.0\.1:(\d+)\/mcp"/,

@@ -1,0 +1,152 @@
+// Instructions per call of each of the hub's threads, counted by valgrind's callgrind: a figure
+// the machine's load does not move (docs/BENCHMARKS.md, sixty-first session), where wall-clock
+// and CPU-time figures need a quiet machine. The hub (the built one, as `npm start` runs it)
+// runs under callgrind with the stdio echo upstream; `--warmup` modern `tools/call`s, then the
+// counters are zeroed (callgrind_control -z), `--calls` more are sent, and the counters dumped
+// (-d): only that window counts, start-up and shutdown left out. Node runs ~50× slower under
+// callgrind: a run of the defaults takes minutes; JIT code is counted like any other.
+//
+//   node bench/callgrind.mjs [--ledger on|off] [--concurrency 1] [--warmup 1000] [--calls 400] [--js-names] [--out DIR]
+//   SWITCHYARD_BENCH_ROOT=/path/to/other/build node bench/callgrind.mjs ...   (A/B)
+//
+// Then, per thread (…-01 is the event loop), e.g.
+//   callgrind_annotate --threshold=100 DIR/cg.out.1-01[.js]
+// --js-names: node runs with --perf-basic-prof --interpreted-frames-native-stack (a little more
+// work per call; compare like with like) and the dump's JIT addresses are renamed by the perf
+// map (files ….js), so JavaScript functions appear by name. Needs valgrind.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import net from 'node:net';
+import { numberOption, option } from './lib/args.mjs';
+import { modernRequest } from './lib/mcp.mjs';
+import { echoStdioCommand, startHub } from './lib/targets.mjs';
+
+const ledger = option('ledger', 'on') === 'on';
+const concurrency = numberOption('concurrency', 1);
+const warmup = numberOption('warmup', 1000);
+const calls = numberOption('calls', 400);
+const jsNames = process.argv.includes('--js-names');
+const out = option('out', undefined);
+const dir = out ? resolve(out) : mkdtempSync(join(tmpdir(), 'switchyard-callgrind-'));
+mkdirSync(dir, { recursive: true });
+const file = join(dir, 'cg.out');
+
+const hub = await startHub({
+  servers: { echo: echoStdioCommand() },
+  ledger,
+  wrapper: ['valgrind', '--tool=callgrind', '--separate-threads=yes', `--callgrind-out-file=${file}`],
+  nodeArgs: jsNames ? ['--perf-basic-prof', '--interpreted-frames-native-stack'] : [],
+  readyTimeoutMs: 900_000,
+});
+const request = modernRequest({ port: hub.port, method: 'tools/call', tool: 'echo__echo' });
+const control = (...args) => execFileSync('callgrind_control', [...args, String(hub.pid)], { stdio: 'ignore' });
+try {
+  await send(warmup);
+  control('-z');
+  await send(calls);
+  control('-d', 'window');
+} finally {
+  await hub.stop();
+}
+report();
+if (jsNames) nameJit();
+console.log(`callgrind files: ${dir} (the window: cg.out.1-NN, one per thread; -01 the event loop)`);
+
+/** `n` calls, `concurrency` at a time, each on its own keep-alive connection; every answer must be the echo's. */
+async function send(n) {
+  let left = n;
+  let seq = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, w) => {
+      const conn = connect();
+      const bytes = Buffer.from(request.buf);
+      try {
+        while (left > 0) {
+          left--;
+          bytes.write(`w${String(w).padStart(4, '0')}n${String(++seq).padStart(10, '0')}`, request.idOffset, 'latin1');
+          const body = await conn.send(bytes);
+          if (!body.includes('"result"') || !body.includes('hello')) throw new Error(`not the echo's answer: ${body.slice(0, 300)}`);
+        }
+      } finally {
+        conn.close();
+      }
+    }),
+  );
+}
+
+function connect() {
+  const socket = net.connect(hub.port, '127.0.0.1');
+  socket.setNoDelay(true);
+  let buf = Buffer.alloc(0);
+  let waiting;
+  socket.on('error', (err) => waiting?.reject(err));
+  socket.on('data', (chunk) => {
+    buf = Buffer.concat([buf, chunk]);
+    const headEnd = buf.indexOf('\r\n\r\n');
+    if (headEnd < 0) return;
+    const head = buf.toString('latin1', 0, headEnd);
+    const length = /\r\ncontent-length:\s*(\d+)/i.exec(head);
+    if (!length) return waiting?.reject(new Error(`an answer without content-length: ${head}`));
+    const end = headEnd + 4 + Number(length[1]);
+    if (buf.length < end) return;
+    const body = buf.toString('utf8', headEnd + 4, end);
+    buf = buf.subarray(end);
+    const w = waiting;
+    waiting = undefined;
+    w?.resolve(`${head.slice(9, 12)} ${body}`);
+  });
+  return {
+    send: (bytes) => new Promise((resolve, reject) => ((waiting = { resolve, reject }), socket.write(bytes))),
+    close: () => socket.destroy(),
+  };
+}
+
+function windowFiles() {
+  return readdirSync(dir).filter((f) => /^cg\.out\.1-\d+$/.test(f)).sort();
+}
+
+/** Per call: the event loop (thread 1), the ledger's ingest thread (a worker running SQLite), V8's compiler threads, the rest. */
+function report() {
+  const sums = { loop: 0, ingest: 0, compiler: 0, rest: 0 };
+  for (const f of windowFiles()) {
+    const text = readFileSync(join(dir, f), 'utf8');
+    const ir = Number(/^summary: (\d+)/m.exec(text)?.[1] ?? 0);
+    if (f.endsWith('-01')) sums.loop += ir;
+    else if (/^fn=\(\d+\) sqlite3/m.test(text) && /node::worker::Worker::Run/.test(text)) sums.ingest += ir;
+    else if (/^fn=\(\d+\) v8::internal::compiler::/m.test(text)) sums.compiler += ir;
+    else sums.rest += ir;
+  }
+  const k = (ir) => `${(ir / calls / 1000).toFixed(1)}k`;
+  console.log(
+    `stdio, ledger ${ledger ? 'on' : 'off'} @${concurrency}, ${calls} calls after ${warmup}: instructions per call: event loop ${k(sums.loop)}, ` +
+      `ingest thread ${k(sums.ingest)}, V8 compiler threads ${k(sums.compiler)}, the rest ${k(sums.rest)}`,
+  );
+}
+
+/** Rename the window's JIT functions (callgrind names them by address) by V8's perf map, into ….js files. */
+function nameJit() {
+  const pid = /^pid: (\d+)/m.exec(readFileSync(join(dir, windowFiles()[0]), 'utf8'))?.[1];
+  const mapFile = `/tmp/perf-${pid}.map`;
+  if (!existsSync(mapFile)) return console.log(`no ${mapFile}: JIT code left unnamed`);
+  const ranges = readFileSync(mapFile, 'utf8')
+    .trim()
+    .split('\n')
+    .map((line) => /^([0-9a-f]+) ([0-9a-f]+) (.*)$/.exec(line))
+    .filter(Boolean)
+    .map((m) => ({ start: parseInt(m[1], 16), end: parseInt(m[1], 16) + parseInt(m[2], 16), name: m[3].replace(/\s+/g, '_') }));
+  // The latest entry holding an address wins: code freed and its space reused is mapped again later.
+  const nameOf = (addr) => {
+    for (let i = ranges.length - 1; i >= 0; i--) if (ranges[i].start <= addr && addr < ranges[i].end) return ranges[i].name;
+    return undefined;
+  };
+  for (const f of windowFiles()) {
+    const text = readFileSync(join(dir, f), 'utf8').replace(/^(c?fn=\(\d+\)) 0x([0-9a-f]+)$/gm, (all, head, hex) => {
+      const name = nameOf(parseInt(hex, 16));
+      return name ? `${head} ${name}` : all;
+    });
+    writeFileSync(join(dir, `${f}.js`), text);
+  }
+  rmSync(mapFile, { force: true });
+}
