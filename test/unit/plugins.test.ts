@@ -302,12 +302,13 @@ describe('plugin runner', () => {
     writeFileSync(join(dir, 'fine.mjs'), `export default { name: 'fine', onList() {} };`);
     const failures: PluginFailure[] = [];
     const t0 = performance.now();
-    const ps = await loadPlugins({ paths: ['./never.mjs', './stuck-import.mjs', './fine.mjs'] }, join(dir, 'hub.config.json'), silentLogger, (f) => failures.push(f), 200);
-    expect(performance.now() - t0).toBeLessThan(5_000); // never finishing, they would hold it to the test's timeout
+    // A limit a fresh module's import keeps within on a loaded machine (at 200 ms, one in the next test did not).
+    const ps = await loadPlugins({ paths: ['./never.mjs', './stuck-import.mjs', './fine.mjs'] }, join(dir, 'hub.config.json'), silentLogger, (f) => failures.push(f), 1000);
+    expect(performance.now() - t0).toBeLessThan(10_000); // never finishing, they would hold it to the test's timeout
     expect(ps.map((p) => p.name)).toEqual(['description-checks', 'redact-secrets', 'fine']);
     expect(failures.map((f) => [f.plugin.replace(/^.*[\\/]/, ''), f.message])).toEqual([
-      ['never.mjs', 'it did not finish loading within 200 ms'],
-      ['stuck-import.mjs', 'it did not finish loading within 200 ms'],
+      ['never.mjs', 'it did not finish loading within 1000 ms'],
+      ['stuck-import.mjs', 'it did not finish loading within 1000 ms'],
     ]);
   });
 
@@ -315,23 +316,28 @@ describe('plugin runner', () => {
     const { existsSync, readFileSync } = await import('node:fs');
     const dir = mkdtempSync(join(tmpdir(), 'sy-plugins-'));
     const closed = join(dir, 'closed');
-    const factory = (name: string, body: string, wait = 0) =>
-      `import { appendFileSync } from 'node:fs';
+    // late's factory finishes once the test says so, past its load timeout and once the rest are
+    // loaded: after a fixed 400 ms, it finished on a loaded machine while they were loading (and
+    // at a 200 ms limit, dup-b's import was once found too slow).
+    const go = join(dir, 'go');
+    const factory = (name: string, body: string, wait = 0, gate = false) =>
+      `import { appendFileSync, existsSync } from 'node:fs';
        export default async () => {
          await new Promise((r) => setTimeout(r, ${wait}));
+         ${gate ? `await new Promise((r) => { const t = setInterval(() => existsSync(${JSON.stringify(go)}) && (clearInterval(t), r()), 5); });` : ''}
          return { name: '${name}', ${body} close() { appendFileSync(${JSON.stringify(closed)}, '${name}:${wait}\\n'); } };
        };`;
-    writeFileSync(join(dir, 'late.mjs'), factory('late', '', 400));
+    writeFileSync(join(dir, 'late.mjs'), factory('late', '', 0, true));
     writeFileSync(join(dir, 'dup-a.mjs'), factory('dup', 'onList() {},', 1));
     writeFileSync(join(dir, 'dup-b.mjs'), factory('dup', 'onList() {},', 2));
     writeFileSync(join(dir, 'bad.mjs'), factory('bad', "onList: 'not a function',", 3));
     writeFileSync(join(dir, 'dup-object.mjs'), `import { appendFileSync } from 'node:fs'; export default { name: 'dup', close() { appendFileSync(${JSON.stringify(closed)}, 'object\\n'); } };`);
     const failures: PluginFailure[] = [];
     const section = { paths: ['./late.mjs', './dup-a.mjs', './dup-b.mjs', './bad.mjs', './dup-object.mjs'], disable: ['description-checks', 'redact-secrets'] };
-    const ps = await loadPlugins(section, join(dir, 'hub.config.json'), silentLogger, (f) => failures.push(f), 200);
+    const ps = await loadPlugins(section, join(dir, 'hub.config.json'), silentLogger, (f) => failures.push(f), 1000);
     expect(ps.map((p) => p.name)).toEqual(['dup']);
     expect(failures.map((f) => [f.plugin.replace(/^.*[\\/]/, ''), f.message])).toEqual([
-      ['late.mjs', 'it did not finish loading within 200 ms'],
+      ['late.mjs', 'it did not finish loading within 1000 ms'],
       ['dup-b.mjs', 'a plugin named "dup" is already loaded'],
       ['bad.mjs', 'onList is not a function'],
       ['dup-object.mjs', 'a plugin named "dup" is already loaded'],
@@ -340,7 +346,8 @@ describe('plugin runner', () => {
     expect(closes()).toEqual(['bad:3', 'dup:2']);
     // Not the one in use (dup:1), nor a refused plugin object no factory made. The slow
     // factory finishes later: its plugin is closed when it arrives.
-    await vi.waitFor(() => expect(closes()).toEqual(['bad:3', 'dup:2', 'late:400']), { timeout: 3_000 });
+    writeFileSync(go, '');
+    await vi.waitFor(() => expect(closes()).toEqual(['bad:3', 'dup:2', 'late:0']), { timeout: 3_000 });
   });
 
   it('a plugin file edited since its load is imported afresh; an unchanged one is the module already loaded (ESM and CommonJS)', async () => {
