@@ -4,7 +4,7 @@
  * faults, crashes and restarts.
  */
 import { execFileSync } from 'node:child_process';
-import { rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Socket } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -710,6 +710,38 @@ require('node:readline').createInterface({ input: process.stdin }).on('line', (l
     await hang(u, 1, 300);
     expect([u.state, u.restarts]).toEqual(['ready', 2]);
     expect(text(await u.request('tools/call', { name: 'echo', arguments: { b: 1 } }))).toBe('{"b":1}');
+  });
+
+  it('a hub held up past the wait for a ping (a long pause, a loaded machine) reads the answer that came meanwhile before it judges the process: not ended as hung', async () => {
+    const dir = tmpDir();
+    const [pinged, go, answered, pings] = ['pinged', 'go', 'answered', 'pings'].map((f) => join(dir, f));
+    // Its first ping is answered once the test says go (the test's event loop then held), the rest at once.
+    const src = `const { appendFileSync, existsSync, writeFileSync } = require('node:fs');
+const send = (m, then) => process.stdout.write(JSON.stringify(m) + '\\n', then);
+let first = true;
+require('node:readline').createInterface({ input: process.stdin }).on('line', (l) => {
+  const m = JSON.parse(l);
+  if (m.id === undefined) return;
+  if (m.method === 'initialize') return send({ jsonrpc: '2.0', id: m.id, result: { protocolVersion: '2025-11-25', capabilities: { tools: {} }, serverInfo: { name: 'late-ping', version: '1' } } });
+  if (m.method !== 'ping') return send({ jsonrpc: '2.0', id: m.id, result: m.method === 'tools/list' ? { tools: [] } : {} });
+  appendFileSync(${JSON.stringify(pings)}, process.pid + '\\n');
+  if (!first) return send({ jsonrpc: '2.0', id: m.id, result: {} });
+  first = false;
+  writeFileSync(${JSON.stringify(pinged)}, '');
+  const t = setInterval(() => existsSync(${JSON.stringify(go)}) && (clearInterval(t), send({ jsonrpc: '2.0', id: m.id, result: {} }, () => writeFileSync(${JSON.stringify(answered)}, ''))), 5);
+});`;
+    const u = await started({ ...hung({ maxTotalTimeoutMs: undefined }), id: 'late-ping', args: ['-e', src] });
+    const pid = (u as unknown as { pid: number }).pid;
+    u.retime({ timeoutMs: 300, healthCheckMs: 100 });
+    await waitFor(() => existsSync(pinged), 10_000, 'the first ping');
+    // The hub's event loop held (as by a long GC, or a machine too loaded to run it) until the
+    // answer is in the pipe and the ping's 300 ms are over: its timer is due before that read.
+    writeFileSync(go, '');
+    for (const t0 = Date.now(); !existsSync(answered) || Date.now() - t0 < 400; );
+    // Before, the ping's timer, run before the pipe was read, had the process ended as hung.
+    const pingsOf = () => readFileSync(pings, 'utf8').split('\n').filter((l) => l === String(pid)).length;
+    await waitFor(() => u.restarts > 0 || pingsOf() >= 2, 10_000, 'the next ping, or an end');
+    expect([u.state, u.restarts, u.lastError]).toEqual(['ready', 0, undefined]);
   });
 });
 
