@@ -156,15 +156,24 @@ describe('/metrics at rest', () => {
     const status = `/proc/${hub.proc.pid}/task/${hub.proc.pid}/status`;
     const proc = existsSync(status);
     const switches = () => Number(/voluntary_ctxt_switches:\s+(\d+)/.exec(readFileSync(status, 'utf8'))![1]);
-    const [t0, v0] = [performance.now(), proc ? switches() : 0];
+    // The main thread's time waiting for a CPU (ms), as the scheduler counts it.
+    const schedstat = `/proc/${hub.proc.pid}/task/${hub.proc.pid}/schedstat`;
+    const runQueueMs = () => (proc && existsSync(schedstat) ? Number(readFileSync(schedstat, 'utf8').split(' ')[1]) / 1e6 : 0);
+    const [t0, v0, q0] = [performance.now(), proc ? switches() : 0, runQueueMs()];
     await new Promise((r) => setTimeout(r, 1500)); // the window measured, not a wait for an event
-    const [t1, v1] = [performance.now(), proc ? switches() : 0];
+    const [t1, v1, q1] = [performance.now(), proc ? switches() : 0, runQueueMs()];
     const text = await scrape(hub.url);
     // prom-client's own sampler woke it 100 times a second and read about 0.01 s, the interval.
     if (proc) expect((v1 - v0) / ((t1 - t0) / 1000)).toBeLessThan(40);
-    expect(lag(text, 'min_')).toBeLessThan(0.005);
-    expect(lag(text, 'p50_')).toBeLessThan(0.005);
-    expect(lag(text, 'mean_')).toBeLessThan(0.02);
+    // On a loaded machine each wake-up waits for a CPU, and its tick is that much late: a lag
+    // that is there (the machine's), not the interval. The mean wait per wake-up is allowed on
+    // top; for the median twice that (no more than half the wake-ups waited twice the mean).
+    // Without it, 0.0071 s read as p50 under two busy loops beside other tests (1 of 5 runs).
+    const wait = (q1 - q0) / Math.max(1, v1 - v0) / 1000;
+    const waits = `${(q1 - q0).toFixed(1)} ms waiting for a CPU over ${v1 - v0} wake-ups`;
+    expect(lag(text, 'min_'), waits).toBeLessThan(0.005 + wait);
+    expect(lag(text, 'p50_'), waits).toBeLessThan(0.005 + 2 * wait);
+    expect(lag(text, 'mean_'), waits).toBeLessThan(0.02 + wait);
     expect(parseExposition(text).types.get('switchyard_process_nodejs_eventloop_lag_p99_seconds')).toBe('gauge');
     expect(parseExposition(text).types.get('switchyard_process_process_cpu_seconds_total')).toBe('counter');
   });
