@@ -536,11 +536,11 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     }
     const frame = JSON.stringify({ jsonrpc: '2.0', id, method, params: wire });
     // A listen stream lasts as long as the subscription; only its own end or close stops it.
-    if (!listen) p.timer = setTimeout(() => this.onTimeout(p), timeoutMs);
+    if (!listen) p.timer = setTimeout(() => this.timerFired(p), timeoutMs);
     if (hard !== undefined && hard < Infinity) {
       p.hardLeftMs = left;
       p.hardSince = monotonicNow();
-      p.hardTimer = setTimeout(() => this.onTimeout(p, hard), left);
+      p.hardTimer = setTimeout(() => this.timerFired(p, hard), left);
     }
     if (opts?.signal) {
       p.onAbort = this.abortHandler(p);
@@ -593,6 +593,29 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
 
   protected failAll(make: (p: Pending) => Error): void {
     for (const p of this.pending.values()) this.failCall(p, make(p));
+  }
+
+  /**
+   * A call's timer is due: judged after the event loop's next read of what came in (setImmediate
+   * runs after the poll for I/O). A hub held up past the timeout (a long callback, a machine too
+   * loaded to run it) runs due timers before it reads: an answer, or progress, that came in time
+   * was waiting unread, and the call was failed as unanswered (and counted toward the restart of
+   * a server that leaves calls unanswered). The spent timer is dropped meanwhile: progress read
+   * then arms a new one (onNotification), as does the end of a wait for the client (resumeTimer).
+   */
+  private timerFired(p: Pending, hardMs?: number): void {
+    if (hardMs === undefined) p.timer = undefined;
+    else p.hardTimer = undefined;
+    setImmediate(() => {
+      if (!this.isPending(p)) return;
+      if (hardMs === undefined) {
+        if (p.timer === undefined && p.waits === 0) this.onTimeout(p);
+      } else if (p.waits > 0) {
+        p.hardLeftMs = 0; // paused for the client meanwhile: due as soon as it resumes
+      } else if (p.hardTimer === undefined) {
+        this.onTimeout(p, hardMs);
+      }
+    });
   }
 
   /** `hardMs`: the hard cap fired rather than the idle timeout. */
@@ -798,11 +821,11 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
 
   private resumeTimer(p: Pending): void {
     if (--p.waits > 0 || !this.isPending(p) || p.listen) return;
-    p.timer = setTimeout(() => this.onTimeout(p), p.timeoutMs);
+    p.timer = setTimeout(() => this.timerFired(p), p.timeoutMs);
     if (p.hardLeftMs !== undefined) {
       const total = p.opts?.maxTotalTimeoutMs ?? this.spec.maxTotalTimeoutMs!;
       p.hardSince = monotonicNow();
-      p.hardTimer = setTimeout(() => this.onTimeout(p, total), p.hardLeftMs);
+      p.hardTimer = setTimeout(() => this.timerFired(p, total), p.hardLeftMs);
     }
   }
 
@@ -830,6 +853,8 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       const p = t === undefined ? undefined : this.byToken.get(typeof t === 'string' ? t : String(t));
       if (p === undefined) return;
       if (p.timer) p.timer.refresh();
+      // Due, and waiting to be judged (timerFired): heard in time after all, its wait starts again.
+      else if (p.waits === 0 && !p.listen) p.timer = setTimeout(() => this.timerFired(p), p.timeoutMs);
       this.callAnswered();
       if (!p.opts?.onProgress) return;
       if (typeof params.progress !== 'number') return;

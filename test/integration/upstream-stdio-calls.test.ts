@@ -743,6 +743,52 @@ require('node:readline').createInterface({ input: process.stdin }).on('line', (l
     await waitFor(() => u.restarts > 0 || pingsOf() >= 2, 10_000, 'the next ping, or an end');
     expect([u.state, u.restarts, u.lastError]).toEqual(['ready', 0, undefined]);
   });
+
+  // A call's own timeouts, as the health check's ping: the hub held up in a callback (here one
+  // run after the poll, as a long one of any kind would be) runs its due timers before it next
+  // reads the pipe, where an answer or progress that came in time waits.
+  it.each([
+    ['an answer', 'answer'],
+    ['progress, and then its answer,', 'progress'],
+  ])('a call that got %s in time while the hub was held up past its timeout is not failed as unanswered', async (_what, kind) => {
+    const dir = tmpDir();
+    const [called, go, sent] = ['called', 'go', 'sent'].map((f) => join(dir, f));
+    const src = `const { existsSync, writeFileSync } = require('node:fs');
+const send = (m, then) => process.stdout.write(JSON.stringify(m) + '\\n', then);
+require('node:readline').createInterface({ input: process.stdin }).on('line', (l) => {
+  const m = JSON.parse(l);
+  if (m.id === undefined) return;
+  if (m.method === 'initialize') return send({ jsonrpc: '2.0', id: m.id, result: { protocolVersion: '2025-11-25', capabilities: { tools: {} }, serverInfo: { name: 'held', version: '1' } } });
+  if (m.method !== 'tools/call') return send({ jsonrpc: '2.0', id: m.id, result: m.method === 'tools/list' ? { tools: [] } : {} });
+  writeFileSync(${JSON.stringify(called)}, '');
+  const answer = (then) => send({ jsonrpc: '2.0', id: m.id, result: { content: [{ type: 'text', text: 'ok' }] } }, then);
+  const t = setInterval(() => {
+    if (!existsSync(${JSON.stringify(go)})) return;
+    clearInterval(t);
+    if (${JSON.stringify(kind)} === 'answer') return answer(() => writeFileSync(${JSON.stringify(sent)}, ''));
+    send({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: m.params._meta.progressToken, progress: 1 } }, () => writeFileSync(${JSON.stringify(sent)}, ''));
+    setTimeout(answer, 100);
+  }, 5);
+});`;
+    const u = createUpstream({ id: 'held', command: process.execPath, args: ['-e', src], era: '2025-11-25', timeoutMs: 5000, probeTimeoutMs: 2000, maxFrameBytes: 1 << 20 }, silentLogger, {});
+    open.push(u);
+    await u.start();
+    const r = u.request('tools/call', { name: 'a' }, { timeoutMs: 300, onProgress: () => undefined }).then(
+      () => 'answered',
+      (e: Error) => e.message,
+    );
+    await waitFor(() => existsSync(called), 10_000, 'the call');
+    await new Promise<void>((resolve) =>
+      setImmediate(() => {
+        writeFileSync(go, '');
+        for (const t0 = Date.now(); (!existsSync(sent) && Date.now() - t0 < 10_000) || Date.now() - t0 < 400; );
+        resolve();
+      }),
+    );
+    expect(existsSync(sent)).toBe(true);
+    // Before, 'server "held" did not answer within 300 ms (nor report progress)'.
+    expect(await r).toBe('answered');
+  });
 });
 
 describe('supervision', () => {
