@@ -6,7 +6,7 @@
 // (-d): only that window counts, start-up and shutdown left out. Node runs ~50× slower under
 // callgrind: a run of the defaults takes minutes; JIT code is counted like any other.
 //
-//   node bench/callgrind.mjs [--ledger on|off] [--concurrency 1] [--warmup 1000] [--calls 400] [--js-names] [--out DIR]
+//   node bench/callgrind.mjs [--ledger on|off] [--concurrency 1] [--warmup 4000] [--calls 400] [--js-names] [--out DIR]
 //   SWITCHYARD_BENCH_ROOT=/path/to/other/build node bench/callgrind.mjs ...   (A/B)
 //
 // Then, per thread (…-01 is the event loop), e.g.
@@ -25,7 +25,7 @@ import { echoStdioCommand, startHub } from './lib/targets.mjs';
 
 const ledger = option('ledger', 'on') === 'on';
 const concurrency = numberOption('concurrency', 1);
-const warmup = numberOption('warmup', 1000);
+const warmup = numberOption('warmup', 4000);
 const calls = numberOption('calls', 400);
 const jsNames = process.argv.includes('--js-names');
 const out = option('out', undefined);
@@ -42,35 +42,38 @@ const hub = await startHub({
 });
 const request = modernRequest({ port: hub.port, method: 'tools/call', tool: 'echo__echo' });
 const control = (...args) => execFileSync('callgrind_control', [...args, String(hub.pid)], { stdio: 'ignore' });
+const conns = Array.from({ length: concurrency }, () => connect());
 try {
   await send(warmup);
   control('-z');
   await send(calls);
   control('-d', 'window');
 } finally {
+  for (const c of conns) c.close();
   await hub.stop();
 }
 report();
 if (jsNames) nameJit();
 console.log(`callgrind files: ${dir} (the window: cg.out.1-NN, one per thread; -01 the event loop)`);
 
-/** `n` calls, `concurrency` at a time, each on its own keep-alive connection; every answer must be the echo's. */
+/**
+ * `n` calls, `concurrency` at a time, each on its own keep-alive connection, the same ones for the
+ * warm-up and the window: new sockets after the warm-up had V8 deoptimise Node's stream code and
+ * the hub's edge once, inside the window (55-90k instructions a call more; docs/BENCHMARKS.md,
+ * the sixty-first entry). Every answer must be the echo's.
+ */
 async function send(n) {
   let left = n;
   let seq = 0;
   await Promise.all(
     Array.from({ length: concurrency }, async (_, w) => {
-      const conn = connect();
+      const conn = conns[w];
       const bytes = Buffer.from(request.buf);
-      try {
-        while (left > 0) {
-          left--;
-          bytes.write(`w${String(w).padStart(4, '0')}n${String(++seq).padStart(10, '0')}`, request.idOffset, 'latin1');
-          const body = await conn.send(bytes);
-          if (!body.includes('"result"') || !body.includes('hello')) throw new Error(`not the echo's answer: ${body.slice(0, 300)}`);
-        }
-      } finally {
-        conn.close();
+      while (left > 0) {
+        left--;
+        bytes.write(`w${String(w).padStart(4, '0')}n${String(++seq).padStart(10, '0')}`, request.idOffset, 'latin1');
+        const body = await conn.send(bytes);
+        if (!body.includes('"result"') || !body.includes('hello')) throw new Error(`not the echo's answer: ${body.slice(0, 300)}`);
       }
     }),
   );
