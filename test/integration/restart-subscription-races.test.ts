@@ -96,6 +96,14 @@ async function legacyClient(hub: HubProcess, updates: string[]): Promise<ClientV
   return c;
 }
 
+async function modernClient(hub: HubProcess, updates: string[]): Promise<ClientV2> {
+  const c = new ClientV2({ name: 'modern-subs', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+  await c.connect(new TransportV2(new URL('/mcp', hub.url)));
+  closing.push(() => c.close());
+  c.setNotificationHandler('notifications/resources/updated', async (n) => void updates.push(String(n.params.uri)));
+  return c;
+}
+
 /** `told 1` when the process serving `r` now holds a subscription to mut://doc (so it sent an update). */
 async function touch(c: { callTool: ClientV1['callTool'] }): Promise<string> {
   return String(firstText((await c.callTool({ name: 'r__touch', arguments: { uri: 'mut://doc', report: true } })) as never));
@@ -140,11 +148,8 @@ describe('a legacy server replaced while a subscription to it is made', () => {
 
   it("a modern listen stream's resourceSubscriptions, subscribed by the old process after `servers restart`: the new process holds them, and the stream gets their updates", async () => {
     rig = await rigged();
-    const c = new ClientV2({ name: 'modern-subs', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
-    await c.connect(new TransportV2(new URL('/mcp', rig.hub.url)));
-    closing.push(() => c.close());
     const updates: string[] = [];
-    c.setNotificationHandler('notifications/resources/updated', async (n) => void updates.push(String(n.params.uri)));
+    const c = await modernClient(rig.hub, updates);
     const sub = await acrossRestart(rig, () => c.listen({ resourceSubscriptions: ['mut://doc'] }));
     closing.unshift(() => sub.close());
     expect(sub.honoredFilter.resourceSubscriptions).toEqual(['mut://doc']);
@@ -188,11 +193,8 @@ describe('a subscribe routed before `servers restart` and made after it', () => 
   it("a modern listen stream's resourceSubscriptions that waited for an unsubscribe of the URI on the old process: made on the new process only", async () => {
     rig = await rigged('resources/unsubscribe');
     const r = rig;
-    const c = new ClientV2({ name: 'modern-subs', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
-    await c.connect(new TransportV2(new URL('/mcp', r.hub.url)));
-    closing.push(() => c.close());
     const updates: string[] = [];
-    c.setNotificationHandler('notifications/resources/updated', async (n) => void updates.push(String(n.params.uri)));
+    const c = await modernClient(r.hub, updates);
     const sub = await behindUnsubscribe(r, () => c.listen({ resourceSubscriptions: ['mut://doc'] }));
     closing.unshift(() => sub.close());
     expect(sub.honoredFilter.resourceSubscriptions).toEqual(['mut://doc']);
@@ -210,11 +212,8 @@ describe('a modern server restarted on request', () => {
     const legacyUpdates: string[] = [];
     const legacy = await legacyClient(hub, legacyUpdates);
     expect(await legacy.subscribeResource({ uri: 'mut://doc' })).toEqual({});
-    const modern = new ClientV2({ name: 'modern-subs', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
-    await modern.connect(new TransportV2(new URL('/mcp', hub.url)));
-    closing.push(() => modern.close());
     const modernUpdates: string[] = [];
-    modern.setNotificationHandler('notifications/resources/updated', async (n) => void modernUpdates.push(String(n.params.uri)));
+    const modern = await modernClient(hub, modernUpdates);
     const sub = await modern.listen({ resourceSubscriptions: ['mut://doc'] });
     closing.unshift(() => sub.close());
     expect(sub.honoredFilter.resourceSubscriptions).toEqual(['mut://doc']);
