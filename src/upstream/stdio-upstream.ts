@@ -83,18 +83,16 @@ export class StdioUpstream extends HandshakingUpstream {
     const [child, heardAt, waitMs] = [this.child, this.heardAt, this.spec.timeoutMs];
     const [method, params] = this._era === MODERN ? ['server/discover', this.discoverParams()] : ['ping', {}];
     const again = (): void => this.armHealthCheck();
-    const judge = (): void => {
+    // A ping answered in time while the hub was held up past the wait is read before its timeout
+    // is judged (UpstreamBase.timerFired): not taken for a hung process.
+    this.call(method, params, { timeoutMs: waitMs }, true).then(again, (err: unknown) => {
       // It said something meanwhile, or the process was already replaced: not this check's to end.
       // Nor once a reload turned checks off (healthCheckMs 0): the operator asked for none.
       const off = (this.spec.healthCheckMs ?? 0) <= 0;
-      if (off || this.closed || this._state !== 'ready' || this.child !== child || this.heardAt !== heardAt || this.awaitsClient() || !child) return again();
+      if (!(err instanceof TimeoutError) || off || this.closed || this._state !== 'ready' || this.child !== child || this.heardAt !== heardAt || this.awaitsClient() || !child) return again();
       this.wentHung(false);
       this.endHung(child, `process stopped answering (silent for ${Math.round((monotonicNow() - heardAt) / 1000)} s, a ${method} unanswered for ${waitMs} ms), and was ended`);
-    };
-    // Judged after the pipe is read (setImmediate: after the event loop's poll for I/O). A hub
-    // held up past the wait (a long pause, a machine too loaded to run it) finds the timer due
-    // before it reads what came meanwhile: the answer may be waiting in the pipe.
-    this.call(method, params, { timeoutMs: waitMs }, true).then(again, (err: unknown) => (err instanceof TimeoutError ? setImmediate(judge) : again()));
+    });
   }
 
   /** Calls left unanswered (rpc-base noteUnanswered): the process is ended and started again, as a hung one (not a crash). */
