@@ -217,12 +217,8 @@ function takeOverStale(lock: string): 'gone' | 'held' | 'stuck' {
  * created could be removed in place of the stale one; it does not close it, as the OS lock does.
  */
 function removeUnguarded(lock: string): 'gone' | 'held' | 'stuck' {
-  let seen: Stats;
-  try {
-    seen = lstatSync(lock);
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'gone' : 'held';
-  }
+  const seen = lockStat(lock);
+  if (typeof seen === 'string') return seen;
   const text = lockText(lock);
   const verdict = judge(lock);
   if (verdict !== 'stale') return verdict;
@@ -244,16 +240,21 @@ function removalFailed(err: unknown): 'gone' | 'held' | 'stuck' {
   return code === 'ENOENT' ? 'gone' : code === 'EACCES' || code === 'EPERM' || code === 'EROFS' ? 'stuck' : 'held';
 }
 
+/** The lock file's own stat (not what a symlink by its name points to); 'gone' when it is not there, 'held' when it cannot be read. */
+function lockStat(lock: string): Stats | 'gone' | 'held' {
+  try {
+    return lstatSync(lock);
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'gone' : 'held';
+  }
+}
+
 /** Whether the lock is there and left by a holder that is gone (or untouched for LOCK_STALE_MS). */
 function judge(lock: string): 'gone' | 'held' | 'stale' {
   // The lock itself, not what it may point to: a symlink by its name pointing nowhere is no
   // ENOENT "gone" at each try (the loop spun on it synchronously, and the process hung).
-  let st: Stats;
-  try {
-    st = lstatSync(lock);
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'gone' : 'held';
-  }
+  const st = lockStat(lock);
+  if (typeof st === 'string') return st;
   // A folder by that name cannot be removed: waited for, not spun on.
   if (st.isDirectory()) return 'held';
   let holder: { pid?: unknown; host?: unknown; started?: unknown } = {};
