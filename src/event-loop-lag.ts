@@ -12,6 +12,10 @@
  * read instead as the time the loop was busy since (eventLoopUtilization: busy is all but the
  * time spent waiting for events), which, the loop having been quiet, is that stall and the work
  * that led to it. While the loop is busy, busy time is many callbacks: lateness is kept.
+ *
+ * Nobody reads the samples but a scrape, so the timer runs only while something scrapes: the
+ * first scrape starts it and it stops SCRAPED_MS after the last one. A hub nobody scrapes (a
+ * developer's laptop) is not woken by it at all; the first scrape of a run shows no lag yet.
  */
 import { createHistogram, performance, type EventLoopUtilization, type RecordableHistogram } from 'node:perf_hooks';
 import { Gauge, type Registry } from 'prom-client';
@@ -20,6 +24,8 @@ import { Gauge, type Registry } from 'prom-client';
 export const QUIET_MS = 100;
 /** The tick while the loop has work (as prom-client's): a stall then reads within this of its length. */
 export const BUSY_MS = 10;
+/** How long the timer keeps sampling after a scrape: well past any scrape interval Prometheus is given. */
+export const SCRAPED_MS = 10 * 60_000;
 /** A tick this late (ms) found the loop stuck at its due time. */
 const STALL_MS = 5;
 /** A tick's interval with less busy time than this (ms) was quiet (a tick, a poll of the pins). */
@@ -28,8 +34,10 @@ const QUIET_BUSY_MS = 1;
 export class EventLoopLag {
   /** Samples since the last scrape, in nanoseconds (recorded values must be at least 1). */
   private readonly hist: RecordableHistogram = createHistogram();
-  private timer: NodeJS.Timeout;
+  /** Set while sampling (something scraped within `scrapedMs`). */
+  private timer: NodeJS.Timeout | undefined;
   private period = QUIET_MS;
+  private scrapedAt = 0;
   private lastAt = performance.now();
   private lastElu: EventLoopUtilization = performance.eventLoopUtilization();
   /** The last tick's interval was quiet. */
@@ -40,8 +48,8 @@ export class EventLoopLag {
   constructor(
     registry: Registry,
     prefix: string,
+    private readonly scrapedMs = SCRAPED_MS,
   ) {
-    this.timer = setTimeout(() => this.tick(), this.period).unref();
     const registers = [registry];
     const h = this.hist;
     const self = this;
@@ -53,6 +61,7 @@ export class EventLoopLag {
       registers,
       // A scrape sooner than a sample after the last one keeps the values it showed.
       collect() {
+        self.scraped();
         this.set(self.latest);
         if (h.count === 0) return;
         min.set(h.min / 1e9);
@@ -75,13 +84,34 @@ export class EventLoopLag {
     const p99 = gauge('nodejs_eventloop_lag_p99_seconds', 'The 99th percentile of the event loop delays sampled since the last scrape');
   }
 
+  /** The timer is running (tests). */
+  get sampling(): boolean {
+    return this.timer !== undefined;
+  }
+
   /** Stops sampling (the hub stops). */
   close(): void {
     clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  private scraped(): void {
+    this.scrapedAt = performance.now();
+    if (this.timer) return;
+    this.period = QUIET_MS;
+    this.quiet = true;
+    this.lastAt = this.scrapedAt;
+    this.lastElu = performance.eventLoopUtilization();
+    this.timer = setTimeout(() => this.tick(), this.period).unref();
   }
 
   private tick(): void {
     const now = performance.now();
+    if (now - this.scrapedAt > this.scrapedMs) {
+      this.timer = undefined;
+      this.latest = 0;
+      return;
+    }
     const elu = performance.eventLoopUtilization();
     const busy = elu.active - this.lastElu.active;
     const late = Math.max(0, now - this.lastAt - this.period);
@@ -92,7 +122,7 @@ export class EventLoopLag {
     this.lastElu = elu;
     this.latest = lag / 1000;
     this.hist.record(Math.max(1, Math.round(lag * 1e6)));
-    if (period === this.period) this.timer.refresh();
+    if (period === this.period) this.timer!.refresh();
     else this.timer = setTimeout(() => this.tick(), (this.period = period)).unref();
   }
 }
