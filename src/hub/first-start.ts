@@ -13,7 +13,7 @@
 import type { ServerHandle } from '../catalog/catalog.js';
 import { spaceOf } from '../catalog/names.js';
 import type { Signal } from '../cancel.js';
-import { listenState, unlistenState } from '../upstream/ready-within.js';
+import { changeWithin } from '../upstream/change-within.js';
 
 /** Still on its first attempt to start: never ready in this process, no attempt failed yet. */
 export function onFirstAttempt(h: ServerHandle): boolean {
@@ -57,27 +57,14 @@ export function promptNamed(method: string, params: Record<string, unknown>): st
 }
 
 /**
- * Resolves once `h`'s first attempt ends (ready or failed), after `ms`, or when `signal` (the
- * request's) or `stop` (the hub's stop beginning) aborts, whichever is first. Nothing runs
+ * Resolves true once `h`'s first attempt ends (ready or failed), false after `ms` or when `signal`
+ * (the request's) or `stop` (the hub's stop beginning) aborts, whichever is first. Nothing runs
  * upstream for the request meanwhile: a stop's drain, which waits for what does, need not wait
  * for it (its listen.drainTimeoutMs held Ctrl-C's exit that long). Heard through the upstream's
- * shared state listener (listenState): many calls waiting put no listener each on the server.
+ * shared state listener (changeWithin): many calls waiting put no listener each on the server.
  */
-export function firstAttemptEnded(h: ServerHandle, ms: number, signal: Signal | undefined, stop?: Signal): Promise<void> {
-  if (!onFirstAttempt(h) || signal?.aborted || stop?.aborted) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      unlistenState(h.upstream, onState);
-      signal?.removeEventListener('abort', done);
-      stop?.removeEventListener('abort', done);
-      resolve();
-    };
-    // A failed attempt that will be tried again is 'starting' once more, with its reason.
-    const onState = (): void => void (!onFirstAttempt(h) && done());
-    const timer = setTimeout(done, ms);
-    listenState(h.upstream, onState);
-    signal?.addEventListener('abort', done, { once: true });
-    stop?.addEventListener('abort', done, { once: true });
-  });
+export function firstAttemptEnded(h: ServerHandle, ms: number, signal: Signal | undefined, stop?: Signal): Promise<boolean> {
+  if (!onFirstAttempt(h)) return Promise.resolve(true);
+  // A failed attempt that will be tried again is 'starting' once more, with its reason.
+  return changeWithin([h.upstream], ms, () => !onFirstAttempt(h), signal, stop);
 }

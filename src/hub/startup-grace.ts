@@ -13,7 +13,7 @@ import type { PrincipalUpstreams } from '../auth/upstream-pool.js';
 import type { CallContext } from '../router/context.js';
 import { failClosedBlocker } from '../router/fail-mode.js';
 import { viewOf } from '../router/forwarding.js';
-import { listenState, unlistenState } from '../upstream/ready-within.js';
+import { changeWithin, type StateSource } from '../upstream/change-within.js';
 import { closedPastFirstAttempt, firstStarting, promptNamed } from './first-start.js';
 import { unlessAborted, type Signal } from '../cancel.js';
 import { envMs } from '../env-ms.js';
@@ -229,29 +229,9 @@ export class StartupGrace {
 
   /** Resolves once `needed` of `pending` (default: each) have changed state (an attempt to start ended), after `ms`, or as the stop begins; `ended` first. */
   private stateChanges(pending: ServerHandle[], ms: number, ended: () => void, needed = pending.length): Promise<void> {
-    const stop = this.src.stop;
-    return new Promise<void>((resolve) => {
-      let waiting = needed;
-      // Each of `pending` counts once, at its first change; heard through each upstream's shared
-      // state listener (listenState): one wait per endpoint group put no listener each on it.
-      const heard = pending.map((h) => {
-        const onState = (): void => {
-          unlistenState(h.upstream, onState);
-          if (--waiting <= 0) done();
-        };
-        listenState(h.upstream, onState);
-        return { upstream: h.upstream, onState };
-      });
-      const done = (): void => {
-        clearTimeout(timer);
-        stop.removeEventListener('abort', done);
-        for (const { upstream, onState } of heard) unlistenState(upstream, onState);
-        ended();
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      stop.addEventListener('abort', done);
-    });
+    // Each of `pending` counts once, at its first change.
+    const changed = new Set<StateSource>();
+    return changeWithin(pending.map((h) => h.upstream), ms, (from) => changed.add(from).size >= needed, this.src.stop).then(ended);
   }
 
   /** A wait, said in the debug log (one line per request that waits). */
