@@ -127,7 +127,7 @@ function nextToken(): string {
 
 export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private nextId = 0;
-  /** The one principal this connection has carried calls for; null once it has carried two, or one made for several (CallOptions.principal null). */
+  /** The one principal this connection has carried calls for; null once it has carried two, or one made for several (CallOptions.principal null), until a new process (newProcess). */
   private servedFor: string | null | undefined;
   protected readonly pending = new IdTable<Pending>();
   private readonly byToken = new KeyedTable<Pending>();
@@ -161,6 +161,18 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private hungBack = false;
   /** When the connection last became ready (monotonicNow()): probation lapses PROBATION_LIMITS after. */
   private backAt = 0;
+
+  /**
+   * A new server process of its own (stdio) is starting, the last one gone with whatever work it
+   * did for the principals it served: none of their lines can come from this one. Served by two,
+   * it counts as served by none now (a `servers restart` starts with none too), and the next
+   * principal's lines are theirs again until another calls. Served by one, it stays theirs: their
+   * client answers the new process's roots/list (rootsFrom). Not over HTTP: the server outlives
+   * the connection, and other users' work in it too.
+   */
+  protected newProcess(): void {
+    if (this.servedFor === null) this.servedFor = undefined;
+  }
 
   /** A new connection is up: calls sent from now on are its (their timeouts count, not older ones'). */
   protected override connected(): void {

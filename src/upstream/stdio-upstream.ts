@@ -167,6 +167,7 @@ export class StdioUpstream extends HandshakingUpstream {
   }
 
   protected async connect(): Promise<void> {
+    this.newProcess();
     await this.spawn();
     await this.handshake();
   }

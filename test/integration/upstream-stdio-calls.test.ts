@@ -465,6 +465,24 @@ describe('notifications/message', () => {
     expect(logs).toEqual([{ level: 'info', logger: 'quirk', data: 'mine' }, { level: 'info', logger: 'quirk', data: 'beside the hub' }]);
   });
 
+  it('legacy: after a crash, a lone call of the first principal to call the new process gets its lines again, until a second principal calls', async () => {
+    const u = await started(quirkSpec('legacy-32601'));
+    const logs: string[] = [];
+    const log = (principal: string, text: string) =>
+      u.request('tools/call', { name: 'log', arguments: { text } }, { principal, onLog: (p) => logs.push(`${principal}: ${String(p.data)}`) });
+    await log('alice', 'one');
+    // Two principals served: a line may be about either's work, so a lone call gets none.
+    await log('bob', 'two');
+    await log('alice', 'three');
+    process.kill((u as unknown as { pid: number }).pid, 'SIGKILL');
+    await waitFor(() => u.state === 'ready' && u.restarts === 1, 5000, 'back after the crash');
+    // Bob's work ended with the old process.
+    await log('alice', 'four');
+    await log('bob', 'five');
+    await log('alice', 'six');
+    expect(logs).toEqual(['alice: one', 'alice: four']);
+  });
+
   it("legacy: goes to the call alone in flight while the hub's own health check waits too", async () => {
     // Busy with the call (silent 400 ms), it takes the health check's ping after it: its log line
     // comes while the ping waits, and the call is still the only call in flight.
