@@ -6,7 +6,7 @@
  * file created O_EXCL and removed by its path when judged stale is not that: two processes
  * that judged it stale removed it in turn, the second removing the fresh one a third had made.)
  */
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 
 /** A held OS lock; `release` gives it back. */
@@ -38,4 +38,33 @@ export function takeOsLock(file: string, waitMs = 0): OsLock | undefined {
   }
   // Closing ends its transaction: the lock is given back.
   return { release: () => db.close() };
+}
+
+/**
+ * The pid of the process holding the OS lock of `file` (its SQLite EXCLUSIVE lock: POSIX write
+ * locks), as Linux's /proc/locks names it, so that a wait for it that runs out can say whom it
+ * waited for. Undefined where /proc does not say (another system, a holder in another PID
+ * namespace: pid 0 there), or where the file's device is not the one the kernel names.
+ */
+export function osLockHolder(file: string): number | undefined {
+  let st: { dev: bigint; ino: bigint };
+  let table: string;
+  try {
+    st = statSync(file, { bigint: true });
+    table = readFileSync('/proc/locks', 'utf8');
+  } catch {
+    return undefined;
+  }
+  // /proc/locks names the file `<major>:<minor>:<inode>`, major and minor in hex (glibc's dev_t split).
+  const major = ((st.dev >> 8n) & 0xfffn) | ((st.dev >> 32n) & ~0xfffn);
+  const minor = (st.dev & 0xffn) | ((st.dev >> 12n) & ~0xffn);
+  const id = `${major.toString(16).padStart(2, '0')}:${minor.toString(16).padStart(2, '0')}:${st.ino}`;
+  for (const line of table.split('\n')) {
+    // `1: POSIX  ADVISORY  WRITE 3568 fe:00:2343109 1073741824 1073742335`; a waiter's has `->`.
+    const f = line.trim().split(/\s+/);
+    if (f[1] !== 'POSIX' || f[3] !== 'WRITE' || f[5] !== id) continue;
+    const pid = Number(f[4]);
+    if (Number.isInteger(pid) && pid > 0 && pid !== process.pid) return pid;
+  }
+  return undefined;
 }

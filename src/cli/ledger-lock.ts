@@ -8,7 +8,7 @@
 import { accessSync, closeSync, constants, openSync, readFileSync, readlinkSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { makeStateDir } from '../paths.js';
-import { takeOsLock, type OsLock } from '../os-lock.js';
+import { osLockHolder, takeOsLock, type OsLock } from '../os-lock.js';
 import type { HubConfig } from '../config/types.js';
 import { realLedgerPath } from '../ledger/real-path.js';
 import { ownerLockHeldElsewhere, releaseOwnerLock, takeOwnerLock } from './ledger-owner.js';
@@ -27,6 +27,21 @@ export class LedgerBusyError extends LedgerLockError {
       `the ledger ${path} is in use by another switchyard process (pid ${holder.pid}${holder.command ? `, ${holder.command}` : ''}). ` +
         'Share that daemon with `switchyard connect`, or give this config its own ledger.path.',
     );
+  }
+}
+
+/**
+ * Another process has been in the takeover step (judging a gone holder's lock and removing it, a
+ * few syscalls) for the whole wait: stopped in it (SIGSTOP, a debugger), most likely. A
+ * LedgerBusyError: the ledger is not this process's, and the step's process is its likely next holder.
+ */
+export class LedgerTakeoverStuckError extends LedgerBusyError {
+  constructor(path: string, holder: { pid: number; command?: string }, waitedMs: number) {
+    super(path, holder);
+    const who = holder.pid > 0 ? `pid ${holder.pid}` : 'whose pid this system does not say';
+    this.message =
+      `the ledger ${path} is being taken over from a switchyard process that has gone by another switchyard process (${who}), ` +
+      `which has been in that step of a few syscalls for ${waitedMs} ms: it may be stopped (SIGSTOP, a debugger). Resume or end it, then start again.`;
   }
 }
 
@@ -250,8 +265,19 @@ function takeOver(file: string): boolean {
  * never removed, so every process locks the same file: only one at a time is in the step.
  */
 function takeoverLock(file: string): OsLock | undefined {
-  return takeOsLock(`${file.slice(0, -'.lock'.length)}.takeover`);
+  return takeOsLock(takeoverFile(file));
 }
+
+function takeoverFile(lock: string): string {
+  return `${lock.slice(0, -'.lock'.length)}.takeover`;
+}
+
+/**
+ * How long another process's takeover step is waited for at least, however short the caller's
+ * wait (0 for a contender that waits for no live holder): the step is a few syscalls, but its
+ * process may be descheduled in it on a loaded machine, and then the lock it takes over is its own.
+ */
+const TAKEOVER_STEP_MS = 1_000;
 
 function unlinkQuietly(file: string): void {
   try {
@@ -283,10 +309,12 @@ function create(file: string, command: string): boolean {
 
 /**
  * Takes the writer lock of the config's ledger (nothing when the ledger is off), waiting up to
- * `waitMs` for a live holder to go away (a client's short-lived probe process, a restart);
- * `waiting` is told once when it starts to wait, and for whom. Released when this process
- * exits. Throws LedgerBusyError, LedgerUnusableError (a ledger it could not create or write),
- * or LedgerLinkedError when the database has other names.
+ * `waitMs` for a live holder to go away (a client's short-lived probe process, a restart), and
+ * as long, or TAKEOVER_STEP_MS if longer, for another process's takeover of a gone holder's lock
+ * (not told: the step is a few syscalls); `waiting` is told once when it starts to wait, and for
+ * whom. Released when this process exits. Throws LedgerBusyError (LedgerTakeoverStuckError for
+ * the takeover), LedgerUnusableError (a ledger it could not create or write), or
+ * LedgerLinkedError when the database has other names.
  */
 export async function lockLedger(config: HubConfig, command: string, waitMs: number, waiting?: (holder: { pid: number; command?: string }) => void): Promise<void> {
   if (!config.ledger.enabled) return;
@@ -303,6 +331,8 @@ export async function lockLedger(config: HubConfig, command: string, waitMs: num
   const real = realLedgerPath(db);
   const file = `${real}.lock`;
   let told = false;
+  /** Since when another process has held the takeover step, as this one saw it. */
+  let takeoverSince: number | undefined;
   const waitFor = (holder: { pid: number; command?: string }): Promise<void> => {
     if (!told) waiting?.({ pid: holder.pid, command: holder.command });
     told = true;
@@ -335,7 +365,18 @@ export async function lockLedger(config: HubConfig, command: string, waitMs: num
       await waitFor(holder);
     } else if (!holder && Date.now() - mtime(file) < WRITING_MS) {
       await sleep(50); // being written this instant, most likely
-    } else if (!takeOver(file)) {
+    } else if (takeOver(file)) {
+      takeoverSince = undefined;
+    } else {
+      // Another process is in the takeover step. It waited without a deadline here: a process
+      // stopped in the step (SIGSTOP) kept every hub starting on the ledger waiting until it was
+      // resumed or killed, whatever --ledger-wait-ms said.
+      const now = monotonicNow();
+      takeoverSince ??= now;
+      if (now >= Math.max(deadline, takeoverSince + TAKEOVER_STEP_MS)) {
+        const pid = osLockHolder(takeoverFile(file)) ?? 0;
+        throw new LedgerTakeoverStuckError(real === db ? db : `${db} (${real})`, { pid, command: 'taking over the lock of a process that has gone' }, now - takeoverSince);
+      }
       await sleep(10);
     }
   }

@@ -8,7 +8,7 @@ import { existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, realpathSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { LedgerBusyError, ledgerWriter, lockLedger } from '../../src/cli/ledger-lock.js';
+import { LedgerBusyError, LedgerTakeoverStuckError, ledgerWriter, lockLedger } from '../../src/cli/ledger-lock.js';
 import type { HubConfig } from '../../src/config/types.js';
 import { runCli } from '../helpers/cli.js';
 import { LineClient } from '../helpers/line-client.js';
@@ -107,7 +107,9 @@ describe('ledger writer lock', () => {
   }, 120_000);
 
   // The takeover step (judging a dead hub's lock and removing it) is one process's at a time,
-  // under an OS lock: one killed in it leaves nothing behind that blocks the others.
+  // under an OS lock: one killed in it leaves nothing behind that blocks the others. Those that
+  // wait for no live holder (waitMs 0) wait for the step a while (TAKEOVER_STEP_MS: its process
+  // may be descheduled in it), then are refused, naming the process in it.
   it('a process in the takeover step keeps the others out until it is killed there, and then exactly one of them takes the lock', async () => {
     const db = join(tempDir(), 'ledger.db');
     staleLock(`${db}.lock`, deadPid());
@@ -116,15 +118,37 @@ describe('ledger writer lock', () => {
     expect(await dying!.next()).toBe('in takeover'); // it judged the lock stale and stopped before removing it
     const all = await contenders(Array(4).fill(db));
     const said = contend(all);
-    // Nothing to wait for: nobody may say anything while it is in the step.
+    // Nobody is refused at once: the step is waited for.
     expect(await Promise.race([said, new Promise((r) => setTimeout(() => r('nothing said'), 500))])).toBe('nothing said');
+    expect(await said).toEqual(Array(4).fill(`busy ${dying!.pid}`));
     await dying!.kill();
-    const after = await said;
+    const after = await contend(all);
     expect(after.filter((s) => s === 'locked')).toHaveLength(1);
     expect(new Set(after.filter((s) => s !== 'locked'))).toEqual(new Set([`busy ${all[after.indexOf('locked')]!.pid}`]));
     // The file it locks stays, empty and owner-only as every file beside the ledger, with no -journal.
     expect([statSync(`${db}.takeover`).size, statSync(`${db}.takeover`).mode & 0o777, existsSync(`${db}.takeover-journal`)]).toEqual([0, 0o600, false]);
   }, 20_000);
+
+  // A process stopped in the takeover step (SIGSTOP: a step of a few syscalls is long only so)
+  // kept a hub starting on the ledger waiting until it was resumed or killed, whatever its wait
+  // (stdio's --ledger-wait-ms): it is refused once its wait has run out, naming that process.
+  it('a process stopped in the takeover step is waited for waitMs, then the hub starting is refused, naming it', async () => {
+    const db = join(tempDir(), 'ledger.db');
+    staleLock(`${db}.lock`, deadPid());
+    const [dying] = await contenders([db], ['die-in-takeover']);
+    dying!.go(Date.now(), 0);
+    expect(await dying!.next()).toBe('in takeover');
+    const t0 = performance.now();
+    const waiting = lockLedger({ ledger: { enabled: true, path: db } } as HubConfig, 'switchyard stdio', 1_500);
+    // 20 s: far from the 1.5 s it waits, as a starved machine may need. Before, it waited for good.
+    const said = await Promise.race([waiting.then(() => 'locked', (e: unknown) => e), new Promise((r) => setTimeout(() => r('still waiting'), 20_000))]);
+    expect(said).toBeInstanceOf(LedgerTakeoverStuckError);
+    const err = said as LedgerTakeoverStuckError;
+    expect(err.holder.pid).toBe(dying!.pid);
+    expect(err.message).toContain(`the ledger ${db} is being taken over from a switchyard process that has gone by another switchyard process (pid ${dying!.pid})`);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(1_500);
+    expect(existsSync(`${db}.lock`)).toBe(true); // the dead hub's, still: nothing was taken
+  }, 30_000);
 
   // The takeover step was guarded by a file, and one left by a process that died in the step was
   // removed by its path: two contenders that had both judged it dead removed it in turn, the
