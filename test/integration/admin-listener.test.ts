@@ -23,6 +23,7 @@ import { sha256Hex } from '../helpers/auth.js';
 import { runCli } from '../helpers/cli.js';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders } from '../helpers/wire.js';
+import { freePortInRange } from './upstream-helpers.js';
 
 const ADMIN_KEY = 'sy_admin-listener-admin-key-0123456789abcdefghijkl';
 const USER_KEY = 'sy_admin-listener-user-key-0123456789abcdefghijklm';
@@ -32,15 +33,11 @@ function hubWith(listen: Record<string, unknown>, extra: Record<string, unknown>
   return { hub: Hub.create(parseConfig({ ledger: { enabled: false }, listen, servers: {}, ...extra }, join(dir, 'hub.config.json'), {}), silentLogger), dir };
 }
 
-/** A port free a moment ago (the config must name it: the CLI reads it from there). */
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
+/**
+ * A port free a moment ago (the config must name it: the CLI reads it from there), outside the
+ * ephemeral range (TEST_PORTS): no listen(0) or outgoing connection elsewhere takes it meanwhile.
+ */
+const freePort = freePortInRange;
 
 /** Connections held open to `port`, each with one request answered (so each is in, past the cap's check). */
 async function holdConnections(port: number, n: number): Promise<Socket[]> {

@@ -4,7 +4,6 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -12,6 +11,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { BIN } from '../helpers/hub-process.js';
 import { begin, end } from '../unit/ledger-helpers.js';
+import { freePortInRange } from './upstream-helpers.js';
 
 /**
  * `switchyard …args | head -1` in bash: the CLI's exit code and stderr, and what head printed.
@@ -115,10 +115,7 @@ describe('output piped into head', () => {
     // `tools --format` with no daemon says so on stderr before anything reaches stdout: that
     // first write finds the reader gone (it was exit 1, an uncaught 'error' on stderr).
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-pipe-cfg-'));
-    const probe = createServer();
-    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
-    const unused = (probe.address() as { port: number }).port;
-    await new Promise((r) => probe.close(r));
+    const unused = await freePortInRange(); // nothing listens there
     writeFileSync(join(dir, 'hub.config.json'), JSON.stringify({ listen: { port: unused }, ledger: { enabled: false }, servers: {} }));
     expect(await bothPipedIntoTrue(['tools', '--format', 'openai'], dir)).toBe(0);
   });

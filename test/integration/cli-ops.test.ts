@@ -10,6 +10,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli, runCliBatch, type CliRun } from '../helpers/cli.js';
 import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { freePortInRange } from './upstream-helpers.js';
 
 const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
 const SDK2 = 'test/fixtures/servers/sdk2-modern-server.mjs';
@@ -113,10 +114,7 @@ describe.concurrent('exit codes and errors of the CLI itself', () => {
 describe.concurrent('tools without a daemon or a config', () => {
   it('offers --local for --format only, and takes a missing --config of diff and approve as a usage error', async () => {
     const bare = tmp('bare');
-    const closed = createServer();
-    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
-    const port = (closed.address() as { port: number }).port;
-    await new Promise((r) => closed.close(r));
+    const port = await freePortInRange(); // nothing listens there
     const [help, exportHelp, noConfig, diff, doctor] = await runCliBatch([
       { args: ['tools', '--help'] },
       { args: ['tools', 'export', '--help'] },
@@ -294,10 +292,7 @@ describe('servers, doctor and tools without a daemon', () => {
   it('servers says clearly that no daemon runs', async () => {
     const free = tmp('free');
     // A port that was free a moment ago: nothing listens there.
-    const probe = createServer();
-    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
-    const unused = (probe.address() as { port: number }).port;
-    await new Promise((r) => probe.close(r));
+    const unused = await freePortInRange();
     writeFileSync(join(free, 'hub.config.json'), JSON.stringify({ listen: { port: unused }, servers: {} }));
     const r = await run(['servers'], { cwd: free });
     expect(r.code).toBe(3);

@@ -9,13 +9,13 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer as createHttpServer } from 'node:http';
-import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../helpers/auth.js';
 import { runCli, runCliBatch } from '../helpers/cli.js';
 import { loggedTimes } from '../helpers/config-edit.js';
 import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { health, waitForReady } from '../helpers/wire.js';
+import { freePortInRange } from './upstream-helpers.js';
 
 const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
 const SDK2 = 'test/fixtures/servers/sdk2-modern-server.mjs';
@@ -127,10 +127,7 @@ describe('switchyard reload', () => {
     expect(hub.logs.filter((l) => l.includes('config reload requested'))).toHaveLength(7); // neither reached it
 
     // A port that was free a moment ago: nothing listens there.
-    const probe = createServer();
-    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
-    const unused = (probe.address() as { port: number }).port;
-    await new Promise((r) => probe.close(r));
+    const unused = await freePortInRange();
     const gone = await run(['reload', '--url', `http://127.0.0.1:${unused}`]);
     expect(gone.code).toBe(3);
     expect(gone.stderr).toBe(`switchyard reload: no switchyard daemon is running at http://127.0.0.1:${unused} (start one with \`switchyard start\`)\n`);

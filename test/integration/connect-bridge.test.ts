@@ -16,6 +16,7 @@ import { LineClient } from '../helpers/line-client.js';
 import { sha256Hex } from '../helpers/auth.js';
 import { setSection } from '../helpers/config-edit.js';
 import { metricValue, scrape } from '../helpers/prometheus.js';
+import { freePortInRange } from './upstream-helpers.js';
 
 const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
 const SDK2 = 'test/fixtures/servers/sdk2-modern-server.mjs';
@@ -336,7 +337,9 @@ describe('connect input handling', () => {
 // a retry): run at once. The tests above count the shared daemon's sessions, so they do not.
 describe.concurrent('connect against a daemon of its own', () => {
   it('opens a new session by itself when the daemon restarted, so the client goes on', async () => {
-    const first = await startHub({ servers: { legacy: nodeServer(SDK1) } });
+    // Restarted on its port: one outside the ephemeral range (TEST_PORTS), which no listen(0) or
+    // outgoing connection elsewhere (the bridge's own, trying again) takes while it is down.
+    const first = await startHub({ servers: { legacy: nodeServer(SDK1) } }, { port: await freePortInRange() });
     const port = first.port;
     const client = new ClientV1({ name: 'bridge-renew', version: '1.0.0' });
     await client.connect(new StdioV1({ ...bridgeParams(), args: [BIN, 'connect', '--url', first.url] }));
@@ -360,7 +363,7 @@ describe.concurrent('connect against a daemon of its own', () => {
   }, 60_000);
 
   it('holds its notification stream through a daemon that was away for longer than a few seconds', async () => {
-    const first = await startHub({ servers: { legacy: nodeServer(SDK1) } });
+    const first = await startHub({ servers: { legacy: nodeServer(SDK1) } }, { port: await freePortInRange() }); // as above
     const client = new ClientV1({ name: 'bridge-away', version: '1.0.0' });
     const changed: string[] = [];
     client.setNotificationHandler(ToolListChangedNotificationSchema, (n) => void changed.push(n.method));

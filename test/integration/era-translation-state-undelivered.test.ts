@@ -6,30 +6,19 @@
  * the raw wire; the fixture is stopped and started again on the same port.
  */
 import { spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { META_CAPS, modernBody, modernHeaders, modernMeta, post, waitForReady, type Json, type RawReply } from '../helpers/wire.js';
 import { MODERN_FIXTURE, USER_CAPABILITIES } from '../fixtures/translation/peers.js';
 import { queryRows } from './ledger-helpers.js';
+import { freePortInRange } from './upstream-helpers.js';
 
 const ASKING = modernMeta({ [META_CAPS]: USER_CAPABILITIES });
 let hub: HubProcess;
 let port: number;
 let stopFixture: (() => Promise<void>) | undefined;
 let nextId = 1;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => resolve(p));
-    });
-  });
-}
 
 /** The modern fixture on `port` (the same one each time, so the hub's url stays right). */
 function startFixture(): Promise<void> {
@@ -72,7 +61,9 @@ async function onceBack(send: () => Promise<RawReply>, failedBeforeIt: (r: RawRe
 }
 
 beforeAll(async () => {
-  port = await freePort();
+  // Outside the ephemeral range (TEST_PORTS): while the fixture is down, no listen(0) or outgoing
+  // connection elsewhere on the machine can take its port before it starts there again.
+  port = await freePortInRange();
   await startFixture();
   // One attempt per call: the refused connection is the answer at once.
   hub = await startHub({ servers: { mh: { url: `http://127.0.0.1:${port}/mcp`, retry: { maxAttempts: 1, budgetMs: 1000 } } } });

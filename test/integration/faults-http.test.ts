@@ -12,6 +12,7 @@ import { startHub, type HubProcess } from '../helpers/hub-process.js';
 import { metricValue, scrape } from '../helpers/prometheus.js';
 import { legacySession, modernCall, textOf } from './ledger-helpers.js';
 import { callTool, healthOf, isToolError, rowsFor, serverHealth, startFaultHttp, text, waitForState, waitUntil, type FaultHttp } from './faults-helpers.js';
+import { freePortInRange } from './upstream-helpers.js';
 
 let hub: HubProcess;
 let db: string;
@@ -29,7 +30,10 @@ const BT_TIMEOUT_MS = 1500;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-http-'));
-  [h, k, cb, mo, re, bt] = await Promise.all(['h', 'k', 'cb', 'mo', 're', 'bt'].map((f) => startFaultHttp(join(dir, `${f}.log`))));
+  // k is started again on its port (its test): one outside the ephemeral range (TEST_PORTS), which
+  // no listen(0) or outgoing connection elsewhere takes while it is down.
+  const kPort = await freePortInRange();
+  [h, k, cb, mo, re, bt] = await Promise.all(['h', 'k', 'cb', 'mo', 're', 'bt'].map((f) => startFaultHttp(join(dir, `${f}.log`), f === 'k' ? kPort : 0)));
   hub = await startHub(
     {
       servers: {

@@ -9,7 +9,6 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -17,6 +16,7 @@ import { BIN, ROOT } from '../helpers/hub-process.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { metricValue, scrape } from '../helpers/prometheus.js';
 import { fixture, health, inFlight, legacySession, modernCall, SDK1, sleep, textOf, waitForReady } from './ledger-helpers.js';
+import { freePortInRange } from './upstream-helpers.js';
 
 /** The cap, in KiB: above a fresh ledger's WAL (~57 KiB), reached after a few hundred calls. */
 const FILE_CAP_KIB = 160;
@@ -26,17 +26,6 @@ let lastHub: ChildProcess | undefined;
 afterAll(() => {
   lastHub?.kill('SIGKILL');
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 function exited(p: ChildProcess): Promise<number | null> {
   return new Promise((resolve) => (p.exitCode !== null || p.signalCode !== null ? resolve(p.exitCode) : p.once('exit', (code) => resolve(code))));
@@ -49,7 +38,9 @@ function exited(p: ChildProcess): Promise<number | null> {
 async function startHubIn(prefix: string, prepare: (log: string) => string): Promise<{ dir: string; db: string; url: string; proc: ChildProcess }> {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   const db = join(dir, 'data', 'ledger.db');
-  const port = await freePort();
+  // Outside the ephemeral range (TEST_PORTS): no listen(0) or outgoing connection elsewhere on
+  // the machine takes it between this look and the hub's listen.
+  const port = await freePortInRange();
   const configFile = join(dir, 'hub.config.json');
   writeFileSync(configFile, JSON.stringify({ listen: { host: '127.0.0.1', port }, ledger: { path: db }, servers: { f: fixture(SDK1, dir) } }));
   const log = join(dir, 'hub.log');

@@ -7,7 +7,6 @@
  * gathered at the hub (resource subscriptions, a log level) comes back with it.
  */
 import { createHash } from 'node:crypto';
-import { createServer } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -21,6 +20,7 @@ import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js
 import { fixture, SDK1, sleep, textOf, type Json } from './ledger-helpers.js';
 import { waitUntil } from './faults-helpers.js';
 import { keepOpen } from '../helpers/wire.js';
+import { freePortInRange } from './upstream-helpers.js';
 
 const ALICE = 'sy_alice-resume-key-0123456789abcdefghijklmnopqrstu';
 const BOB = 'sy_bob-resume-key-0123456789abcdefghijklmnopqrstuvwx';
@@ -33,23 +33,15 @@ afterAll(async () => {
   await hub?.stop();
 });
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 /**
  * A hub on a port free a moment ago, kept for its restarts: another process (a test beside this
  * one, a connection's own port) can take it between the look and the hub's listen, which failed
- * a CI run with EADDRINUSE. Then a new port is taken.
+ * a CI run with EADDRINUSE. Then a new port is taken. Outside the ephemeral range (TEST_PORTS), so
+ * that none takes it while the hub is down between its restarts either (not retried there).
  */
 async function startOnFreePort(config: Parameters<typeof startHub>[0], options: { dir?: string } = {}): Promise<{ hub: HubProcess; port: number }> {
   for (let attempt = 1; ; attempt++) {
-    const free = await freePort();
+    const free = await freePortInRange();
     try {
       return { hub: await startHub(config, { ...options, port: free }), port: free };
     } catch (err) {

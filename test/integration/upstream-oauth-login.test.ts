@@ -14,7 +14,6 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer } from 'node:http';
-import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,6 +23,7 @@ import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { text, waitUntil } from './faults-helpers.js';
 import { modernCall, type Answer } from './ledger-helpers.js';
+import { freePortInRange } from './upstream-helpers.js';
 
 interface Stats {
   tokenRequests: { clientId: string; grantType: string; resource: string; scope: string | null; codeVerifier?: boolean; redirectUri?: string | null }[];
@@ -59,11 +59,7 @@ const login = (daemon = hub.url, ...more: string[]): Promise<CliRun> =>
 
 /** An address where nothing listens (a free port, closed again). */
 async function closedPortUrl(): Promise<string> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const { port } = srv.address() as AddressInfo;
-  await new Promise((r) => srv.close(r));
-  return `http://127.0.0.1:${port}`;
+  return `http://127.0.0.1:${await freePortInRange()}`;
 }
 
 async function lastErrorOf(id: string): Promise<string> {

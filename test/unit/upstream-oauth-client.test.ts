@@ -30,6 +30,7 @@ import { LOCK_STALE_MS, LOCK_WAIT_MS, lockTokenFile } from '../../src/upstream/o
 import { logout } from '../../src/cli/logout.js';
 import { processStart } from '../../src/process-alive.js';
 import type { Logger } from '../../src/log.js';
+import { freePortInRange } from '../integration/upstream-helpers.js';
 
 let server: Server;
 let base = '';
@@ -814,10 +815,7 @@ console.log(fresh === undefined, typeof stale);`;
     syncBuiltinESMExports();
     try {
       // A client an earlier login registered, on a redirect port free now: this login is it again, and keeps it.
-      const probe = createServer().listen(0, '127.0.0.1');
-      await new Promise((r) => probe.once('listening', r));
-      const port = (probe.address() as AddressInfo).port;
-      await new Promise((r) => probe.close(r));
+      const port = await freePortInRange();
       const kept = { issuer: base, clientId: 'kept-client', clientAuth: 'none' as const, registeredRedirectUri: `http://127.0.0.1:${port}/callback` };
       writeStoredClient(file, kept);
       watch = true;
