@@ -42,7 +42,7 @@ export class ExchangeAbort {
   heard = false;
   /** The request was sent again (attach): when the first went says nothing of it. */
   resent = false;
-  private exchange: { cancel(): void; endSoon(ms: number): void } | undefined;
+  private exchange: { cancel(): void; endSoon(ms: number): void; readonly decoding: boolean } | undefined;
   private onHeard: (() => void) | undefined;
 
   abort(): void {
@@ -58,6 +58,11 @@ export class ExchangeAbort {
    */
   answered(ms: number): void {
     this.exchange?.endSoon(ms);
+  }
+
+  /** Bytes of the answer were read and are still being decoded (a compressed body: on the thread pool, a turn or more later). */
+  get decoding(): boolean {
+    return this.exchange?.decoding ?? false;
   }
 
   /** `fn` once heard (at once if it was): one at a time, the latest. */
@@ -81,7 +86,7 @@ export class ExchangeAbort {
    * again: OAuthHttp after a 401 or a 403) is unheard until its own answer begins: the answer
    * heard was the refusal, and the server has not taken this one yet.
    */
-  attach(exchange: { cancel(): void; endSoon(ms: number): void }): void {
+  attach(exchange: { cancel(): void; endSoon(ms: number): void; readonly decoding: boolean }): void {
     if (this.exchange !== undefined) {
       this.heard = false;
       this.resent = true;
@@ -290,6 +295,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** A compressed answer's coding, and its decoder once the first bytes came: what it gives out is the body. */
   private coding: Coding | undefined;
   private decoder: Transform | undefined;
+  /** Writes to the decoder (its end too) it has not yet taken through: see `decoding`. */
+  private inDecoder = 0;
   /** Times sent again after a lost kept-alive connection (onResponseError). */
   private replays = 0;
 
@@ -306,6 +313,11 @@ class Exchange implements Dispatcher.DispatchHandler {
     const on = (): void => this.cancel();
     signal.addEventListener('abort', on, { once: true });
     this.unfollow = () => signal.removeEventListener('abort', on);
+  }
+
+  /** Bytes read and not yet through the decoder, where the answer (or more of it) may be. */
+  get decoding(): boolean {
+    return this.inDecoder > 0 && !this.settled;
   }
 
   cancel(): void {
@@ -391,7 +403,8 @@ class Exchange implements Dispatcher.DispatchHandler {
    */
   private decode(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     const d = this.decoder ?? (this.decoder = this.decoderOf(controller, chunk));
-    if (!d.write(chunk)) {
+    this.inDecoder++;
+    if (!d.write(chunk, () => this.inDecoder--)) {
       controller.pause();
       d.once('drain', () => controller.resume());
     }
@@ -422,8 +435,11 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   onResponseEnd(): void {
     if (this.settled || !this.answer) return;
-    // A compressed answer ends when its decoder has given out all it holds.
-    if (this.decoder) return void this.decoder.end();
+    // A compressed answer ends when its decoder has given out all it holds (then it is settled: no longer decoding).
+    if (this.decoder) {
+      this.inDecoder++;
+      return void this.decoder.end();
+    }
     this.finish();
   }
 

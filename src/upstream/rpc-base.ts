@@ -58,8 +58,11 @@ export interface Pending {
   /** elicitationIds of the URL-mode elicitations this call relayed (for notifications/elicitation/complete). */
   urlElicitations?: Set<string>;
   onAbort: (() => void) | undefined;
-  /** Transport scratch (HTTP: what cuts the POST short, session, retry state). */
-  ctl?: { abort(): void };
+  /**
+   * Transport scratch (HTTP: what cuts the POST short, session, retry state). `decoding`: bytes
+   * of its answer were read and are still being decoded (HTTP: a compressed body, on the thread pool).
+   */
+  ctl?: { abort(): void; readonly decoding?: boolean };
   /**
    * HTTP: the POST of its notifications/cancelled, settled once the server took it. The answer to
    * a question the call asked goes after it: on another connection it could arrive first, and a
@@ -105,6 +108,9 @@ export const PROBATION_LIMITS = 10;
 
 /** Why a server-to-client request was withdrawn when the upstream itself cancelled it: it wants no answer then. */
 const WITHDRAWN_BY_SERVER = 'the server withdrew its request';
+
+/** How long a due timeout waits at most for an answer that was read in time to be decoded (Pending.ctl.decoding). */
+const DECODE_WAIT_MS = 1_000;
 
 /** The call holds a limiter slot (Limiter.tryEnter, or Limiter.enter after a wait). */
 export const HOLDS_SLOT = 1;
@@ -614,12 +620,16 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
    * was waiting unread, and the call was failed as unanswered (and counted toward the restart of
    * a server that leaves calls unanswered). The spent timer is dropped meanwhile: progress read
    * then arms a new one (onNotification), as does the end of a wait for the client (resumeTimer).
+   * An answer read then that came compressed is decoded on the thread pool, done a turn or more
+   * later: it is waited for (up to DECODE_WAIT_MS), or the call failed as unanswered all the same.
    */
   private timerFired(p: Pending, hardMs?: number): void {
     if (hardMs === undefined) p.timer = undefined;
     else p.hardTimer = undefined;
-    setImmediate(() => {
+    const due = monotonicNow();
+    const judge = (): void => {
       if (!this.isPending(p)) return;
+      if (p.ctl?.decoding === true && monotonicNow() - due < DECODE_WAIT_MS) return void setImmediate(judge);
       if (hardMs === undefined) {
         if (p.timer === undefined && p.waits === 0) this.onTimeout(p);
       } else if (p.waits > 0) {
@@ -627,7 +637,8 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       } else if (p.hardTimer === undefined) {
         this.onTimeout(p, hardMs);
       }
-    });
+    };
+    setImmediate(judge);
   }
 
   /** `hardMs`: the hard cap fired rather than the idle timeout. */

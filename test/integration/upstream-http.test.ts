@@ -3,7 +3,10 @@
  * `createMcpHandler` that refuses the legacy era (modern), and tiny raw servers for the probe
  * outcomes that say nothing about the era. All servers run in this process on port 0.
  */
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { McpServer as McpServerV1 } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -18,7 +21,7 @@ import { CancelledError, RpcError } from '../../src/protocol/errors.js';
 import type { ProgressInfo } from '../../src/protocol/types.js';
 import { createUpstream, type HttpUpstream } from '../../src/upstream/index.js';
 import type { Upstream, UpstreamSpec, UpstreamState } from '../../src/upstream/types.js';
-import { captureLogger, waitFor } from './upstream-helpers.js';
+import { captureLogger, tmpDir, waitFor } from './upstream-helpers.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => unknown;
 
@@ -977,5 +980,75 @@ describe('legacy: whether list changes can reach the hub (the standalone stream)
     await waitFor(() => gets === 2, 5000, 'the GET stream reopened');
     expect(gaps).toBe(1);
     expect(u.hearsNotifications).toBe(true);
+  });
+});
+
+// A call's timeout is judged after the event loop's next read (UpstreamBase.timerFired): a hub
+// held up past it (a long callback, a loaded machine) reads the answer that came in time first.
+// An answer the server compressed (though the hub asks for identity) is read then, but decoded
+// on the thread pool a turn or more later: it was failed as unanswered meanwhile, and the health
+// check's ping had the server marked down (hung) for an answer that had come.
+describe('a hub held up past a timeout while the answer came in time', () => {
+  it.each([
+    ['a call', 'an answer as JSON', 'tools/call', 'identity'],
+    ['a call', 'an answer compressed (gzip)', 'tools/call', 'gzip'],
+    ["the health check's ping", 'an answer compressed (gzip)', 'ping', 'gzip'],
+  ])('%s that got %s in time is not failed as unanswered', async (_who, _what, held, coding) => {
+    const dir = tmpDir();
+    const [asked, go, sent, pings] = ['asked', 'go', 'sent', 'pings'].map((f) => join(dir, f));
+    // Its first `held` request is answered once the test says go (the test's event loop then held), the rest at once.
+    const src = `const { appendFileSync, existsSync, writeFileSync } = require('node:fs');
+const { gzipSync } = require('node:zlib');
+let first = true;
+const server = require('node:http').createServer((req, res) => {
+  let body = '';
+  req.on('data', (d) => (body += d));
+  req.on('end', () => {
+    const m = body ? JSON.parse(body) : {};
+    if (m.id === undefined) return res.writeHead(202).end();
+    const answer = (result, then) => {
+      const text = JSON.stringify({ jsonrpc: '2.0', id: m.id, result });
+      const coded = ${JSON.stringify(coding)} === 'gzip';
+      res.writeHead(200, { 'content-type': 'application/json', ...(coded ? { 'content-encoding': 'gzip' } : {}) });
+      res.end(coded ? gzipSync(text) : text, then);
+    };
+    if (m.method === 'initialize') return answer({ protocolVersion: '2025-11-25', capabilities: { tools: {} }, serverInfo: { name: 'held', version: '1' } });
+    if (m.method === 'ping') appendFileSync(${JSON.stringify(pings)}, '.');
+    if (m.method !== ${JSON.stringify(held)} || !first) return answer(m.method === 'tools/list' ? { tools: [] } : m.method === 'tools/call' ? { content: [{ type: 'text', text: 'ok' }] } : {});
+    first = false;
+    writeFileSync(${JSON.stringify(asked)}, '');
+    const t = setInterval(() => existsSync(${JSON.stringify(go)}) && (clearInterval(t), answer(m.method === 'ping' ? {} : { content: [{ type: 'text', text: 'ok' }] }, () => writeFileSync(${JSON.stringify(sent)}, ''))), 5);
+  });
+});
+server.listen(0, '127.0.0.1', () => console.log(server.address().port));`;
+    const child = spawn(process.execPath, ['-e', src], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      const port = await new Promise<string>((r) => child.stdout.once('data', (d: Buffer) => r(d.toString().trim())));
+      const u = make(spec(`http://127.0.0.1:${port}/mcp`, { era: '2025-11-25', timeoutMs: 300, probeTimeoutMs: 300, ...(held === 'ping' ? { healthCheckMs: 100 } : {}) }));
+      await u.start();
+      const call = held === 'ping' ? undefined : u.request('tools/call', { name: 'a' }).then(() => 'answered', (e: Error) => e.message);
+      await waitFor(() => existsSync(asked), 10_000, `the ${held}`);
+      // The hub's event loop held (in a callback run after the poll, as a long one of any kind
+      // would be) until the answer is sent and its 300 ms are over: its timer is due before the read.
+      await new Promise<void>((resolve) =>
+        setImmediate(() => {
+          writeFileSync(go, '');
+          for (const t0 = Date.now(); (!existsSync(sent) && Date.now() - t0 < 10_000) || Date.now() - t0 < 400; );
+          resolve();
+        }),
+      );
+      expect(existsSync(sent)).toBe(true);
+      if (call) {
+        // Before, compressed: 'server "web" did not answer within 300 ms'.
+        expect(await call).toBe('answered');
+      } else {
+        // Before: marked down, "the server is not answering (health check after 0 s idle: no answer within 300 ms, …)".
+        const pingsSeen = () => readFileSync(pings, 'utf8').length;
+        await waitFor(() => u.state !== 'ready' || pingsSeen() >= 2, 10_000, 'the next ping, or the server marked down');
+        expect([u.state, u.lastError]).toEqual(['ready', undefined]);
+      }
+    } finally {
+      child.kill();
+    }
   });
 });
