@@ -1061,7 +1061,10 @@ export class Hub implements HubCore {
       if (this.subs.leavingNow(h.id, conn, uri)) this.log.debug({ server: h.id }, 'a subscribe waits for the unsubscribe of its URI on its way there');
       // Let go when nobody stays for it once made (a session taken back, ended meanwhile): the hub's own request (hubOwn), no client's call.
       const joined = await this.subs.join(h.id, uri, subscriber, conn, make, () => upstream.request('resources/unsubscribe', { uri }, { hubOwn: true }), principal).catch(() => undefined);
-      if (!joined || joined.left) continue;
+      // Nobody stays for it (unheld: a session taken back unsubscribed, or ended, while it was
+      // made; let go on that connection): not carried to a connection opened since, which would
+      // hold it for nobody, for good (as Router's subscribeLegacy).
+      if (!joined || joined.left || joined.unheld) continue;
       await this.carrySubscription(h.id, conn, upstream, uri);
       honoured.push(uri);
     }

@@ -14,7 +14,7 @@ import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { firstText, waitForReady } from '../helpers/wire.js';
+import { firstText, LEGACY_VERSION, legacySession, post, waitForReady, type Json } from '../helpers/wire.js';
 import { loggedTimes, setSection } from '../helpers/config-edit.js';
 import { tmp } from './catalog-helpers.js';
 import { waitUntil } from './faults-helpers.js';
@@ -202,6 +202,48 @@ describe('a subscribe routed before `servers restart` and made after it', () => 
     expect(r.stats()['resources/subscribe']).toBe(1);
     expect(String(firstText((await c.callTool({ name: 'r__touch', arguments: { uri: 'mut://doc', report: true } })) as never))).toBe('told 1');
     await expect.poll(() => updates, { timeout: 5000, interval: 20 }).toContain('mut://doc');
+  }, 60_000);
+});
+
+/** Requests of legacy session `sid` at `url`: a hub restarted since takes the session back at the first. */
+function inSession(url: string, sid: string): (id: number, method: string, params?: Json) => Promise<Json | undefined> {
+  const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-session-id': sid, 'mcp-protocol-version': LEGACY_VERSION };
+  return async (id, method, params = {}) => {
+    const reply = await post(url, { jsonrpc: '2.0', id, method, params }, headers);
+    expect(reply.status, reply.text).toBe(200);
+    return reply.body?.result as Json | undefined;
+  };
+}
+
+describe('a legacy session taken back by a restarted hub while `servers restart` replaces the server', () => {
+  // The hub that takes the session back subscribes again for it (Hub.subscribeResources), on a
+  // first process that holds the subscribe; meanwhile `r` is replaced and the session
+  // unsubscribes. Nobody stays for it, and the old process is told to let it go. Carried to the
+  // new process all the same, it was held there for nobody (no holder left to unsubscribe it).
+  it('its subscription made again, taken back (unsubscribe) while the old process holds it: the new process is not subscribed for nobody', async () => {
+    const dir = tmp();
+    const gate = join(dir, 'gate');
+    const env = { ERA: 'legacy', STATS_FILE: join(dir, 'stats-{pid}.json') };
+    const statsOf = (pid: string) => JSON.parse(readFileSync(join(dir, `stats-${pid}.json`), 'utf8')) as Record<string, number>;
+    const before = (plain = await startHub({ servers: { r: nodeServer(MUTABLE, [], env) } }, { dir }));
+    await waitForReady(before.url, ['r']);
+    const session = await legacySession(before.url);
+    expect((await session.request(1, 'resources/subscribe', { uri: 'mut://doc' })).body?.result).toEqual({});
+    expect(await before.stop()).toBe(0);
+    // The restarted hub's first process of `r` holds its subscribes while the gate is missing.
+    const gated = { ...env, LIST_GATE: gate, LIST_GATE_FIRST: '1', LIST_GATE_KINDS: 'resources/subscribe' };
+    const hub = (plain = await startHub({ listen: { drainTimeoutMs: 20_000 }, servers: { r: nodeServer(MUTABLE, [], gated) } }, { dir }));
+    await waitForReady(hub.url, ['r']);
+    const pid1 = readFileSync(`${gate}.first`, 'utf8');
+    const rpc = inSession(hub.url, session.sessionId);
+    expect(await rpc(2, 'ping')).toEqual({});
+    await expect.poll(() => statsOf(pid1)['resources/subscribe'] ?? 0, { timeout: 10_000, interval: 20 }).toBe(1);
+    await restart(hub);
+    expect(await rpc(3, 'resources/unsubscribe', { uri: 'mut://doc' })).toEqual({});
+    writeFileSync(gate, '');
+    // Answered, and let go on the old process: nobody held it.
+    await expect.poll(() => statsOf(pid1)['resources/unsubscribe'] ?? 0, { timeout: 10_000, interval: 20 }).toBe(1);
+    expect(String(firstText(await rpc(4, 'tools/call', { name: 'r__touch', arguments: { uri: 'mut://doc', report: true } })))).toBe('told 0');
   }, 60_000);
 });
 
