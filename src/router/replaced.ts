@@ -49,7 +49,10 @@ export function connectionReplaced(server: ServerHandle, current: ((id: string) 
   return current !== undefined && current(server.id)?.upstream !== server.upstream;
 }
 
-/** Why a request routed to a connection replaced since was not sent (safe to send again). */
-export function replacedError(server: ServerHandle): UpstreamUnavailableError {
-  return new UpstreamUnavailableError(server.id, 'replaced', 'restarted, reconfigured or removed after this request was routed; not sent, send it again');
+/**
+ * Why a request routed to a connection replaced since was not sent (safe to send again), or,
+ * `routedAgain`, the row of one the hub routes again itself (a legacy resources/subscribe).
+ */
+export function replacedError(server: ServerHandle, routedAgain = false): UpstreamUnavailableError {
+  return new UpstreamUnavailableError(server.id, 'replaced', `restarted, reconfigured or removed after this request was routed; not sent, ${routedAgain ? 'routed again' : 'send it again'}`);
 }

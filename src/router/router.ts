@@ -368,6 +368,14 @@ export class Router {
       if (later) return later.then((f) => audit.finish({ ...firstRowEnd(f, e), latencyMs: e.latencyMs }));
       return audit.finish({ ...firstRowEnd(first?.first, e), latencyMs: e.latencyMs });
     };
+    // A legacy subscribe whose connection was replaced as its row was written (made in the turn an
+    // unsubscribe of its URI there was answered, say) is routed again, as one replaced before it
+    // was made (subscribeLegacy): nothing was sent, and it changes nothing but the subscription.
+    // This row ends saying so; the request routed again has a row of its own.
+    if (replaced && method === 'resources/subscribe' && (ctx.rerouted ?? 0) < MAX_REROUTES) {
+      await this.noted(finish(Object.assign(this.outcomeSeenBy(ctx, replacedError(server, true)), { latencyMs: performance.now() - t0 })), method);
+      throw new RouteReplacedError(server.id);
+    }
     const body = async (opts: CallOptions, parkedRun?: FirstRow): Promise<Result> => {
       first = parkedRun;
       try {

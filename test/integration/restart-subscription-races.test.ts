@@ -6,7 +6,7 @@
  * client is told of updates from there. The first process holds its resources/subscribe answers
  * until a gate file exists; the second answers at once.
  */
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
@@ -18,6 +18,8 @@ import { firstText, LEGACY_VERSION, legacySession, post, waitForReady, type Json
 import { loggedTimes, setSection } from '../helpers/config-edit.js';
 import { tmp } from './catalog-helpers.js';
 import { waitUntil } from './faults-helpers.js';
+import { queryRows } from './ledger-helpers.js';
+import { inOneTurn, restartRequest } from '../helpers/one-turn.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
 
@@ -48,12 +50,12 @@ afterEach(async () => {
  * subscribes, unless told) while the gate is missing. Each process counts its requests in a file
  * of its own.
  */
-async function rigged(held = 'resources/subscribe'): Promise<Rig> {
+async function rigged(held = 'resources/subscribe', env: Record<string, string> = {}): Promise<Rig> {
   const dir = tmp();
   const gate = join(dir, 'gate');
   writeFileSync(gate, '');
   const servers = (extra: Record<string, string>) => ({
-    r: nodeServer(MUTABLE, [], { ERA: 'legacy', LIST_GATE: gate, LIST_GATE_FIRST: '1', LIST_GATE_KINDS: held, STATS_FILE: join(dir, 'stats-{pid}.json'), ...extra }),
+    r: nodeServer(MUTABLE, [], { ERA: 'legacy', LIST_GATE: gate, LIST_GATE_FIRST: '1', LIST_GATE_KINDS: held, STATS_FILE: join(dir, 'stats-{pid}.json'), ...env, ...extra }),
   });
   const hub = await startHub({ listen: { drainTimeoutMs: 20_000 }, servers: servers({}) }, { dir });
   await waitForReady(hub.url, ['r']);
@@ -188,6 +190,43 @@ describe('a subscribe routed before `servers restart` and made after it', () => 
     expect(r.stats()['resources/subscribe']).toBe(1);
     expect(await touch(c)).toBe('told 1');
     await expect.poll(() => updates, { timeout: 5000, interval: 20 }).toContain('mut://doc');
+  }, 60_000);
+
+  // Made once the old process answered the other session's unsubscribe: its row begun in that
+  // turn, and the restart read in the same turn, before the row's commit at its end (the hub
+  // stopped while both came: inOneTurn). Nothing was sent, so it is routed again, as one held
+  // before it was made; its first row says so.
+  it('a legacy resources/subscribe whose server is replaced in the turn its row is written is routed again: the new process holds it', async () => {
+    const said = join(tmp(), 'said');
+    rig = await rigged('resources/unsubscribe', { GATE_SAID: said });
+    const r = rig;
+    const updates: string[] = [];
+    const c = await legacyClient(r.hub, updates);
+    const other = await legacyClient(r.hub, []);
+    expect(await other.subscribeResource({ uri: 'mut://doc' })).toEqual({});
+    rmSync(r.gate);
+    const leaving = other.unsubscribeResource({ uri: 'mut://doc' });
+    await expect.poll(() => r.stats()['resources/unsubscribe'] ?? 0, { timeout: 10_000, interval: 20 }).toBe(1);
+    // Its error, if any, as text: it may come before the restart is waited for.
+    const pending = c.subscribeResource({ uri: 'mut://doc' }).catch((err: unknown) => String(err));
+    await loggedTimes(r.hub, 'a subscribe waits for the unsubscribe of its URI on its way there', 1);
+    const answered = () => expect.poll(() => (existsSync(said) ? readFileSync(said, 'utf8') : ''), { timeout: 10_000, interval: 5 }).toContain('resources/unsubscribe');
+    expect(await inOneTurn(r.hub, () => writeFileSync(r.gate, ''), answered, restartRequest('r'))).toMatch(/^HTTP\/1\.1 200/);
+    await waitForReady(r.hub.url, ['r']);
+    expect(await leaving).toEqual({});
+    expect(await pending).toEqual({});
+    // The old process was sent the other session's subscribe only.
+    expect(r.stats()['resources/subscribe']).toBe(1);
+    expect(await touch(c)).toBe('told 1');
+    await expect.poll(() => updates, { timeout: 5000, interval: 20 }).toContain('mut://doc');
+    const rows = await queryRows(join(r.hub.dir, 'ledger.db'), { tool: 'mut://doc' });
+    const subscribes = rows.filter((row) => row.method === 'resources/subscribe');
+    // The other session's, this one's first (not sent), and this one's routed again.
+    expect(subscribes.map((row) => [row.outcome, row.errorMessage]).sort()).toEqual([
+      ['ok', null],
+      ['ok', null],
+      ['unavailable', expect.stringMatching(/is replaced: .*not sent, routed again$/)],
+    ]);
   }, 60_000);
 
   it("a modern listen stream's resourceSubscriptions that waited for an unsubscribe of the URI on the old process: made on the new process only", async () => {
