@@ -9,10 +9,12 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { firstText, health, modernBody, modernHeaders, modernPost, waitForReady, type Json } from '../helpers/wire.js';
+import { firstText, health, modernBody, modernHeaders, modernPost, waitForReady, type Json, type RpcMessage } from '../helpers/wire.js';
 import { loggedTimes, setSection } from '../helpers/config-edit.js';
 import { tmp } from './catalog-helpers.js';
 import { holdingPlugin } from '../helpers/hold-plugin.js';
+import { inOneTurn, restartRequest } from '../helpers/one-turn.js';
+import { HOLD_FROM } from '../../src/turn-end.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
 const TOOLS = JSON.stringify(['echo', 'hang', 'mutate'].map((name) => ({ name, inputSchema: { type: 'object' } })));
@@ -204,5 +206,69 @@ describe('a request routed while its server is replaced', () => {
     const again = await modernPost(r.hub.url, 'again', 'tools/call', { name: 'r__echo', arguments: { text: 'again' } });
     expect(String(firstText(again.body?.result))).toMatch(/^echo:again@\d+$/);
     expect(String(firstText(again.body?.result))).not.toBe(`echo:again@${r.pid1}`);
+  });
+});
+
+/**
+ * Has `request`'s route wait for `list` of the first process, which answers it in the turn the hub
+ * reads `servers restart` (inOneTurn), the hub as busy as HOLD_FROM rows in flight (calls of
+ * r__hang): a row begun then is written at the turn's end, with the others of that turn. So the
+ * request is routed to the old process before the restart is read, and its row written after:
+ * the window between its route and its sending. Returns its answer.
+ */
+async function restartAsRowIsWritten(r: Rig, said: string, list: string, request: () => Promise<RpcMessage | undefined>): Promise<RpcMessage | undefined> {
+  const busy = new AbortController();
+  try {
+    const calls = r.stats()['tools/call'] ?? 0;
+    for (let i = 0; i < HOLD_FROM; i++) void hangingCall(r.hub.url, busy.signal);
+    await expect.poll(() => r.stats()['tools/call'] ?? 0, { timeout: 10_000, interval: 20 }).toBe(calls + HOLD_FROM);
+    rmSync(r.gate);
+    const lists = r.stats()[list] ?? 0;
+    const pending = request();
+    await expect.poll(() => r.stats()[list] ?? 0, { timeout: 10_000, interval: 20 }).toBe(lists + 1);
+    const answered = () => expect.poll(() => (existsSync(said) ? readFileSync(said, 'utf8') : ''), { timeout: 10_000, interval: 5 }).toContain(list);
+    expect(await inOneTurn(r.hub, () => writeFileSync(r.gate, ''), answered, restartRequest('r'))).toMatch(/^HTTP\/1\.1 200/);
+    await waitForReady(r.hub.url, ['r']);
+    return await pending;
+  } finally {
+    busy.abort();
+  }
+}
+
+describe('a request routed before the restart, which is read as its ledger row is written', () => {
+  // Not sent to the old process, which drains only what it was sent: answered unavailable,
+  // safe to send again (Router.forward's look at the connection once the row is committed).
+  const replaced = { code: -32603, message: expect.stringMatching(/^server "r" is replaced: .*not sent, send it again$/) };
+
+  it('prompts/get: answered "replaced", not sent; sent again, the new process answers', async () => {
+    const said = join(tmp(), 'said');
+    rig = await rigged({ GATE_SAID: said });
+    const r = rig;
+    const got = await restartAsRowIsWritten(r, said, 'prompts/list', async () => (await modernPost(r.hub.url, 'raced', 'prompts/get', { name: 'r__greet', arguments: { who: 'x' } })).body);
+    expect(got).toMatchObject({ error: replaced });
+    const again = await modernPost(r.hub.url, 'again', 'prompts/get', { name: 'r__greet', arguments: { who: 'x' } });
+    const text = String(((again.body?.result?.messages as Json[] | undefined)?.[0]?.content as Json | undefined)?.text);
+    expect(text).toMatch(/^greet: \{"who":"x"\}@\d+$/);
+    expect(text).not.toMatch(new RegExp(`@${r.pid1}$`));
+  });
+
+  it('resources/read: answered "replaced", not sent; sent again, the new process answers', async () => {
+    const said = join(tmp(), 'said');
+    rig = await rigged({ GATE_SAID: said });
+    const r = rig;
+    const got = await restartAsRowIsWritten(r, said, 'resources/list', async () => (await modernPost(r.hub.url, 'raced', 'resources/read', { uri: 'mut://doc' })).body);
+    expect(got).toMatchObject({ error: replaced });
+    const again = await modernPost(r.hub.url, 'again', 'resources/read', { uri: 'mut://doc' });
+    const text = String((again.body?.result?.contents as Json[] | undefined)?.[0]?.text);
+    expect(text).toMatch(/^first version@\d+$/);
+    expect(text).not.toBe(`first version@${r.pid1}`);
+  });
+
+  it('completion/complete: answered "replaced", not sent', async () => {
+    const said = join(tmp(), 'said');
+    rig = await rigged({ GATE_SAID: said });
+    const r = rig;
+    const got = await restartAsRowIsWritten(r, said, 'prompts/list', async () => (await modernPost(r.hub.url, 'raced', 'completion/complete', { ref: { type: 'ref/prompt', name: 'r__greet' }, argument: { name: 'who', value: '' } })).body);
+    expect(got).toMatchObject({ error: replaced });
   });
 });
