@@ -316,10 +316,11 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
   /**
    * Rows with their header, written as read, a page at a time, each write waited for (query,
    * tail's first rows): up to 100,000 rows with their bodies were held at once before the first
-   * line. The caller holds only the ids (8 bytes a row); a table's columns are measured over
-   * every row first, in a pass of its own, so it reads as table() writes it (a row that finished
-   * between the passes, its cells wider now, widens its columns from there on). How many were
-   * written, and the table's column widths (`tail -f` goes on in them).
+   * line. The caller holds only the ids (tail's, 8 bytes a row; query's in SQLite's temporary
+   * database, see MatchedIds); a table's columns are measured over every row first, in a pass of
+   * its own, so it reads as table() writes it (a row that finished between the passes, its cells
+   * wider now, widens its columns from there on). How many were written, and the table's column
+   * widths (`tail -f` goes on in them).
    */
   const writeRows = (pages: () => Iterable<AuditRow[]>, json: boolean): Promise<{ shown: number; widths: number[] }> =>
     writePaged(pages, json ? rowJson : undefined, ROW_HEADER, rowCells);
@@ -376,12 +377,16 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       false,
       (a) => ({ ...filterOf(a, now()), limit: wholeNumber('--limit', a.limit, 1) }),
       async (reader, a, filter) => {
-        const ids = reader.queryIds(filter);
-        const { shown } = await writeRows(() => reader.rowsOf(ids, 'ts'), a.json);
-        requestIdNotes('query', reader, a, filter);
-        if (!shown) noRows('query', a.json, 'rows');
-        // A table cut at the limit reads as every match: said on stderr (the newest rows are the ones shown).
-        else if (!a.json && ids.length === filter.limit) io.err(`switchyard ledger query: note: the newest ${shown === 1 ? 'matching row' : `${shown} matching rows`}; more may match (--limit N shows more)\n`);
+        const ids = reader.keepQueryIds(filter);
+        try {
+          const { shown } = await writeRows(() => reader.rowsOf(ids, 'ts'), a.json);
+          requestIdNotes('query', reader, a, filter);
+          if (!shown) noRows('query', a.json, 'rows');
+          // A table cut at the limit reads as every match: said on stderr (the newest rows are the ones shown).
+          else if (!a.json && ids.length === filter.limit) io.err(`switchyard ledger query: note: the newest ${shown === 1 ? 'matching row' : `${shown} matching rows`}; more may match (--limit N shows more)\n`);
+        } finally {
+          ids.close();
+        }
       },
     ),
   };

@@ -6,6 +6,7 @@ import { PendingFiles } from './pending-files.js';
 import { realLedgerPath } from './real-path.js';
 import { hasTable } from './migrate.js';
 import { Latencies } from './latencies.js';
+import { MatchedIds, type IdList } from './matched-ids.js';
 import { shownOutcome, type Outcome } from './types.js';
 import { HUB } from '../auth/principals.js';
 import { toAuditRow, whereClause, type AuditDbRow, type AuditFilter, type AuditRow } from './rows.js';
@@ -113,10 +114,11 @@ export class LedgerReader {
 
   /**
    * Every matching row, oldest first by id, a page at a time (export). The matching ids are
-   * read first, in one pass however the filter is served (8 bytes a row, not the rows), then the
-   * rows a page at a time, each page a read of its own and no statement open between pages: a
-   * caller that waits there for a slow reader of its output (`export | gzip`, a pager) holds no
-   * snapshot meanwhile, which would keep the hub's WAL from being rewound for as long. Paging by
+   * read first, in one pass however the filter is served, into the connection's temporary
+   * database (MatchedIds: not into memory, where they were 8 bytes a row), then the rows a page
+   * at a time, each page a read of its own and no statement open between pages: a caller that
+   * waits there for a slow reader of its output (`export | gzip`, a pager) holds no snapshot
+   * meanwhile, which would keep the hub's WAL from being rewound for as long. Paging by
    * `id > last … LIMIT` instead would sort every row still to come for each page whenever an
    * index serves the filter (quadratic). The rows are those the filter matched when the ids were
    * read, each as it is when its page is read: a call in flight then that finished since is
@@ -125,8 +127,12 @@ export class LedgerReader {
    */
   *pages(filter: Omit<AuditFilter, 'limit' | 'afterId' | 'afterSeq'> = {}, size = EXPORT_PAGE): Generator<AuditRow[]> {
     const { sql, params } = this.where(filter);
-    const ids = this.db.prepare(`SELECT id FROM audit ${sql} ORDER BY id ASC`).pluck().all(params) as number[];
-    yield* this.pagesOf(ids, 'id ASC', size);
+    const ids = MatchedIds.keep(this.db, `SELECT id FROM audit ${sql} ORDER BY id ASC`, params);
+    try {
+      yield* this.pagesOf(ids, 'id ASC', size);
+    } finally {
+      ids.close();
+    }
   }
 
   /**
@@ -141,11 +147,22 @@ export class LedgerReader {
   }
 
   /**
+   * queryIds(), kept in the connection's temporary database as export's are (MatchedIds), not in
+   * memory: `ledger query --limit 100000` held 100,000 ids at once. The caller closes it.
+   */
+  keepQueryIds(filter: Omit<AuditFilter, 'afterId' | 'afterSeq'> = {}): MatchedIds {
+    const { sql, params } = this.where(filter);
+    const limit = rowLimit(filter.limit ?? DEFAULT_LIMIT, 1);
+    // Kept newest first, as the index of ts serves the read, and read back the other way round.
+    return MatchedIds.keep(this.db, `SELECT id FROM audit ${sql} ORDER BY ts DESC, id DESC LIMIT @limit`, { ...params, limit }, true);
+  }
+
+  /**
    * The rows of these ids, a page at a time, each as it is when its page is read (as pages(): a
    * row pruned since is left out), in the order they were read in: of queryIds() (`ts`), of
    * lastFinishedIds() (`seq`).
    */
-  rowsOf(ids: readonly number[], order: 'ts' | 'seq', size = EXPORT_PAGE, bodyBytes = PAGE_BODY_BYTES): Generator<AuditRow[]> {
+  rowsOf(ids: IdList, order: 'ts' | 'seq', size = EXPORT_PAGE, bodyBytes = PAGE_BODY_BYTES): Generator<AuditRow[]> {
     return this.pagesOf(ids, order === 'ts' ? 'ts ASC, id ASC' : 'seq ASC', size, bodyBytes);
   }
 
@@ -170,13 +187,14 @@ export class LedgerReader {
   }
 
   /** `ids` (in `order`) a page of at most `size` rows and `bodyBytes` of their bodies at a time. */
-  private *pagesOf(ids: readonly number[], order: string, size: number, bodyBytes = PAGE_BODY_BYTES): Generator<AuditRow[]> {
+  private *pagesOf(ids: IdList, order: string, size: number, bodyBytes = PAGE_BODY_BYTES): Generator<AuditRow[]> {
     // By the primary key only (NOT INDEXED): by the index of ts or seq, to skip the sort, SQLite would walk every row per page.
     const page = this.db.prepare(`SELECT * FROM audit NOT INDEXED WHERE id IN (SELECT value FROM json_each(@pageIds)) ORDER BY ${order}`);
     // The bodies' sizes, from the rows' headers: octet_length reads none of their text.
     const sizes = this.db.prepare(`SELECT id, COALESCE(octet_length(args_json), 0) + COALESCE(octet_length(result_json), 0) FROM audit NOT INDEXED WHERE id IN (SELECT value FROM json_each(@pageIds))`).raw();
     for (let i = 0; i < ids.length; ) {
       let next = ids.slice(i, i + size);
+      if (!next.length) return;
       const bytes = new Map(sizes.all({ pageIds: JSON.stringify(next) }) as [number, number][]);
       let sum = 0;
       const fit = next.findIndex((id, k) => (sum += bytes.get(id) ?? 0) > bodyBytes && k > 0);

@@ -553,6 +553,46 @@ describe('switchyard ledger CLI', () => {
     raw.close();
   });
 
+  // export read the id of every matching row into one array before its first row (8 bytes a row:
+  // 80 MB for ten million), and query every id up to its --limit.
+  it('export and query hold the ids they match a page at a time, however many match', async () => {
+    t = tempDir();
+    Ledger.open({ path: t.db }).close();
+    const raw = new Database(t.db);
+    const ins = raw.prepare(`INSERT INTO audit (ts, request_id, principal, client_era, method, server, outcome) VALUES (?, ?, 'alice', '2026-07-28', 'tools/list', ?, 'in_flight')`);
+    raw.transaction(() => {
+      for (let i = 0; i < 5000; i++) ins.run(NOW - 5000 + i, `r${i}`, i % 2 ? 'odd' : 'even');
+    })();
+    // Every read of the ledger, seen as it returns: what one read hands over is held at once.
+    const statement = Object.getPrototypeOf(raw.prepare('SELECT 1')) as { all: (...args: unknown[]) => unknown[] };
+    raw.close();
+    const reads = vi.spyOn(statement, 'all');
+    const most = (): number => Math.max(...reads.mock.results.map((r) => (r.value as unknown[]).length));
+    const requestIds = (out: string): string[] => out.trimEnd().split('\n').map((l) => (JSON.parse(l) as { requestId: string }).requestId);
+    try {
+      // A page is 1,000 rows: 5,000 matching are five pages, never one read of 5,000 ids.
+      const all = await cli(['ledger', 'export', '--db', t.db]);
+      expect(requestIds(all.out)).toEqual(Array.from({ length: 5000 }, (_, i) => `r${i}`));
+      expect(most()).toBe(1000);
+      reads.mockClear();
+      // Served by an index (server, ts), the ids still come out oldest first by id.
+      const odd = await cli(['ledger', 'export', '--db', t.db, '--server', 'odd', '--format', 'csv']);
+      expect(odd.out.trimEnd().split('\n').slice(1).map((l) => l.split(',')[3])).toEqual(Array.from({ length: 2500 }, (_, i) => `r${2 * i + 1}`));
+      expect(most()).toBe(1000);
+      reads.mockClear();
+      const newest = await cli(['ledger', 'query', '--json', '--limit', '4500', '--db', t.db]);
+      expect(requestIds(newest.out)).toEqual(Array.from({ length: 4500 }, (_, i) => `r${i + 500}`));
+      expect(most()).toBe(1000);
+      reads.mockClear();
+      const table = await cli(['ledger', 'query', '--limit', '4500', '--server', 'even', '--db', t.db]);
+      expect(table.out.trimEnd().split('\n')).toHaveLength(2501);
+      expect(table.err).toBe('');
+      expect(most()).toBe(1000);
+    } finally {
+      reads.mockRestore();
+    }
+  });
+
   it('query --json writes its lines a chunk at a time, each waited for', async () => {
     t = tempDir();
     Ledger.open({ path: t.db }).close();
@@ -619,6 +659,30 @@ describe('switchyard ledger CLI', () => {
     const pages = [...reader.rowsOf(ids, 'ts', 1000, 250_000)];
     reader.close();
     expect(pages.map((p) => p.map((r) => r.requestId))).toEqual([['b0'], ['b1', 'b2'], ['b3', 'b4'], ['b5']]);
+  });
+
+  it('the ids query keeps in SQLite give the same pages as the array of them, bounded by bodies or by rows', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db, storeBodies: true });
+    for (let i = 0; i < 7; i++) await ledger.record(begin({ ts: NOW + i, requestId: `b${i}`, args: { big: 'x'.repeat(i === 1 ? 300_000 : 100_000) } }), end());
+    await ledger.whenCommitted();
+    ledger.sync();
+    const reader = new LedgerReader(new Database(t.db, { readonly: true }));
+    const read = (ids: { length: number; slice(a: number, b: number): number[] }, size: number, bytes: number) => [...reader.rowsOf(ids, 'ts', size, bytes)].map((p) => p.map((r) => r.requestId));
+    for (const limit of [1, 6, 7, 50]) {
+      const kept = reader.keepQueryIds({ limit });
+      try {
+        expect(kept.length).toBe(Math.min(limit, 7));
+        expect(kept.slice(0, 100)).toEqual(reader.queryIds({ limit }));
+        for (const [size, bytes] of [[1000, 250_000], [2, 10_000_000], [3, 250_000]] as const) expect(read(kept, size, bytes)).toEqual(read(reader.queryIds({ limit }), size, bytes));
+      } finally {
+        kept.close();
+      }
+    }
+    expect(read(reader.queryIds({ limit: 7 }), 1000, 250_000)).toEqual([['b0'], ['b1'], ['b2', 'b3'], ['b4', 'b5'], ['b6']]);
+    // Closed, each kept list is gone from the connection's temporary database.
+    expect(reader.db.prepare(`SELECT count(*) FROM temp.sqlite_master`).pluck().get()).toBe(0);
+    reader.close();
   });
 
   it('tail writes its first rows as it reads them too, as table() would', async () => {
