@@ -14,6 +14,7 @@ import type { ProgressInfo } from '../../src/protocol/types.js';
 import { createUpstream, type UpstreamOptions } from '../../src/upstream/index.js';
 import type { Upstream, UpstreamSpec, UpstreamState } from '../../src/upstream/types.js';
 import { alive, captureLogger, perProcess, quirkLog, quirkSpec, ROOT, tmpDir, waitFor } from './upstream-helpers.js';
+import { holdLoop, holdLoopAfterPoll } from '../helpers/hold-loop.js';
 
 const open: Upstream[] = [];
 afterEach(async () => {
@@ -754,8 +755,7 @@ require('node:readline').createInterface({ input: process.stdin }).on('line', (l
     await waitFor(() => existsSync(pinged), 10_000, 'the first ping');
     // The hub's event loop held (as by a long GC, or a machine too loaded to run it) until the
     // answer is in the pipe and the ping's 300 ms are over: its timer is due before that read.
-    writeFileSync(go, '');
-    for (const t0 = Date.now(); !existsSync(answered) || Date.now() - t0 < 400; );
+    holdLoop(go, answered);
     // Before, the ping's timer, run before the pipe was read, had the process ended as hung.
     const pingsOf = () => readFileSync(pings, 'utf8').split('\n').filter((l) => l === String(pid)).length;
     await waitFor(() => u.restarts > 0 || pingsOf() >= 2, 10_000, 'the next ping, or an end');
@@ -796,13 +796,7 @@ require('node:readline').createInterface({ input: process.stdin }).on('line', (l
       (e: Error) => e.message,
     );
     await waitFor(() => existsSync(called), 10_000, 'the call');
-    await new Promise<void>((resolve) =>
-      setImmediate(() => {
-        writeFileSync(go, '');
-        for (const t0 = Date.now(); (!existsSync(sent) && Date.now() - t0 < 10_000) || Date.now() - t0 < 400; );
-        resolve();
-      }),
-    );
+    await holdLoopAfterPoll(go, sent);
     expect(existsSync(sent)).toBe(true);
     // Before, 'server "held" did not answer within 300 ms (nor report progress)'.
     expect(await r).toBe('answered');
