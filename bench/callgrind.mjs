@@ -1,16 +1,22 @@
 // Instructions per call of each of the hub's threads, counted by valgrind's callgrind: a figure
 // the machine's load does not move (docs/BENCHMARKS.md, sixty-first session), where wall-clock
 // and CPU-time figures need a quiet machine. The hub (the built one, as `npm start` runs it)
-// runs under callgrind with the stdio echo upstream; `--warmup` modern `tools/call`s, then the
-// counters are zeroed (callgrind_control -z), `--calls` more are sent, and the counters dumped
-// (-d): only that window counts, start-up and shutdown left out. Node runs ~50× slower under
-// callgrind: a run of the defaults takes minutes; JIT code is counted like any other.
+// runs under callgrind with the stdio echo upstream, or with `--upstream http` the modern HTTP
+// echo (bench/echo-http.mjs, itself not under callgrind); `--target limit` runs the bench's
+// forwarding limit (bench/forwarder.mjs, as the main bench's limit-stdio / limit-http) under
+// callgrind instead of the hub (without the hub's Node flags, as the main bench runs it; the
+// echo not under callgrind either), so the hub's event loop can be set against the forwarder's
+// per call, a ratio the machine's load does not move either. `--warmup` modern `tools/call`s, then
+// the counters are zeroed (callgrind_control -z), `--calls` more are sent, and the counters
+// dumped (-d): only that window counts, start-up and shutdown left out. Node runs ~50× slower
+// under callgrind: a run of the defaults takes minutes; JIT code is counted like any other.
 //
-//   node bench/callgrind.mjs [--ledger on|off] [--concurrency 1] [--warmup 4000] [--calls 400] [--js-names] [--out DIR]
+//   node bench/callgrind.mjs [--target hub|limit] [--upstream stdio|http] [--ledger on|off] [--concurrency 1] [--warmup 4000] [--calls 400] [--js-names] [--out DIR]
 //   SWITCHYARD_BENCH_ROOT=/path/to/other/build node bench/callgrind.mjs ...   (A/B)
 //
 // Then, per thread (…-01 is the event loop), e.g.
 //   callgrind_annotate --threshold=100 DIR/cg.out.1-01[.js]
+//   callgrind_annotate --threshold=100 --inclusive=yes --tree=calling DIR/cg.out.1-01.js   (who costs what, callees)
 // --js-names: node runs with --perf-basic-prof --interpreted-frames-native-stack (a little more
 // work per call; compare like with like) and the dump's JIT addresses are renamed by the perf
 // map (files ….js), so JavaScript functions appear by name. Needs valgrind.
@@ -21,8 +27,12 @@ import { join, resolve } from 'node:path';
 import net from 'node:net';
 import { numberOption, option } from './lib/args.mjs';
 import { modernRequest } from './lib/mcp.mjs';
-import { echoStdioCommand, startHub } from './lib/targets.mjs';
+import { echoStdioCommand, startEchoHttp, startForwarder, startHub } from './lib/targets.mjs';
 
+const target = option('target', 'hub');
+if (target !== 'hub' && target !== 'limit') throw new Error('--target is hub or limit');
+const upstream = option('upstream', 'stdio');
+if (upstream !== 'stdio' && upstream !== 'http') throw new Error('--upstream is stdio or http');
 const ledger = option('ledger', 'on') === 'on';
 const concurrency = numberOption('concurrency', 1);
 const warmup = numberOption('warmup', 4000);
@@ -33,14 +43,27 @@ const dir = out ? resolve(out) : mkdtempSync(join(tmpdir(), 'switchyard-callgrin
 mkdirSync(dir, { recursive: true });
 const file = join(dir, 'cg.out');
 
-const hub = await startHub({
-  servers: { echo: echoStdioCommand() },
-  ledger,
+const echoHttp = upstream === 'http' ? await startEchoHttp() : undefined;
+const echo = echoHttp ?? echoStdioCommand();
+const under = {
   wrapper: ['valgrind', '--tool=callgrind', '--separate-threads=yes', `--callgrind-out-file=${file}`],
   nodeArgs: jsNames ? ['--perf-basic-prof', '--interpreted-frames-native-stack'] : [],
   readyTimeoutMs: 900_000,
-});
-const request = modernRequest({ port: hub.port, method: 'tools/call', tool: 'echo__echo' });
+};
+const hub =
+  target === 'limit'
+    ? // In DIR: --perf-basic-prof has V8 write its isolate log to the working folder.
+      await startForwarder(echo, { ...under, cwd: dir })
+    : await startHub({
+        servers: { echo: echoHttp ? { url: echoHttp.url } : echo },
+        ledger,
+        // A call held up past quietCallStreamMs (5 s: valgrind's pace on a loaded machine) is
+        // answered as an SSE stream, which send() does not read; still watched (the same work per
+        // call), just never due.
+        extraConfig: { listen: { host: '127.0.0.1', port: 0, quietCallStreamMs: 600_000 } },
+        ...under,
+      });
+const request = modernRequest({ port: hub.port, method: 'tools/call', tool: target === 'limit' ? 'echo' : 'echo__echo' });
 const control = (...args) => execFileSync('callgrind_control', [...args, String(hub.pid)], { stdio: 'ignore' });
 const conns = Array.from({ length: concurrency }, () => connect());
 try {
@@ -51,6 +74,7 @@ try {
 } finally {
   for (const c of conns) c.close();
   await hub.stop();
+  await echoHttp?.stop();
 }
 report();
 if (jsNames) nameJit();
@@ -123,7 +147,7 @@ function report() {
   }
   const k = (ir) => `${(ir / calls / 1000).toFixed(1)}k`;
   console.log(
-    `stdio, ledger ${ledger ? 'on' : 'off'} @${concurrency}, ${calls} calls after ${warmup}: instructions per call: event loop ${k(sums.loop)}, ` +
+    `${target === 'limit' ? 'the forwarding limit' : `the hub, ledger ${ledger ? 'on' : 'off'}`}, ${upstream} echo @${concurrency}, ${calls} calls after ${warmup}: instructions per call: event loop ${k(sums.loop)}, ` +
       `ingest thread ${k(sums.ingest)}, V8 compiler threads ${k(sums.compiler)}, the rest ${k(sums.rest)}`,
   );
 }

@@ -24,9 +24,11 @@ export async function startEchoHttp(extra = []) {
   return { port, url: `http://127.0.0.1:${port}/mcp`, pid: p.pid, stop: p.stop };
 }
 
-export async function startForwarder(upstream) {
+/** The forwarding limit; `wrapper`, `nodeArgs` and `readyTimeoutMs` as startHub's, `cwd` its working folder (bench/callgrind.mjs). */
+export async function startForwarder(upstream, { wrapper = [], nodeArgs = [], readyTimeoutMs = 30_000, cwd } = {}) {
   const args = upstream.url ? ['--http', upstream.url] : ['--', upstream.command, ...upstream.args];
-  const p = await startProcess('forwarder', process.execPath, [join(BENCH, 'forwarder.mjs'), '--port', '0', ...args], { ready: /LISTENING (\d+)/ });
+  const [command, ...rest] = [...wrapper, process.execPath, ...nodeArgs, join(BENCH, 'forwarder.mjs'), '--port', '0', ...args];
+  const p = await startProcess('forwarder', command, rest, { cwd, ready: /LISTENING (\d+)/, timeoutMs: readyTimeoutMs });
   return { port: Number(p.match[1]), path: '/mcp', pid: p.pid, stop: p.stop };
 }
 
