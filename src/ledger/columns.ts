@@ -2,6 +2,8 @@
  * How a row's text columns are made from what a request carried: cut to MAX_TEXT, well-formed,
  * names that may be URIs redacted before the cut. The live feed (observe.ts) shows the same.
  */
+import { KeyedTable } from '../keyed-table.js';
+import { configSecretsVersion } from '../policy/config-secrets.js';
 import { redactString } from './redact.js';
 
 /** The longest text a column keeps. */
@@ -21,9 +23,38 @@ export function text(v: unknown): string | null {
  * or prompt no server has, which is whatever the client sent (a pasted token, `ghp_…`): its
  * row's error message ("Unknown tool: …") is redacted, and the name beside it must be too.
  * Every name is redacted as an error message is, never stored (a catalog name of a known tool
- * comes out as it went in, at a fraction of a microsecond).
+ * comes out as it went in, at a fraction of a microsecond; see `names`).
  */
 export function nameText(v: unknown): string | null {
+  if (typeof v !== 'string' || v.length > NAME_CACHED_CHARS) return redactedName(v);
+  if (namesVersion !== configSecretsVersion()) {
+    names.clear();
+    namesVersion = configSecretsVersion();
+  }
+  if (names.has(v)) return v;
+  const out = redactedName(v)!;
+  if (out === v) {
+    if (names.size >= NAMES_CACHED) names.clear();
+    names.set(v, true);
+  }
+  return out;
+}
+
+/**
+ * Names that redaction left as they were, for the config's secret values as they are now (a
+ * reload's new values start it over). A row's hub and upstream names are the catalog's, the
+ * same few strings call after call, and redacting one (the bearer search, the secret shapes'
+ * gate, the config's values) cost ~1.5k instructions, twice a call (callgrind); a lookup is a
+ * tenth of that. Only names nothing was found in are kept, so no name with a secret the rules
+ * know stays in memory for this. Bounded: names a client makes up (unknown tools) only fill it
+ * until it starts over. A KeyedTable, not a Map, for the reason keyed-table.ts gives.
+ */
+const names = new KeyedTable<true>();
+let namesVersion = configSecretsVersion();
+const NAMES_CACHED = 256;
+const NAME_CACHED_CHARS = 256;
+
+function redactedName(v: unknown): string | null {
   // Redacted before the cut (twice the length kept, not all of a client's 4 MiB): a secret
   // across the cut would otherwise be stored by its first half, which no rule recognises.
   const s = typeof v === 'string' ? v : text(v);

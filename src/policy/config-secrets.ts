@@ -48,7 +48,16 @@ export function configSecretCount(): number {
   return new Set([...byOwner.values()].flat()).size;
 }
 
+/** Changes whenever the secret values do: what was redacted before may redact differently now. */
+let version = 0;
+
+/** The secret values' version, for a cache of redacted text (src/ledger/columns.ts) to know it is stale. */
+export function configSecretsVersion(): number {
+  return version;
+}
+
 function rebuild(): void {
+  version++;
   const values = new Set([...byOwner.values()].flat());
   const text = new Set<string>();
   const json = new Set<string>();

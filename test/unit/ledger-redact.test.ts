@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { argsHash, canonicalJson } from '../../src/ledger/canonical.js';
 import { Ledger } from '../../src/ledger/ledger.js';
+import { MAX_TEXT, nameText, text } from '../../src/ledger/columns.js';
 import { redact, redactString } from '../../src/ledger/redact.js';
 import { dropConfigSecrets, useConfigSecrets } from '../../src/policy/config-secrets.js';
 import { closeAndRemove, begin, end, tempDir } from './ledger-helpers.js';
@@ -163,6 +164,54 @@ describe('redaction', () => {
       const raw = JSON.stringify(rows);
       for (const secret of ['Zq8secretTOKENvalue4242', 'hunter2hunter2', 'ghp_0123']) expect(raw).not.toContain(secret);
       expect(ledger.verify()).toMatchObject({ ok: true, rows: 5 });
+    } finally {
+      dropConfigSecrets(owner);
+    }
+  });
+
+  it('a name is redacted for the config\'s secrets as they are when its row is written, not as when the same name came before', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    const uri = 'mem://notes/1?token=Zq8secretTOKENvalue4242';
+    const owner = {};
+    await ledger.record(begin({ method: 'resources/read', hubName: uri, upstreamName: uri }), end());
+    useConfigSecrets(owner, ['Zq8secretTOKENvalue4242']);
+    try {
+      await ledger.record(begin({ method: 'resources/read', hubName: uri, upstreamName: uri }), end());
+    } finally {
+      dropConfigSecrets(owner);
+    }
+    await ledger.record(begin({ method: 'resources/read', hubName: uri, upstreamName: uri }), end());
+    const rows = ledger.query({}).reverse();
+    const redacted = 'mem://notes/1?token=[redacted:config-secret]';
+    expect(rows.map((r) => [r.hubName, r.upstreamName])).toEqual([
+      [uri, uri],
+      [redacted, redacted],
+      [uri, uri],
+    ]);
+  });
+
+  it('nameText gives a name met again (kept redacted) what it gave the first time, and what redaction gives', () => {
+    const byDefinition = (s: string): string | null => text(redactString(s.slice(0, 2 * MAX_TEXT)));
+    const owner = {};
+    useConfigSecrets(owner, ['Zq8secretTOKENvalue4242']);
+    try {
+      const name = fc.oneof(
+        fc.string({ maxLength: 300 }),
+        fc.constantFrom('notes__add', 'Bearer abcdefghijklmnopqrstuvwxyz', 'x?token=Zq8secretTOKENvalue4242', 'ghp_0123456789abcdefghijABCDEFGHIJ0123456789', 'a\ud800b'),
+        fc.tuple(fc.string(), fc.constantFrom('Zq8secretTOKENvalue4242', 'https://u:pw12345678@h/')).map(([a, b]) => a + b),
+      );
+      fc.assert(
+        fc.property(name, (s) => {
+          const want = byDefinition(s);
+          expect(nameText(s)).toBe(want);
+          expect(nameText(s)).toBe(want);
+        }),
+        { numRuns: 400 },
+      );
+      expect(nameText('x'.repeat(9000))).toBe(byDefinition('x'.repeat(9000)));
+      expect(nameText(undefined)).toBeNull();
+      expect(nameText(42)).toBe('42');
     } finally {
       dropConfigSecrets(owner);
     }
