@@ -96,7 +96,9 @@ export class AuditApplier {
     );
     this.gc = new GroupCommit(db, { before: () => this.chain.startBatch(), after: () => this.chain.endBatch() }, log);
     // Parameters are positional: better-sqlite3 binds an array of values about twice as fast as
-    // an object's named values (2.9 against 5.7 µs for a row's 26, measured).
+    // an object's named values (2.9 against 5.7 µs for a row's 26, measured). They are passed
+    // spread, as arguments: an array argument it reads element by element through V8's API
+    // (Object::Get, ~400 instructions a value), arguments it reads in place.
     const places = (n: number) => Array(n).fill('?').join(', ');
     const ended = END_COLS.map((c) => `${c} = ?`).join(', ');
     const inFlight = `WHERE id = ? AND outcome = 'in_flight'`;
@@ -204,7 +206,7 @@ export class AuditApplier {
       // next attempt starts from the head in SQLite (ChainWriter.startBatch).
       this.chain.advance(link);
     }
-    const changes = run.insert.run(values).changes;
+    const changes = run.insert.run(...values).changes;
     if (changes !== n) throw new Error(`audit rows: ${n - changes} of a run of ${n} were not inserted`);
     this.runInserts++;
   }
@@ -214,14 +216,14 @@ export class AuditApplier {
     // otherwise go in again as a row that never arrived: new seq, or `unknown` for a begin.
     if (replay && this.pruned.get(e.id) !== undefined) return;
     if (!e.done) {
-      this.insertBegin.run(e.v);
+      this.insertBegin.run(...e.v);
       return;
     }
     const v = linkedValues(e.v);
     const link = this.chain.next(v, SEQ_AT, linkedDigest);
     v[HASH_AT] = link.hash;
-    let changes = e.inDb ? this.finish(v, e.v) : this.insertLinked.run(v).changes;
-    if (changes === 0) changes = e.inDb ? this.insertLinked.run(v).changes : this.finish(v, e.v);
+    let changes = e.inDb ? this.finish(v, e.v) : this.insertLinked.run(...v).changes;
+    if (changes === 0) changes = e.inDb ? this.insertLinked.run(...v).changes : this.finish(v, e.v);
     if (changes === 1) this.chain.advance(link);
     else if (!replay) throw new Error(`audit row ${e.id} is not in flight (it was finished already)`);
   }

@@ -160,22 +160,24 @@ export class ChainWriter {
     db: Database,
     private readonly onMoved?: HeadMoved,
   ) {
-    this.getState = db.prepare('SELECT head_seq, head_hash FROM chain_state WHERE id = 1');
+    // Raw (an array): better-sqlite3 builds a row object by one keyed store per column through
+    // V8's API, with a map transition each, at every batch.
+    this.getState = db.prepare('SELECT head_seq, head_hash FROM chain_state WHERE id = 1').raw();
     this.setRow = db.prepare('UPDATE audit SET seq = ?, hash = ? WHERE id = ?');
     this.setHead = db.prepare('UPDATE chain_state SET head_seq = ?, head_hash = ? WHERE id = 1');
   }
 
   /** Re-reads the head inside the transaction: the database, not memory, is the truth. */
   startBatch(): void {
-    const s = this.getState.get() as { head_seq: number; head_hash: string };
-    const found = { seq: s.head_seq, hash: s.head_hash };
+    const [seq, hash] = this.getState.get() as [number, string];
+    const found = { seq, hash };
     if (this.held && !sameLink(found, this.held) && !(this.wrote && sameLink(found, this.wrote))) {
       this.onMoved?.(found, this.wrote ?? this.held);
     }
     this.held = found;
     this.wrote = undefined;
-    this.seq = s.head_seq;
-    this.hash = s.head_hash;
+    this.seq = seq;
+    this.hash = hash;
     this.dirty = false;
   }
 

@@ -108,11 +108,17 @@ function checkpointsOn(): void {
   if (data.checkpointMs === null || checkpoints) return;
   checkpoints = setInterval(checkpoint, data.checkpointMs);
 }
+/**
+ * Prepared once, its row as an array: db.pragma() prepares its statement anew at each call and
+ * builds the row as an object.
+ */
+const checkpointStmt = db.prepare('PRAGMA wal_checkpoint(PASSIVE)').raw();
 function checkpoint(): void {
   try {
-    const [r] = db.pragma('wal_checkpoint(PASSIVE)') as { busy: number; log: number; checkpointed: number }[];
+    // busy, log, checkpointed
+    const r = checkpointStmt.get() as [number, number, number] | undefined;
     checkpointFailing = false;
-    if (r && r.busy === 0 && r.checkpointed >= r.log && !committedSince) {
+    if (r && r[0] === 0 && r[2] >= r[1] && !committedSince) {
       clearInterval(checkpoints!);
       checkpoints = null;
     }
