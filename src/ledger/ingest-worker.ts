@@ -27,20 +27,22 @@ export interface IngestWorkerData {
   resume?: number;
 }
 
-/** From the hub: lines of the pending file, in order, as batch `n` (1, 2, ...); see Ledger.ingest. */
-export interface IngestBatch {
-  n: number;
-  /** The lines, joined by newlines in chunks of a few dozen KB (see joinChunks in ledger.ts). */
-  lines: string[];
-  /**
-   * The pending file to empty once this batch is committed: the hub writes the other one
-   * meanwhile (PendingFiles). Emptying it here keeps the truncate off the hub's event loop.
-   */
-  empty?: string;
-}
+/**
+ * From the hub: lines of the pending file, in order, as batch `n` (1, 2, ...); see Ledger.ingest.
+ * `lines`: the lines, joined by newlines in chunks of a few dozen KB (see joinChunks in ledger.ts).
+ * `empty`: the pending file to empty once this batch is committed: the hub writes the other one
+ * meanwhile (PendingFiles). Emptying it here keeps the truncate off the hub's event loop.
+ * A tuple, not an object: V8's structured clone writes an object's keys and rebuilds it key by
+ * key on this side (a map transition each), an array's elements in place.
+ */
+export type IngestBatch = [n: number, lines: string[], empty?: string];
 
-/** `emptied`: the files this commit emptied; one that failed is left to the hub. */
-export type IngestReport = { applied: number; emptied?: string[] } | { log: string };
+/**
+ * A commit: the last batch committed, as a bare number when it emptied no file (the usual
+ * report, the cheapest to clone); `emptied`: the files this commit emptied, one that failed is
+ * left to the hub. Or a line of the thread's log.
+ */
+export type IngestReport = number | { applied: number; emptied: string[] } | { log: string };
 
 const port = parentPort!;
 const data = workerData as IngestWorkerData;
@@ -91,7 +93,7 @@ function commit(): void {
   Atomics.store(applied, 1, THREAD_OPEN);
   Atomics.store(applied, 0, taken);
   Atomics.notify(applied, 0);
-  port.postMessage((emptied.length > 0 ? { applied: taken, emptied } : { applied: taken }) satisfies IngestReport);
+  port.postMessage((emptied.length > 0 ? { applied: taken, emptied } : taken) satisfies IngestReport);
 }
 
 let checkpointFailing = false;
@@ -142,11 +144,13 @@ port.on('message', (m: IngestBatch | 'stop') => {
     port.close();
     return;
   }
+  const n = m[0];
+  const empty = m[2];
   const records: PendingRecord[] = [];
   // An empty line is a begin the hub dropped because its finish follows in the same batch.
-  for (const chunk of m.lines) for (const line of chunk.split('\n')) if (line !== '') records.push(JSON.parse(line) as PendingRecord);
+  for (const chunk of m[1]) for (const line of chunk.split('\n')) if (line !== '') records.push(JSON.parse(line) as PendingRecord);
   applier.take(records);
-  taken = m.n;
-  if (m.empty !== undefined) toEmpty.push({ path: m.empty, n: m.n });
+  taken = n;
+  if (empty !== undefined) toEmpty.push({ path: empty, n });
   if (!retry) commit();
 });

@@ -7,7 +7,7 @@ import type { IngestBatch, IngestReport, IngestWorkerData } from './ingest-worke
 
 export interface IngesterOptions {
   log: Logger;
-  /** The thread committed batches up to n, and emptied these pending files (see IngestBatch.empty). */
+  /** The thread committed batches up to n, and emptied these pending files (see IngestBatch's `empty`). */
   onApplied: (n: number, emptied: readonly string[]) => void;
   /** After SQLite refused a whole batch. */
   retryMs: number;
@@ -72,9 +72,10 @@ export class Ingester {
     this.gone = false;
     if (this.waiters.length === 0) worker.unref();
     worker.on('message', (m: IngestReport) => {
-      if ('log' in m) return relog(this.log, m.log);
+      if (typeof m !== 'number' && 'log' in m) return relog(this.log, m.log);
       this.restartMs = this.opts.restartMs; // it works: a later end starts the wait afresh
-      onApplied(m.applied, m.emptied ?? NONE);
+      if (typeof m === 'number') onApplied(m, NONE);
+      else onApplied(m.applied, m.emptied);
       this.settle();
     });
     worker.on('error', (err) => this.log.error({ err }, 'ledger: the ingest thread failed'));
@@ -135,10 +136,10 @@ export class Ingester {
    * the pending file the thread empties once the batch is committed.
    */
   send(lines: string[], empty?: string): number {
-    const batch: IngestBatch = empty === undefined ? { n: ++this.sent, lines } : { n: ++this.sent, lines, empty };
+    const n = ++this.sent;
     // Without a thread the lines are in the pending files, where the next thread reads them.
-    if (!this.gone) this.worker.postMessage(batch);
-    return batch.n;
+    if (!this.gone) this.worker.postMessage((empty === undefined ? [n, lines] : [n, lines, empty]) satisfies IngestBatch);
+    return n;
   }
 
   /**
