@@ -1,6 +1,7 @@
 import type { Database, Statement } from 'better-sqlite3';
 import type { Logger } from '../log.js';
-import { ChainWriter, ColumnsDigest, formatWitness } from './chain.js';
+import { sha256Hex } from './canonical.js';
+import { ChainWriter, ColumnsDigest, formatWitness, type RowValuesDigest } from './chain.js';
 import { GroupCommit } from './group-commit.js';
 
 type Params = Record<string, unknown>;
@@ -18,7 +19,7 @@ export const END_COLS = ['outcome', 'error_kind', 'error_code', 'error_message',
 export const LINKED_COLS = [...BEGIN_COLS, ...END_COLS, 'seq', 'hash'] as const;
 const SEQ_AT = LINKED_COLS.indexOf('seq');
 const HASH_AT = LINKED_COLS.indexOf('hash');
-const linkedDigest = new ColumnsDigest(LINKED_COLS);
+const linkedColumns = new ColumnsDigest(LINKED_COLS);
 /** The most finished rows one INSERT takes (30 parameters each). */
 const MAX_RUN = 16;
 
@@ -291,3 +292,66 @@ export function linkedValues(r: unknown[]): unknown[] {
   return [r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[28], r[29], r[30], r[13], r[14], r[15], r[16], r[17],
     r[18], r[19], r[20], r[21], r[22], r[23], r[24], r[25], r[26], r[27], null, null];
 }
+
+/**
+ * The object ColumnsDigest builds for a finished row (LINKED_COLS in canonical order, hash left
+ * out, a null column undefined so JSON.stringify leaves it out), written as one literal: V8
+ * builds it with its shape known, where ColumnsDigest stores its columns one by one through a
+ * variable key (a megamorphic keyed store each, ~200 instructions a column). Checked against
+ * LINKED_COLS below, and against ColumnsDigest by a property test (ledger-digest.test.ts).
+ */
+function linkedFields(v: readonly unknown[], at: number): Record<string, unknown> {
+  return {
+    args_hash: v[at + 14] ?? undefined,
+    args_json: v[at + 16] ?? undefined,
+    client_address: v[at + 4] ?? undefined,
+    client_era: v[at + 5] ?? undefined,
+    client_name: v[at + 6] ?? undefined,
+    client_version: v[at + 7] ?? undefined,
+    error_code: v[at + 23] ?? undefined,
+    error_kind: v[at + 22] ?? undefined,
+    error_message: v[at + 24] ?? undefined,
+    hub_name: v[at + 9] ?? undefined,
+    id: v[at + 0] ?? undefined,
+    idempotency_key: v[at + 13] ?? undefined,
+    latency_ms: v[at + 25] ?? undefined,
+    method: v[at + 8] ?? undefined,
+    outcome: v[at + 21] ?? undefined,
+    parent_span_id: v[at + 20] ?? undefined,
+    principal: v[at + 3] ?? undefined,
+    request_bytes: v[at + 15] ?? undefined,
+    request_id: v[at + 2] ?? undefined,
+    response_bytes: v[at + 26] ?? undefined,
+    result_json: v[at + 27] ?? undefined,
+    seq: v[at + 28] ?? undefined,
+    server: v[at + 10] ?? undefined,
+    span_id: v[at + 19] ?? undefined,
+    tool_group: v[at + 17] ?? undefined,
+    trace_id: v[at + 18] ?? undefined,
+    ts: v[at + 1] ?? undefined,
+    upstream_era: v[at + 12] ?? undefined,
+    upstream_name: v[at + 11] ?? undefined,
+  };
+}
+
+// The literal must hold every column but hash, in sorted order, each from its own place.
+{
+  const probe = linkedFields(LINKED_COLS.map((_, i) => i), 0);
+  const want = LINKED_COLS.filter((c) => c !== 'hash').sort();
+  if (HASH_AT !== LINKED_COLS.length - 1 || Object.keys(probe).join() !== want.join() || want.some((c) => probe[c] !== LINKED_COLS.indexOf(c)))
+    throw new Error('audit columns: linkedFields does not match LINKED_COLS');
+}
+
+/**
+ * linkedColumns' digest (the same text hashed) for rows of text and numbers (every audit row);
+ * anything else takes linkedColumns' own path.
+ */
+export const linkedDigest: RowValuesDigest = {
+  digest(prevHash: string, values: readonly unknown[], at = 0): string {
+    for (let i = at; i < at + HASH_AT; i++) {
+      const x = values[i];
+      if (x !== null && x !== undefined && typeof x !== 'string' && typeof x !== 'number') return linkedColumns.digest(prevHash, values, at);
+    }
+    return sha256Hex(prevHash + '\n' + JSON.stringify(linkedFields(values, at)));
+  },
+};

@@ -97,6 +97,11 @@ function encodeScalar(v: unknown): string {
   }
 }
 
+/** A digest of rows held as values in one fixed column order: ColumnsDigest, or one that gives the same hashes. */
+export interface RowValuesDigest {
+  digest(prevHash: string, values: readonly unknown[], at?: number): string;
+}
+
 /** A few key orders are ever seen (the writer's params, SELECT *); remember their digesters. */
 const digesters: ColumnsDigest[] = [];
 
@@ -188,7 +193,7 @@ export class ChainWriter {
    * the database will hold, so verify() agrees. Call advance() once the row is stored with
    * them (or, for rows stored together, before: a failed statement rolls back the batch).
    */
-  next(values: unknown[], seqAt: number, digester: ColumnsDigest, at = 0): { seq: number; hash: string } {
+  next(values: unknown[], seqAt: number, digester: RowValuesDigest, at = 0): { seq: number; hash: string } {
     const seq = this.seq + 1;
     values[at + seqAt] = seq;
     return { seq, hash: digester.digest(this.hash, values, at) };
