@@ -10,6 +10,10 @@
 // the counters are zeroed (callgrind_control -z), `--calls` more are sent, and the counters
 // dumped (-d): only that window counts, start-up and shutdown left out. Node runs ~50× slower
 // under callgrind: a run of the defaults takes minutes; JIT code is counted like any other.
+// What runs by the clock rather than per call (young GCs, the ledger's hand-over timers, the
+// ingest thread's checkpoints and WAL resets) lands more or less often with valgrind's pace, which
+// the machine's load sets: compare runs made side by side, or function by function, or the
+// threads less the garbage collector's and SQLite's step (docs/BENCHMARKS.md, sixty-second session).
 //
 //   node bench/callgrind.mjs [--target hub|limit] [--upstream stdio|http] [--ledger on|off] [--concurrency 1] [--warmup 4000] [--calls 400] [--js-names] [--out DIR]
 //   SWITCHYARD_BENCH_ROOT=/path/to/other/build node bench/callgrind.mjs ...   (A/B)
