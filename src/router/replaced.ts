@@ -15,6 +15,11 @@ import type { CallContext } from './context.js';
 /** Times one request is routed again; past them it goes on with what it has (a replaced connection is refused at sending). */
 export const MAX_REROUTES = 3;
 
+/** The request may be routed again (it has not been MAX_REROUTES times yet). */
+export function reroutesLeft(ctx: CallContext): boolean {
+  return (ctx.rerouted ?? 0) < MAX_REROUTES;
+}
+
 /** Thrown by the router before anything of a request is recorded or sent; Hub.route routes it again. */
 export class RouteReplacedError extends Error {
   override readonly name = 'RouteReplacedError';
@@ -34,7 +39,7 @@ export class RouteReplacedError extends Error {
  * moved from `before`).
  */
 export function rerouteIfReplaced(before: number, now: number, routedTo: ServerHandle | undefined, current: ((id: string) => ServerHandle | undefined) | undefined, ctx: CallContext): void {
-  if ((ctx.rerouted ?? 0) >= MAX_REROUTES) return;
+  if (!reroutesLeft(ctx)) return;
   if (routedTo !== undefined && current !== undefined) {
     if (current(routedTo.id) !== routedTo) throw new RouteReplacedError(routedTo.id);
   } else if (before !== now) throw new RouteReplacedError(routedTo?.id);

@@ -31,7 +31,7 @@ import { notDelivered } from '../upstream/retry.js';
 import { PagedLists, type KeptList } from './paged-lists.js';
 import { pageEnd } from './page-end.js';
 import { withScreenedContentIcons } from '../catalog/icons.js';
-import { connectionReplaced, MAX_REROUTES, replacedError, RouteReplacedError, rerouteIfReplaced } from './replaced.js';
+import { connectionReplaced, replacedError, reroutesLeft, RouteReplacedError, rerouteIfReplaced } from './replaced.js';
 
 export interface RouterOptions {
   pageSize: number;
@@ -372,7 +372,7 @@ export class Router {
     // unsubscribe of its URI there was answered, say) is routed again, as one replaced before it
     // was made (subscribeLegacy): nothing was sent, and it changes nothing but the subscription.
     // This row ends saying so; the request routed again has a row of its own.
-    if (replaced && method === 'resources/subscribe' && (ctx.rerouted ?? 0) < MAX_REROUTES) {
+    if (replaced && method === 'resources/subscribe' && reroutesLeft(ctx)) {
       await this.noted(finish(Object.assign(this.outcomeSeenBy(ctx, replacedError(server, true)), { latencyMs: performance.now() - t0 })), method);
       throw new RouteReplacedError(server.id);
     }
@@ -667,7 +667,7 @@ export class Router {
     // A connection that is down holds nothing to change: the count here is the subscription, and
     // the hub subscribes again for every counted URI when it is back (Hub.resubscribe).
     const make = (): Promise<Result> => {
-      if ((ctx.rerouted ?? 0) < MAX_REROUTES && connectionReplaced(server, this.opts.server)) return Promise.reject(new RouteReplacedError(server.id));
+      if (reroutesLeft(ctx) && connectionReplaced(server, this.opts.server)) return Promise.reject(new RouteReplacedError(server.id));
       return conn.upstream.state === 'ready' ? this.forward(method, { uri }, ctx, server, { hubName: uri, upstreamName: uri }, t0) : local();
     };
     if (this.subs.leavingNow(server.id, connKey, uri)) this.log.debug({ server: server.id }, 'a subscribe waits for the unsubscribe of its URI on its way there');

@@ -27,6 +27,18 @@ export function liveProcesses(): Proc[] {
   return out;
 }
 
+/** Its state letter in /proc/PID/stat (`T` stopped, `Z` a zombie), or undefined once it is gone (or without /proc). */
+export function processState(pid: number): string | undefined {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  // After the last ')', as liveProcesses reads it.
+  return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+}
+
 /** Its command line, or '' once it is gone. */
 export function commandOf(pid: number): string {
   try {

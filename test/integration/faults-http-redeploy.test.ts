@@ -11,11 +11,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import { connect as netConnect, createServer as netServer, type Socket } from 'node:net';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { processState } from '../helpers/procs.js';
 import { silentLogger } from '../../src/log.js';
 import { TimeoutError, UpstreamRpcError, TransportError, UpstreamUnavailableError } from '../../src/protocol/errors.js';
 import { createUpstream, type HttpUpstream } from '../../src/upstream/index.js';
@@ -574,7 +575,7 @@ describe('an HTTP upstream that sends nothing on its own (modern, not listened t
       // Stopped once its GET stream was refused (a GET left hanging would be a stream open, and no check runs then).
       await waitFor(() => said.includes('no GET stream'), 5_000, 'the GET refused');
       child.kill('SIGSTOP');
-      await waitFor(() => readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1]?.startsWith('T') === true, 5_000, 'stopped');
+      await waitFor(() => processState(child.pid!) === 'T', 5_000, 'stopped');
       for (let i = 0; i < 4; i++) sockets.push(netConnect(port, '127.0.0.1').on('error', () => {}));
       // Its pings got no answer, and a new connection did not complete: down, where it was shown ready for as long as it was gone.
       await waitFor(() => u.state === 'restarting', 5_000, 'found down');

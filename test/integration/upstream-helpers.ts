@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino, type Logger } from 'pino';
 import type { UpstreamSpec } from '../../src/upstream/types.js';
+import { processState } from '../helpers/procs.js';
 
 export const QUIRKS = fileURLToPath(new URL('../fixtures/quirks/', import.meta.url));
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -81,13 +82,8 @@ export function alive(pid: number): boolean {
   } catch {
     return false;
   }
-  try {
-    // /proc/<pid>/stat: "pid (comm) S ..."; comm may hold spaces or parentheses, so read after the last ')'.
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return true; // no /proc (not Linux): kill(0) is all there is
-  }
+  // Undefined without /proc (not Linux): kill(0) is all there is.
+  return processState(pid) !== 'Z';
 }
 
 /** Loopback ports the tests that need a fixed one take theirs from. */
