@@ -23,7 +23,7 @@ import { sha256Hex } from '../helpers/auth.js';
 import { runCli } from '../helpers/cli.js';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders } from '../helpers/wire.js';
-import { freePortInRange } from './upstream-helpers.js';
+import { freePortInRange } from '../helpers/port-range.js';
 
 const ADMIN_KEY = 'sy_admin-listener-admin-key-0123456789abcdefghijkl';
 const USER_KEY = 'sy_admin-listener-user-key-0123456789abcdefghijklm';

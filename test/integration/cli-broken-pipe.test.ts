@@ -11,7 +11,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { BIN } from '../helpers/hub-process.js';
 import { begin, end } from '../unit/ledger-helpers.js';
-import { freePortInRange } from './upstream-helpers.js';
+import { freePortInRange } from '../helpers/port-range.js';
 
 /**
  * `switchyard …args | head -1` in bash: the CLI's exit code and stderr, and what head printed.

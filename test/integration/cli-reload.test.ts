@@ -15,7 +15,7 @@ import { runCli, runCliBatch } from '../helpers/cli.js';
 import { loggedTimes } from '../helpers/config-edit.js';
 import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { health, waitForReady } from '../helpers/wire.js';
-import { freePortInRange } from './upstream-helpers.js';
+import { freePortInRange } from '../helpers/port-range.js';
 
 const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
 const SDK2 = 'test/fixtures/servers/sdk2-modern-server.mjs';

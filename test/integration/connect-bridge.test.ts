@@ -16,7 +16,7 @@ import { LineClient } from '../helpers/line-client.js';
 import { sha256Hex } from '../helpers/auth.js';
 import { setSection } from '../helpers/config-edit.js';
 import { metricValue, scrape } from '../helpers/prometheus.js';
-import { freePortInRange } from './upstream-helpers.js';
+import { freePortInRange } from '../helpers/port-range.js';
 
 const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
 const SDK2 = 'test/fixtures/servers/sdk2-modern-server.mjs';

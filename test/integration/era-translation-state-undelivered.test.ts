@@ -12,7 +12,7 @@ import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { META_CAPS, modernBody, modernHeaders, modernMeta, post, waitForReady, type Json, type RawReply } from '../helpers/wire.js';
 import { MODERN_FIXTURE, USER_CAPABILITIES } from '../fixtures/translation/peers.js';
 import { queryRows } from './ledger-helpers.js';
-import { freePortInRange } from './upstream-helpers.js';
+import { freePortInRange } from '../helpers/port-range.js';
 
 const ASKING = modernMeta({ [META_CAPS]: USER_CAPABILITIES });
 let hub: HubProcess;

@@ -22,7 +22,8 @@ import { TimeoutError, UpstreamRpcError, TransportError, UpstreamUnavailableErro
 import { createUpstream, type HttpUpstream } from '../../src/upstream/index.js';
 import { readCounter } from './ledger-helpers.js';
 import { callTool, isToolError, rowsFor, serverHealth, text, waitForState, waitUntil } from './faults-helpers.js';
-import { captureLogger, freePortInRange, listenInRange, waitFor } from './upstream-helpers.js';
+import { freePortInRange, listenInRange } from '../helpers/port-range.js';
+import { captureLogger, waitFor } from './upstream-helpers.js';
 import { ListenManager } from '../../src/catalog/upstream-listen.js';
 
 const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';

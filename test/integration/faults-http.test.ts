@@ -12,7 +12,7 @@ import { startHub, type HubProcess } from '../helpers/hub-process.js';
 import { metricValue, scrape } from '../helpers/prometheus.js';
 import { legacySession, modernCall, textOf } from './ledger-helpers.js';
 import { callTool, healthOf, isToolError, rowsFor, serverHealth, startFaultHttp, text, waitForState, waitUntil, type FaultHttp } from './faults-helpers.js';
-import { freePortInRange } from './upstream-helpers.js';
+import { freePortInRange } from '../helpers/port-range.js';
 
 let hub: HubProcess;
 let db: string;

@@ -16,7 +16,7 @@ import { BIN, ROOT } from '../helpers/hub-process.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { metricValue, scrape } from '../helpers/prometheus.js';
 import { fixture, health, inFlight, legacySession, modernCall, SDK1, sleep, textOf, waitForReady } from './ledger-helpers.js';
-import { freePortInRange } from './upstream-helpers.js';
+import { freePortInRange } from '../helpers/port-range.js';
 
 /** The cap, in KiB: above a fresh ledger's WAL (~57 KiB), reached after a few hundred calls. */
 const FILE_CAP_KIB = 160;

@@ -20,7 +20,7 @@ import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js
 import { fixture, SDK1, sleep, textOf, type Json } from './ledger-helpers.js';
 import { waitUntil } from './faults-helpers.js';
 import { keepOpen } from '../helpers/wire.js';
-import { freePortInRange } from './upstream-helpers.js';
+import { freePortInRange } from '../helpers/port-range.js';
 
 const ALICE = 'sy_alice-resume-key-0123456789abcdefghijklmnopqrstu';
 const BOB = 'sy_bob-resume-key-0123456789abcdefghijklmnopqrstuvwx';

@@ -85,34 +85,3 @@ export function alive(pid: number): boolean {
   // Undefined without /proc (not Linux): kill(0) is all there is.
   return processState(pid) !== 'Z';
 }
-
-/** Loopback ports the tests that need a fixed one take theirs from. */
-export const TEST_PORTS = { from: 24000, to: 24999 };
-
-/** Listens `server` on 127.0.0.1 at a free port of TEST_PORTS (tried from a random one); resolves to it. */
-export async function listenInRange(server: import('node:http').Server): Promise<number> {
-  const span = TEST_PORTS.to - TEST_PORTS.from + 1;
-  const start = Math.floor(Math.random() * span);
-  for (let i = 0; i < span; i++) {
-    const port = TEST_PORTS.from + ((start + i) % span);
-    const ok = await new Promise<boolean>((resolve) => {
-      const onError = (): void => resolve(false);
-      server.once('error', onError);
-      server.listen(port, '127.0.0.1', () => {
-        server.off('error', onError);
-        resolve(true);
-      });
-    });
-    if (ok) return port;
-  }
-  throw new Error(`no free port in ${TEST_PORTS.from}-${TEST_PORTS.to}`);
-}
-
-/** A port of TEST_PORTS that was free a moment ago (for a process the test starts on it). */
-export async function freePortInRange(): Promise<number> {
-  const { createServer } = await import('node:http');
-  const s = createServer();
-  const port = await listenInRange(s);
-  await new Promise((r) => s.close(r));
-  return port;
-}

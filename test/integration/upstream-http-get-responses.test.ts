@@ -8,7 +8,8 @@
 import http, { type ServerResponse } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createUpstream, type HttpUpstream } from '../../src/upstream/index.js';
-import { captureLogger, listenInRange, waitFor } from './upstream-helpers.js';
+import { listenInRange } from '../helpers/port-range.js';
+import { captureLogger, waitFor } from './upstream-helpers.js';
 
 const servers: http.Server[] = [];
 const open: HttpUpstream[] = [];

@@ -23,7 +23,7 @@ import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { text, waitUntil } from './faults-helpers.js';
 import { modernCall, type Answer } from './ledger-helpers.js';
-import { freePortInRange } from './upstream-helpers.js';
+import { freePortInRange } from '../helpers/port-range.js';
 
 interface Stats {
   tokenRequests: { clientId: string; grantType: string; resource: string; scope: string | null; codeVerifier?: boolean; redirectUri?: string | null }[];

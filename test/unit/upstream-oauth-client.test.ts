@@ -30,7 +30,7 @@ import { LOCK_STALE_MS, LOCK_WAIT_MS, lockTokenFile } from '../../src/upstream/o
 import { logout } from '../../src/cli/logout.js';
 import { processStart } from '../../src/process-alive.js';
 import type { Logger } from '../../src/log.js';
-import { freePortInRange } from '../integration/upstream-helpers.js';
+import { freePortInRange } from '../helpers/port-range.js';
 
 let server: Server;
 let base = '';
