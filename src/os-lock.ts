@@ -44,7 +44,7 @@ export function takeOsLock(file: string, waitMs = 0): OsLock | undefined {
  * The pid of the process holding the OS lock of `file` (its SQLite EXCLUSIVE lock: POSIX write
  * locks), as Linux's /proc/locks names it, so that a wait for it that runs out can say whom it
  * waited for. Undefined where /proc does not say (another system, a holder in another PID
- * namespace: pid 0 there), or where the file's device is not the one the kernel names.
+ * namespace: pid 0 there).
  */
 export function osLockHolder(file: string): number | undefined {
   let st: { dev: bigint; ino: bigint };
@@ -55,16 +55,36 @@ export function osLockHolder(file: string): number | undefined {
   } catch {
     return undefined;
   }
+  return lockHolderIn(table, st.dev, st.ino);
+}
+
+/**
+ * The pid that `table` (/proc/locks) names as holding a POSIX write lock of the file stat calls
+ * `dev`, `ino`, other than this process. /proc/locks names a file by its file system's device,
+ * which is not always the one stat reports: on overlayfs whose layers lie on different file
+ * systems (as a container's may) stat reports its layer's, and on a btrfs subvolume the
+ * subvolume's. No write lock named with the file's device, the write locks of its inode number
+ * answer, if they are all of one device (another device's file may have that number too).
+ */
+export function lockHolderIn(table: string, dev: bigint, ino: bigint): number | undefined {
   // /proc/locks names the file `<major>:<minor>:<inode>`, major and minor in hex (glibc's dev_t split).
-  const major = ((st.dev >> 8n) & 0xfffn) | ((st.dev >> 32n) & ~0xfffn);
-  const minor = (st.dev & 0xffn) | ((st.dev >> 12n) & ~0xffn);
-  const id = `${major.toString(16).padStart(2, '0')}:${minor.toString(16).padStart(2, '0')}:${st.ino}`;
+  const major = ((dev >> 8n) & 0xfffn) | ((dev >> 32n) & ~0xfffn);
+  const minor = (dev & 0xffn) | ((dev >> 12n) & ~0xffn);
+  const id = `${major.toString(16).padStart(2, '0')}:${minor.toString(16).padStart(2, '0')}:${ino}`;
+  const inode = `:${ino}`;
+  let named = false;
+  // The write locks of its inode number named with another device: the pid of each device's first.
+  const elsewhere = new Map<string, number | undefined>();
   for (const line of table.split('\n')) {
     // `1: POSIX  ADVISORY  WRITE 3568 fe:00:2343109 1073741824 1073742335`; a waiter's has `->`.
     const f = line.trim().split(/\s+/);
-    if (f[1] !== 'POSIX' || f[3] !== 'WRITE' || f[5] !== id) continue;
-    const pid = Number(f[4]);
-    if (Number.isInteger(pid) && pid > 0 && pid !== process.pid) return pid;
+    if (f[1] !== 'POSIX' || f[3] !== 'WRITE' || !f[5]?.endsWith(inode)) continue;
+    const n = Number(f[4]);
+    const pid = Number.isInteger(n) && n > 0 && n !== process.pid ? n : undefined;
+    if (f[5] === id) {
+      if (pid !== undefined) return pid;
+      named = true; // its holder's pid is not known here (another PID namespace): no other file's is
+    } else if (elsewhere.get(f[5]) === undefined) elsewhere.set(f[5], pid);
   }
-  return undefined;
+  return named || elsewhere.size !== 1 ? undefined : elsewhere.values().next().value;
 }
