@@ -69,3 +69,17 @@ export function cpuWaitMs(pid: number): number {
     return 0;
   }
 }
+
+/**
+ * Whether the process still runs. A zombie (killed, not reaped yet) does not: an orphan is
+ * reaped by whatever PID 1 the machine has, which on a busy CI box may take its time.
+ */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  // Undefined without /proc (not Linux): kill(0) is all there is.
+  return processState(pid) !== 'Z';
+}

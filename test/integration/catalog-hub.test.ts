@@ -15,7 +15,7 @@ import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from
 import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { legacySession, modernBody, modernHeaders, modernPost, parseMessages, post, streamWatchingFetch, waitForReady, type Json } from '../helpers/wire.js';
 import { tmp } from './catalog-helpers.js';
-import { alive } from './upstream-helpers.js';
+import { alive } from '../helpers/procs.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
 /** A server that never answers its handshake, nor exits at the end of its stdin (SIGTERM ends it); its pid in $PID_FILE. */

@@ -5,7 +5,6 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino, type Logger } from 'pino';
 import type { UpstreamSpec } from '../../src/upstream/types.js';
-import { processState } from '../helpers/procs.js';
 
 export const QUIRKS = fileURLToPath(new URL('../fixtures/quirks/', import.meta.url));
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -72,16 +71,3 @@ export async function waitFor(cond: () => boolean, ms = 5000, what = 'condition'
   }
 }
 
-/**
- * Whether the process still runs. A zombie (killed, not reaped yet) does not: an orphan is
- * reaped by whatever PID 1 the machine has, which on a busy CI box may take its time.
- */
-export function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  // Undefined without /proc (not Linux): kill(0) is all there is.
-  return processState(pid) !== 'Z';
-}

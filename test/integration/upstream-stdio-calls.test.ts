@@ -13,7 +13,8 @@ import { RpcError } from '../../src/protocol/errors.js';
 import type { ProgressInfo } from '../../src/protocol/types.js';
 import { createUpstream, type UpstreamOptions } from '../../src/upstream/index.js';
 import type { Upstream, UpstreamSpec, UpstreamState } from '../../src/upstream/types.js';
-import { alive, captureLogger, perProcess, quirkLog, quirkSpec, ROOT, tmpDir, waitFor } from './upstream-helpers.js';
+import { captureLogger, perProcess, quirkLog, quirkSpec, ROOT, tmpDir, waitFor } from './upstream-helpers.js';
+import { alive } from '../helpers/procs.js';
 import { holdLoop, holdLoopAfterPoll } from '../helpers/hold-loop.js';
 
 const open: Upstream[] = [];

@@ -1,7 +1,7 @@
 /** The tests' own check that a process is gone (test/integration/upstream-helpers.ts). */
 import { execFileSync, spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { alive } from '../integration/upstream-helpers.js';
+import { alive } from '../helpers/procs.js';
 
 describe('alive()', () => {
   it('a killed process nobody has reaped yet (a zombie) is not alive; a running one is', async () => {
