@@ -1,5 +1,6 @@
 import type { Logger } from '../log.js';
 import type { Catalog, ServerHandle } from '../catalog/catalog.js';
+import type { ItemKind } from '../catalog/filters.js';
 import { cacheableRead } from '../catalog/read-cache.js';
 import type { PluginRunner } from '../plugins/runner.js';
 import { KIND_OF_METHOD, NAME_FIELD, type ListKind } from '../catalog/lists.js';
@@ -308,6 +309,7 @@ export class Router {
     const grace = this.opts.startupGrace(ctx);
     if (grace) await unlessAborted(() => grace, ctx.signal, () => undefined);
     const view = viewOf(ctx);
+    const judged = this.judged(ctx, 'prompts');
     // A prompt of a server that is down is not listed, but it is not unknown either: the
     // forward answers that the server is unavailable, and the row says which one.
     // One let past the start-up grace comes with its route (hub/startup-grace.ts): its server's list is not fetched again.
@@ -327,7 +329,7 @@ export class Router {
     // answer a null with -32603 and their parser's complaint.
     if (forwarded.arguments === null) delete forwarded.arguments;
     const bind: Binding = { principal: ctx.principal, group: ctx.group, method, target: hubName, args: params.arguments };
-    const result = await this.forward(method, forwarded, ctx, routed.server, { hubName, upstreamName: routed.upstreamName }, t0, bind);
+    const result = await this.forward(method, forwarded, ctx, routed.server, { hubName, upstreamName: routed.upstreamName }, t0, bind, undefined, undefined, judged);
     // Icons in its messages (a resource_link's): an untrusted server's, screened as its listed items' are.
     return routed.server.config.trust === 'trusted' ? result : withScreenedContentIcons(result, routed.server.config.url);
   }
@@ -344,6 +346,8 @@ export class Router {
     vet?: (result: Result) => Promise<void>,
     /** The connection to use, chosen already (release: never one started for it); default upstreamFor's. */
     chosen?: ServerHandle,
+    /** The groups its route was judged under, for a tool group's client (judged()). */
+    judged?: Judged,
   ): Promise<Result> {
     // A retry's context is in its call's trace already (Hub.handle: inCallTrace), its state sealed with it.
     if (bind) bind.span = ctx.span;
@@ -375,6 +379,16 @@ export class Router {
     if (replaced && method === 'resources/subscribe' && reroutesLeft(ctx)) {
       await this.noted(finish(Object.assign(this.outcomeSeenBy(ctx, replacedError(server, true)), { latencyMs: performance.now() - t0 })), method);
       throw new RouteReplacedError(server.id);
+    }
+    // A reload changed the groups while the request was held (its row written): what its group
+    // no longer shows is not sent through it, as it would not be for a request that came after,
+    // and it is answered as that one is (unknown, not found). Nothing was sent. Without a reload
+    // since its route, one number is compared.
+    if (judged !== undefined && !replaced && this.catalog.groups.version !== judged.groupsAt && !this.catalog.groups.includes(ctx.group, judged.kind, server.id, names.hubName ?? '', names.upstreamName, server.config.prefix)) {
+      const err = unknownTo(method, names.hubName ?? '');
+      if (retry) this.mrtr.sealer.release(forwarded.requestState);
+      await this.noted(finish(Object.assign(this.outcomeSeenBy(ctx, err), { latencyMs: performance.now() - t0 })), method);
+      throw err;
     }
     const body = async (opts: CallOptions, parkedRun?: FirstRow): Promise<Result> => {
       first = parkedRun;
@@ -413,6 +427,17 @@ export class Router {
     return this.mrtr.run(ctx, conn, opts, bind, body, ended);
   }
 
+  /**
+   * For a tool group's client, the groups' version its route is judged under (`kind`: what of
+   * the group shows the target), looked at again once its row is written (forward); nothing for
+   * any other client. A route the hub let past the start-up grace with was judged before the
+   * request began: looked at again whatever the version (-1), as tools/call's is.
+   */
+  private judged(ctx: CallContext, kind: ItemKind): Judged | undefined {
+    if (ctx.group === undefined) return undefined;
+    return { groupsAt: ctx.routedInGrace === undefined ? this.catalog.groups.version : -1, kind };
+  }
+
   /** The outcome of `err` as the ledger records it: with the error code this client sees. */
   private outcomeSeenBy(ctx: CallContext, err: unknown): ReturnType<typeof outcomeOfError> {
     return outcomeSeenBy(ctx.clientEra === MODERN, err);
@@ -438,6 +463,7 @@ export class Router {
     const grace = this.opts.startupGrace(ctx);
     if (grace) await unlessAborted(() => grace, ctx.signal, () => undefined);
     const view = viewOf(ctx);
+    const judged = this.judged(ctx, 'resources');
     // A resource of a server that is down is not listed, but it is not missing either: the
     // forward answers that the server is unavailable.
     const generation = this.catalog.generation;
@@ -477,7 +503,7 @@ export class Router {
       this.log.warn({ server: server.id }, 'resources/read answered with a resource the hub hides; refused');
       throw new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri });
     };
-    const result = await this.forward('resources/read', forwarded, readCtx, server, { hubName: uri, upstreamName: uri }, t0, bind, vet);
+    const result = await this.forward('resources/read', forwarded, readCtx, server, { hubName: uri, upstreamName: uri }, t0, bind, vet, undefined, judged);
     if (first && !asked && cacheableRead(forwarded, result)) {
       const hinted = server.upstream.era === MODERN ? cacheTtl(result.ttlMs) : 0;
       const scope = result.cacheScope === 'public' && server.upstream.era === MODERN ? 'public' : 'private';
@@ -500,6 +526,8 @@ export class Router {
     const hubName = typeof ref.name === 'string' ? ref.name : typeof ref.uri === 'string' ? ref.uri : undefined;
     let upstreamName = hubName;
     const view = viewOf(ctx);
+    // A resource's completion is shown as its server's resources are (the group's servers).
+    const judged = this.judged(ctx, ref.type === 'ref/prompt' ? 'prompts' : 'resources');
     const generation = this.catalog.generation;
     // A prompt or resource of a server that is down is its own still (as for prompts/get and
     // resources/read): the forward answers that the server is unavailable.
@@ -535,7 +563,7 @@ export class Router {
       const { arguments: _none, ...context } = forwarded.context as Result;
       forwarded.context = context;
     }
-    return atMost100(await this.forward('completion/complete', forwarded, ctx, server, { hubName, upstreamName }, t0, undefined, completionVet));
+    return atMost100(await this.forward('completion/complete', forwarded, ctx, server, { hubName, upstreamName }, t0, undefined, completionVet, undefined, judged));
   }
 
   /** The server a subscription of `uri` is made on: the one it routes to, or one that is down and showed it. */
@@ -559,6 +587,7 @@ export class Router {
     if (uri.length > MAX_SUBSCRIBED_URI_LENGTH) {
       throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, `the hub keeps resource subscriptions to URIs of at most ${MAX_SUBSCRIBED_URI_LENGTH} characters`), { hubName: uri });
     }
+    const judged = this.judged(ctx, 'resources');
     let server = await this.ownerOf(uri, ctx);
     if (!server) throw await this.notFound(method, uri, ctx);
     // A server starting or restarting, unless known to be legacy (whose subscription is kept and
@@ -605,7 +634,7 @@ export class Router {
     }
     // A modern upstream has no resources/subscribe: the URI goes into the hub's listen filter.
     if ((alone ? used : server.upstream).era === MODERN) return this.listenFor(ctx, server, uri, subscriber);
-    return this.subscribeLegacy(ctx, server, uri, subscriber);
+    return this.subscribeLegacy(ctx, server, uri, subscriber, judged);
   }
 
   private async listenFor(ctx: CallContext, server: ServerHandle, uri: string, subscriber: string): Promise<Result> {
@@ -648,7 +677,7 @@ export class Router {
     return connectionFor(this.opts, server, ctx);
   }
 
-  private async subscribeLegacy(ctx: CallContext, server: ServerHandle, uri: string, subscriber: string): Promise<Result> {
+  private async subscribeLegacy(ctx: CallContext, server: ServerHandle, uri: string, subscriber: string, judged: Judged | undefined): Promise<Result> {
     const method = 'resources/subscribe';
     const t0 = performance.now();
     // A legacy subscription lives on the connection this principal's calls use (its own, when it
@@ -668,7 +697,7 @@ export class Router {
     // the hub subscribes again for every counted URI when it is back (Hub.resubscribe).
     const make = (): Promise<Result> => {
       if (reroutesLeft(ctx) && connectionReplaced(server, this.opts.server)) return Promise.reject(new RouteReplacedError(server.id));
-      return conn.upstream.state === 'ready' ? this.forward(method, { uri }, ctx, server, { hubName: uri, upstreamName: uri }, t0) : local();
+      return conn.upstream.state === 'ready' ? this.forward(method, { uri }, ctx, server, { hubName: uri, upstreamName: uri }, t0, undefined, undefined, undefined, judged) : local();
     };
     if (this.subs.leavingNow(server.id, connKey, uri)) this.log.debug({ server: server.id }, 'a subscribe waits for the unsubscribe of its URI on its way there');
     // Its session ended (or it unsubscribed) while the upstream subscribe was made, and nobody else waited for it: let go (unmake),
@@ -747,6 +776,24 @@ function byKeyOf(kind: ListKind, now: readonly Record<string, unknown>[]): Map<u
   let m = byKey.get(now);
   if (!m) byKey.set(now, (m = new Map(now.map((it) => [it[NAME_FIELD[kind]], it]))));
   return m;
+}
+
+/** The groups a request's route was judged under (Router.judged), and what of its group shows its target. */
+interface Judged {
+  /** Catalog.groups.version then; -1: looked at again whatever the version. */
+  groupsAt: number;
+  kind: ItemKind;
+}
+
+/**
+ * What a request through a group that does not show its target is answered (as its route
+ * answers one that comes after the group hid it): an unknown prompt or completion reference,
+ * a resource not found.
+ */
+function unknownTo(method: string, target: string): RpcError {
+  if (method === 'prompts/get') return new RpcError(INVALID_PARAMS, `Unknown prompt: ${target}`);
+  if (method === 'completion/complete') return new RpcError(INVALID_PARAMS, `Unknown completion reference: ${target}`);
+  return new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${target}`, { uri: target });
 }
 
 /** One page of a list: its items, and where the next page starts. */
