@@ -5,6 +5,7 @@ import { DEFAULT_KEY_TTL_MS, DEFAULT_LEDGER_PATH } from '../ledger/db.js';
 import { SHOWN_OUTCOMES } from '../ledger/types.js';
 import { csvRow, CSV_COLUMNS, csvLine, inFlightNote, KEY_HEADER, keyCells, keyJson, ROW_HEADER, rowCells, rowJson, screenJson, screenText, STATS_HEADER, statsCells, table, tableCells } from '../ledger/format.js';
 import { alignedLine, widen } from '../text-columns.js';
+import { LineChunks } from './line-chunks.js';
 import { recordRow, type PendingRecord } from '../ledger/audit-apply.js';
 import { PendingFiles } from '../ledger/pending-files.js';
 import { PendingLog } from '../ledger/pending-log.js';
@@ -27,8 +28,11 @@ import { UsageError } from './usage-error.js';
 
 /** Where the command writes; tests pass their own. */
 export interface LedgerCliIo {
-  /** A promise when the output takes no more for now: a command with more to write waits for it. */
-  out(text: string): void | Promise<void>;
+  /**
+   * A promise when the output takes no more for now: a command with more to write waits for it.
+   * Export writes bytes, UTF-8 of whole lines.
+   */
+  out(text: string | Buffer): void | Promise<void>;
   err(text: string): void;
   setExitCode(code: number): void;
   /** Ends `tail -f` (the real binary just gets SIGINT). */
@@ -521,17 +525,15 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       async (reader, a, filter) => {
         requestIdNotes('export', reader, a, filter);
         const csv = a.format === 'csv';
-        let buf = csv ? csvLine(CSV_COLUMNS) + '\n' : '';
+        const lines = new LineChunks((bytes) => io.out(bytes));
+        if (csv) lines.add(csvLine(CSV_COLUMNS));
         for (const page of reader.pages(filter)) {
           for (const r of page) {
-            buf += (csv ? csvRow(r) : screenJson(JSON.stringify(rowJson(r)))) + '\n';
-            if (buf.length > 1 << 16) {
-              await io.out(buf);
-              buf = '';
-            }
+            const wait = lines.add(csv ? csvRow(r) : screenJson(JSON.stringify(rowJson(r))));
+            if (wait) await wait;
           }
         }
-        if (buf) await io.out(buf);
+        await lines.flush();
       },
     ),
   };

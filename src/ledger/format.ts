@@ -8,12 +8,16 @@ import { HUB } from '../auth/principals.js';
 
 /** The shape of one audit row in `ledger query --json`, `tail --json` and `export`. */
 export function rowJson(r: AuditRow): Record<string, unknown> {
+  // The id as sent, and its type: the number 1 and the string "1" are different requests. Its
+  // three keys written out, not spread in: export builds a million of these.
+  const id = requestIdJson(r);
   return {
     id: r.id,
     seq: r.seq,
     ts: new Date(r.ts).toISOString(),
-    // The id as sent, and its type: the number 1 and the string "1" are different requests.
-    ...requestIdJson(r),
+    requestId: id.requestId,
+    requestIdType: id.requestIdType,
+    requestIdCut: id.requestIdCut,
     principal: r.principal,
     group: r.group,
     clientAddress: r.clientAddress,
@@ -95,27 +99,39 @@ export const CSV_COLUMNS = Object.keys(rowJson({ ts: 0, requestId: '' } as Audit
 const UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\p{Cf}\p{Zl}\p{Zp}\p{Cs}\p{Default_Ignorable_Code_Point}]/gu;
 const UNSAFE_IN_JSON = /[\u007f-\u009f\p{Cf}\p{Zl}\p{Zp}\p{Cs}\p{Default_Ignorable_Code_Point}]/gu;
 
+/** Text with no unsafe character for certain (all of them are C0 controls or past U+007E): most text, told apart by a cheaper test. */
+const PLAIN_TEXT = /^[\t\n\x20-\x7e]*$/;
+const PLAIN_JSON = /^[\x00-\x7e]*$/;
+
 /** Text for a terminal: each unsafe character shown as '?'. */
 export function screenText(s: string): string {
-  return s.replace(UNSAFE, '?');
+  return PLAIN_TEXT.test(s) ? s : s.replace(UNSAFE, '?');
 }
 
 /** JSON for a terminal: the unsafe characters JSON.stringify leaves as they are, escaped (the same JSON). */
 export function screenJson(json: string): string {
+  if (PLAIN_JSON.test(json)) return json;
   // Each UTF-16 unit of the match: a character past U+FFFF (a tag) is two escapes in JSON.
   return json.replace(UNSAFE_IN_JSON, (c) => [...Array(c.length).keys()].map((i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`).join(''));
 }
 
+/**
+ * A CSV cell that is text as it stands: printable ASCII with no quote or comma (nothing to screen
+ * or quote), not starting as a formula would. Most of an export's cells, told apart by one test.
+ */
+const PLAIN_CELL = /^(?![=+\-@])[\x20\x21\x23-\x2b\x2d-\x7e]*$/;
+
+function csvCell(v: unknown): string {
+  if (typeof v === 'string' && PLAIN_CELL.test(v)) return v;
+  if (v === null || v === undefined) return '';
+  let s = typeof v === 'string' ? screenText(v) : typeof v === 'object' ? screenJson(JSON.stringify(v)) : String(v);
+  // Text that a spreadsheet would run as a formula is kept as text (OWASP CSV injection).
+  if (typeof v === 'string' && /^[=+\-@\t\r]/.test(s)) s = `'${s}`;
+  return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+}
+
 export function csvLine(values: unknown[]): string {
-  return values
-    .map((v) => {
-      if (v === null || v === undefined) return '';
-      let s = typeof v === 'string' ? screenText(v) : typeof v === 'object' ? screenJson(JSON.stringify(v)) : String(v);
-      // Text that a spreadsheet would run as a formula is kept as text (OWASP CSV injection).
-      if (typeof v === 'string' && /^[=+\-@\t\r]/.test(s)) s = `'${s}`;
-      return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
-    })
-    .join(',');
+  return values.map(csvCell).join(',');
 }
 
 export function csvRow(r: AuditRow): string {

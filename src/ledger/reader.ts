@@ -9,7 +9,7 @@ import { Latencies } from './latencies.js';
 import { MatchedIds, type IdList } from './matched-ids.js';
 import { shownOutcome, type Outcome } from './types.js';
 import { HUB } from '../auth/principals.js';
-import { toAuditRow, whereClause, type AuditDbRow, type AuditFilter, type AuditRow } from './rows.js';
+import { AUDIT_COLUMNS, auditRowOf, LATER_AUDIT_COLUMNS, toAuditRow, whereClause, type AuditDbRow, type AuditFilter, type AuditRow } from './rows.js';
 
 export interface StatsRow {
   server: string | null;
@@ -189,18 +189,29 @@ export class LedgerReader {
   /** `ids` (in `order`) a page of at most `size` rows and `bodyBytes` of their bodies at a time. */
   private *pagesOf(ids: IdList, order: string, size: number, bodyBytes = PAGE_BODY_BYTES): Generator<AuditRow[]> {
     // By the primary key only (NOT INDEXED): by the index of ts or seq, to skip the sort, SQLite would walk every row per page.
-    const page = this.db.prepare(`SELECT * FROM audit NOT INDEXED WHERE id IN (SELECT value FROM json_each(@pageIds)) ORDER BY ${order}`);
-    // The bodies' sizes, from the rows' headers: octet_length reads none of their text.
-    const sizes = this.db.prepare(`SELECT id, COALESCE(octet_length(args_json), 0) + COALESCE(octet_length(result_json), 0) FROM audit NOT INDEXED WHERE id IN (SELECT value FROM json_each(@pageIds))`).raw();
+    // As arrays (auditRowOf), a column an older ledger lacks read as NULL.
+    const columns = AUDIT_COLUMNS.map((c) => (LATER_AUDIT_COLUMNS.has(c) && !this.hasColumn('audit', c) ? `NULL AS ${c}` : c)).join(', ');
+    const page = this.db.prepare(`SELECT ${columns} FROM audit NOT INDEXED WHERE id IN (SELECT value FROM json_each(@pageIds)) ORDER BY ${order}`).raw();
+    // The bodies' sizes, from the rows' headers: octet_length reads none of their text. Their
+    // sum first: only a page over the bound (seldom) needs each row's.
+    const body = 'COALESCE(octet_length(args_json), 0) + COALESCE(octet_length(result_json), 0)';
+    const total = this.db.prepare(`SELECT TOTAL(${body}) FROM audit NOT INDEXED WHERE id IN (SELECT value FROM json_each(@pageIds))`).pluck();
+    const sizes = this.db.prepare(`SELECT id, ${body} FROM audit NOT INDEXED WHERE id IN (SELECT value FROM json_each(@pageIds))`).raw();
     for (let i = 0; i < ids.length; ) {
       let next = ids.slice(i, i + size);
       if (!next.length) return;
-      const bytes = new Map(sizes.all({ pageIds: JSON.stringify(next) }) as [number, number][]);
-      let sum = 0;
-      const fit = next.findIndex((id, k) => (sum += bytes.get(id) ?? 0) > bodyBytes && k > 0);
-      if (fit > 0) next = next.slice(0, fit);
+      let pageIds = JSON.stringify(next);
+      if ((total.get({ pageIds }) as number) > bodyBytes) {
+        const bytes = new Map(sizes.all({ pageIds }) as [number, number][]);
+        let sum = 0;
+        const fit = next.findIndex((id, k) => (sum += bytes.get(id) ?? 0) > bodyBytes && k > 0);
+        if (fit > 0) {
+          next = next.slice(0, fit);
+          pageIds = JSON.stringify(next);
+        }
+      }
       i += next.length;
-      const rows = (page.all({ pageIds: JSON.stringify(next) }) as AuditDbRow[]).map(toAuditRow);
+      const rows = (page.all({ pageIds }) as unknown[][]).map(auditRowOf);
       if (rows.length) yield rows;
     }
   }

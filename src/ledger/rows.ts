@@ -110,6 +110,54 @@ export function toAuditRow(r: AuditDbRow): AuditRow {
   };
 }
 
+/**
+ * The columns a page of rows is read in, as arrays (auditRowOf's order): better-sqlite3 builds a
+ * row object of 30 keys one key at a time, which was most of `ledger export`'s time. The last
+ * four are absent from a ledger an older Switchyard wrote (read as it is): read as NULL there.
+ */
+export const AUDIT_COLUMNS = [
+  'id', 'seq', 'ts', 'request_id', 'principal', 'client_address', 'client_era', 'client_name', 'client_version', 'method', 'hub_name', 'server',
+  'upstream_name', 'upstream_era', 'outcome', 'error_kind', 'error_code', 'error_message', 'latency_ms', 'request_bytes', 'response_bytes',
+  'idempotency_key', 'args_hash', 'args_json', 'result_json', 'hash', 'tool_group', 'trace_id', 'span_id', 'parent_span_id',
+] as const;
+export const LATER_AUDIT_COLUMNS: ReadonlySet<string> = new Set(['tool_group', 'trace_id', 'span_id', 'parent_span_id']);
+
+/** toAuditRow of a row read as an array of AUDIT_COLUMNS. */
+export function auditRowOf(v: unknown[]): AuditRow {
+  return {
+    id: v[0] as number,
+    seq: v[1] as number | null,
+    ts: v[2] as number,
+    requestId: v[3] as string,
+    principal: v[4] as string,
+    group: (v[26] as string | null) ?? null,
+    clientAddress: v[5] as string | null,
+    clientEra: v[6] as string,
+    clientName: v[7] as string | null,
+    clientVersion: v[8] as string | null,
+    method: v[9] as string,
+    hubName: v[10] as string | null,
+    server: v[11] as string | null,
+    upstreamName: v[12] as string | null,
+    upstreamEra: v[13] as string | null,
+    outcome: v[14] as Outcome,
+    errorKind: v[15] as ErrorKind,
+    errorCode: v[16] as number | null,
+    errorMessage: v[17] as string | null,
+    latencyMs: v[18] as number | null,
+    requestBytes: v[19] as number | null,
+    responseBytes: v[20] as number | null,
+    idempotencyKey: v[21] as string | null,
+    argsHash: v[22] as string | null,
+    argsJson: v[23] as string | null,
+    resultJson: v[24] as string | null,
+    hash: v[25] as string | null,
+    traceId: (v[27] as string | null) ?? null,
+    spanId: (v[28] as string | null) ?? null,
+    parentSpanId: (v[29] as string | null) ?? null,
+  };
+}
+
 export interface AuditFilter {
   server?: string;
   /** The hub-side name (tool/prompt name or resource uri). */

@@ -887,6 +887,8 @@ describe('switchyard ledger CLI', () => {
     expect(await cli(['ledger', 'query', '--db', t.db, '--group', 'small'])).toMatchObject({ code: 1, out: '', err: expect.stringMatching(/does not record tool groups yet/) });
     expect(await cli(['ledger', 'query', '--db', t.db, '--trace-id', '4bf92f3577b34da6a3ce929d0e0e4736'])).toMatchObject({ code: 1, out: '', err: expect.stringMatching(/does not record trace ids yet/) });
     expect((await cli(['ledger', 'query', '--db', t.db, '--json'])).out).toMatch(/"group":null/);
+    // Export reads the columns that ledger lacks as null too.
+    expect((await cli(['ledger', 'export', '--db', t.db])).out).toMatch(/^\{"id":1,.*"group":null,.*"traceId":null,"spanId":null,"parentSpanId":null,.*\}\n$/);
     const doctor = ledgerFinding({ ledger: { enabled: true, path: t.db } } as HubConfig);
     expect(doctor.level).toBe('ok');
     expect(doctor.message).toMatch(new RegExp(`at schema version 9, which this Switchyard's start upgrades to ${loadMigrations().length}`));
