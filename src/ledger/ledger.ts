@@ -523,6 +523,10 @@ export class Ledger {
    * query()'s rows (the newest first), a page at a time, each read when asked for: a reader that
    * stops early (/admin/ledger at its size bound) neither reads nor holds the rest, which with
    * stored bodies (up to 1 MiB each, two a row) can be far more than the hub's memory.
+   * The ids are an array, not kept in SQLite as `ledger export`'s and `query`'s are (MatchedIds):
+   * there are at most `limit` of them, which /admin/ledger caps at 1,000 (8 KB, less than the rows
+   * its one answer holds), and a temporary table made and dropped per request would cost the
+   * hub's event loop more than the array.
    */
   *queryPages(filter: Omit<AuditFilter, 'afterId' | 'afterSeq'> = {}, size = 100): Generator<AuditRow[]> {
     this.sync();
