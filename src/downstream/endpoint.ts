@@ -18,7 +18,7 @@ import { KEYS_KEPT_HEADER } from '../protocol/meta.js';
 import { LOG_LEVELS, type ClientCapabilities, type Implementation, type LoggingLevel, type ServerCapabilities } from '../protocol/types.js';
 import type { CallContext } from '../router/context.js';
 import { classifyEra, unsupportedLegacyVersion } from './classify.js';
-import { listResponse } from '../protocol/serialized.js';
+import { listResponse, resultAnswer } from '../protocol/serialized.js';
 import type { HubCore } from './core.js';
 import type { Exchange } from './exchange.js';
 import type { SessionIds } from './session-ids.js';
@@ -264,7 +264,7 @@ export class Endpoint {
       if (field && Array.isArray(items)) {
         const { [field]: _items, ...rest } = modern;
         ex.reply(listResponse(req.id, field, items, rest));
-      } else ex.reply(resultResponse(req.id, modern));
+      } else ex.reply(resultAnswer(req.id, result, modern));
     } catch (err) {
       // The hub's stop ended it (stdio): the client still waits, and is told (its row says unavailable).
       if (signal.reason instanceof HubStoppingError) return ex.reply(errorResponse(req.id, stoppedError(signal.reason)));
@@ -617,7 +617,7 @@ export class Endpoint {
         throw new RpcError(-32603, 'the upstream needs input from the user, which the hub cannot relay to this client yet');
       }
       this.remember(session, req);
-      ex.reply(resultResponse(req.id, toLegacyResult(req.method, result)));
+      ex.reply(resultAnswer(req.id, result, toLegacyResult(req.method, result)));
     } catch (err) {
       // The hub's limit on the client's answer ended the call: the client, still there, is told.
       const reason = ac.signal.reason;

@@ -2,6 +2,7 @@ import type { Database, Statement } from 'better-sqlite3';
 import type { Logger } from '../log.js';
 import type { GroupCommit } from './group-commit.js';
 import type { IdempotencyClaim, KeyOwner, StoredAnswer } from './types.js';
+import { resultJson } from '../protocol/serialized.js';
 
 /** Rejects the waiters of a claim whose first caller gave up before forwarding: claim again. */
 export class IdempotencyAbandonedError extends Error {
@@ -288,7 +289,12 @@ function parseAnswer(json: string | null): StoredAnswer | null {
   return null;
 }
 
+/** A kept result's JSON is the text the router measured it by (resultJson): not made again. */
 function safeJson(answer: StoredAnswer): string | null {
+  if ('result' in answer) {
+    const json = resultJson(answer.result);
+    return json === undefined ? null : `{"result":${json}}`;
+  }
   try {
     return JSON.stringify(answer);
   } catch {

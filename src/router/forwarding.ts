@@ -3,6 +3,7 @@ import type { AuditSink } from '../ledger/sink.js';
 import type { AuditBegin, AuditEnd } from '../ledger/types.js';
 import { INVALID_PARAMS, RpcError } from '../protocol/errors.js';
 import { copyOf } from '../protocol/copy.js';
+import { resultJson } from '../protocol/serialized.js';
 import { LEGACY, MODERN } from '../protocol/era.js';
 import type { CallOptions, Upstream } from '../upstream/types.js';
 import type { CallContext } from './context.js';
@@ -102,16 +103,14 @@ export function endOf(ledger: AuditSink, result: Result): Omit<AuditEnd, 'latenc
 }
 
 /**
- * Bytes of a forwarded result as JSON, for the ledger only: one extra stringify (about 1.5 µs
- * for a small tool result, ~5 ms per MB), skipped without a ledger. Lists are not measured.
+ * Bytes of a forwarded result as JSON, for the ledger: the text is kept for the edge, which
+ * sends it rather than stringifying the result again (resultJson). Without a ledger the edge
+ * alone serialises it. Lists are not measured.
  */
 export function bytesOf(ledger: AuditSink, result: Result): number | undefined {
   if (ledger.enabled === false) return undefined;
-  try {
-    return Buffer.byteLength(JSON.stringify(result));
-  } catch {
-    return undefined;
-  }
+  const json = resultJson(result);
+  return json === undefined ? undefined : Buffer.byteLength(json);
 }
 
 /**
