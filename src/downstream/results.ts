@@ -30,7 +30,7 @@ export function toModernResult(method: string, r: Result, serverInfo: Implementa
     out.ttlMs = cacheTtl(out.ttlMs);
     if (out.cacheScope !== 'public' && out.cacheScope !== 'private') out.cacheScope = 'private';
   }
-  const meta = (r._meta as Result | undefined) ?? undefined;
+  const meta = metaOf(r);
   let m: Result;
   if (meta) {
     m = copyOf(meta);
@@ -41,14 +41,26 @@ export function toModernResult(method: string, r: Result, serverInfo: Implementa
 }
 
 /**
+ * A result's `_meta` if it is one: an object. Any other value (`true`, a string, an array, null)
+ * is no `_meta` of either era's schema, which a client's SDK refuses the whole result for; it is
+ * left out, as if the upstream had sent none.
+ */
+function metaOf(r: Result): Result | undefined {
+  const m = r._meta;
+  return m !== null && typeof m === 'object' && !Array.isArray(m) ? (m as Result) : undefined;
+}
+
+/**
  * A core result as a 2025-11-25 client expects it: no modern-only fields, and modern shapes the
  * 2025 types cannot carry (non-object outputSchema / structuredContent) dropped (digest §8.11).
  */
 export function toLegacyResult(method: string, r: Result): Result {
   const { resultType: _rt, ttlMs: _t, cacheScope: _c, ...out } = r;
   // An upstream's self-description is not the hub's; legacy clients got ours at initialize.
-  const meta = out._meta as Result | undefined;
-  if (meta && META_SERVER_INFO in meta) {
+  const meta = metaOf(out);
+  if (meta === undefined) {
+    if (out._meta !== undefined) delete out._meta;
+  } else if (META_SERVER_INFO in meta) {
     const { [META_SERVER_INFO]: _s, ...rest } = meta;
     if (Object.keys(rest).length) out._meta = rest;
     else delete out._meta;

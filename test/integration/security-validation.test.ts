@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 import { startHub, type HubProcess } from '../helpers/hub-process.js';
-import { modernBody, modernHeaders, post, waitForReady, type Json } from '../helpers/wire.js';
+import { legacySession, modernBody, modernHeaders, post, waitForReady, type Json } from '../helpers/wire.js';
 
 const ERROR_META = 'dev.switchyard/error';
 
@@ -192,5 +192,18 @@ describe('argument and result validation at the hub', () => {
     // Alone in its _meta, it leaves only what the hub adds for a modern client.
     const alone = await callTool('spy__whoami', { resultMeta: { [ERROR_META]: forged } });
     expect(Object.keys(alone.result._meta as Json)).toEqual(['io.modelcontextprotocol/serverInfo']);
+  });
+
+  it("an upstream's _meta that is not an object is left out, for either era's client, and the result still comes", async () => {
+    const legacy = await legacySession(hub.url);
+    for (const [i, bad] of [true, 'text', [1, 2], 7].entries()) {
+      const modern = await callTool('spy__whoami', { resultMeta: bad });
+      expect(modern.result.isError).toBeUndefined();
+      expect(modern.result._meta).toEqual({ 'io.modelcontextprotocol/serverInfo': expect.any(Object) });
+      const r = await legacy.request(100 + i, 'tools/call', { name: 'spy__whoami', arguments: { resultMeta: bad } });
+      expect(r.body?.error, r.text).toBeUndefined();
+      expect(r.body?.result?.isError, r.text).toBeUndefined();
+      expect(Object.hasOwn(r.body!.result!, '_meta'), r.text).toBe(false);
+    }
   });
 });
