@@ -86,6 +86,9 @@ class HookTimeout extends Error {
   }
 }
 
+/** A hook's outcome inside its guard: its value, or nothing (it failed, and was reported). */
+type Guarded<T> = { ok: true; value: T } | { ok: false };
+
 function isThenable<T>(v: T | Promise<T>): v is Promise<T> {
   return v !== null && (typeof v === 'object' || typeof v === 'function') && typeof (v as { then?: unknown }).then === 'function';
 }
@@ -163,13 +166,23 @@ export class PluginRunner {
   /**
    * Runs fn with the hook timeout; a throw, rejection or timeout is reported and yields
    * undefined. A hook that returns at once (redact-secrets' afterCall, on every call) needs no
-   * timer: nothing could have cut it short anyway, so only a promise races the timeout.
+   * timer: nothing could have cut it short anyway, so only a promise races the timeout, and its
+   * outcome is given at once, not as a promise (a call's hooks take no turn of their own then).
    */
-  private async guard<T>(p: Plugin, hook: PluginFailure['hook'], where: Pick<PluginFailure, 'server' | 'tool' | 'group'>, fn: () => T | Promise<T>): Promise<{ ok: true; value: T } | { ok: false }> {
+  private guard<T>(p: Plugin, hook: PluginFailure['hook'], where: Pick<PluginFailure, 'server' | 'tool' | 'group'>, fn: () => T | Promise<T>): Guarded<T> | Promise<Guarded<T>> {
+    let out: T | Promise<T>;
+    try {
+      out = fn();
+    } catch (err) {
+      this.fail({ plugin: p.name, hook, message: messageOf(err), ...where });
+      return { ok: false };
+    }
+    return isThenable(out) ? this.raced(p, hook, where, out) : { ok: true, value: out };
+  }
+
+  private async raced<T>(p: Plugin, hook: PluginFailure['hook'], where: Pick<PluginFailure, 'server' | 'tool' | 'group'>, out: Promise<T>): Promise<Guarded<T>> {
     let timer: NodeJS.Timeout | undefined;
     try {
-      const out = fn();
-      if (!isThenable(out)) return { ok: true, value: out };
       const value = await Promise.race([
         out,
         new Promise<never>((_, reject) => {
@@ -261,11 +274,17 @@ export class PluginRunner {
    * `plan.arguments` is the client's object; otherwise it is always a copy, which the caller
    * holds to the tool's inputSchema again.
    */
-  async beforeCall(tool: CallTool, principal: string, group: string | undefined, args: Record<string, unknown>): Promise<CallPlan> {
-    if (!this.loaded) await this.ready;
+  beforeCall(tool: CallTool, principal: string, group: string | undefined, args: Record<string, unknown>): CallPlan | Promise<CallPlan> {
+    if (!this.loaded) return this.ready.then(() => this.beforeCall(tool, principal, group, args));
+    // Without a beforeCall hook (the usual hub: redact-secrets has only afterCall) the plan is
+    // given at once, so the call it gates waits no turn for it.
+    if (!this.hasBeforeCall) return { arguments: args, plugins: this.plugins };
+    return this.beforeCallHooks(tool, principal, group, args);
+  }
+
+  private async beforeCallHooks(tool: CallTool, principal: string, group: string | undefined, args: Record<string, unknown>): Promise<CallPlan> {
     const plugins = this.plugins;
     const plan: CallPlan = { arguments: args, plugins };
-    if (!this.hasBeforeCall) return plan;
     // The arguments so far, as JSON: each hook gets its own copy, so one that fails leaves no
     // trace. The client's came in as JSON (no deeper than MAX_MESSAGE_DEPTH): they stringify.
     let current = JSON.stringify(args);
@@ -295,22 +314,42 @@ export class PluginRunner {
    * JSON copy, which no plugin holds. The hub's own plugins (HUB_PLUGINS: redact-secrets, on
    * every call) get the result as it is, with no copy.
    */
-  async afterCall(tool: CallTool, principal: string, group: string | undefined, plan: CallPlan, result: Record<string, unknown>): Promise<Record<string, unknown>> {
-    if (!this.loaded) await this.ready;
+  afterCall(tool: CallTool, principal: string, group: string | undefined, plan: CallPlan, result: Record<string, unknown>): Record<string, unknown> | Promise<Record<string, unknown>> {
+    if (!this.loaded) return this.ready.then(() => this.afterCall(tool, principal, group, plan, result));
+    return this.afterCallFrom(plan.plugins ?? this.plugins, 0, tool, principal, group, plan, result);
+  }
+
+  /**
+   * The afterCall hooks from the i-th on. Hooks that return at once (redact-secrets') are run
+   * in this turn and their result given at once; from the first that returns a promise on, the
+   * rest run when it settles.
+   */
+  private afterCallFrom(
+    plugins: readonly Plugin[],
+    from: number,
+    tool: CallTool,
+    principal: string,
+    group: string | undefined,
+    plan: CallPlan,
+    result: Record<string, unknown>,
+  ): Record<string, unknown> | Promise<Record<string, unknown>> {
     let current = result;
-    for (const p of plan.plugins ?? this.plugins) {
+    for (let i = from; i < plugins.length; i++) {
+      const p = plugins[i]!;
       if (!p.afterCall) continue;
       const ctx = new HookContext(tool, principal, group, plan.arguments, this.logOf(p), plan, p.name);
       const own = HUB_PLUGINS.has(p);
       const given = current;
       const where = { server: tool.server.id, tool: tool.hubName, group };
-      const r = await this.guard(p, 'afterCall', where, () => {
+      const r = this.guard(p, 'afterCall', where, () => {
         // A result came in as JSON (no deeper than MAX_MESSAGE_DEPTH): it can be copied.
         const out = p.afterCall!(ctx, own ? given : structuredClone(given));
         return isThenable(out) ? out.then((v) => afterOutcome(v, own)) : afterOutcome(out, own);
       });
-      if (!r.ok || r.value === undefined) continue; // failed, or nothing returned: no change
-      current = r.value;
+      const next = i + 1;
+      // Failed, or nothing returned: no change.
+      if (isThenable(r)) return r.then((g) => this.afterCallFrom(plugins, next, tool, principal, group, plan, !g.ok || g.value === undefined ? given : g.value));
+      if (r.ok && r.value !== undefined) current = r.value;
     }
     return current;
   }

@@ -349,7 +349,9 @@ export class ToolCall {
     };
     let plan: CallPlan | undefined;
     if (plugins && pluginTool) {
-      plan = await plugins.beforeCall(pluginTool, principal, ctx.group, args as Result);
+      // A plan given at once (no beforeCall hook) is not waited for: no turn for it.
+      const planned = plugins.beforeCall(pluginTool, principal, ctx.group, args as Result);
+      plan = planned instanceof Promise ? await planned : planned;
       if (plan.deny) {
         const msg = `Tool ${hubName} was refused by plugin ${plan.deny.plugin}: ${plan.deny.reason}`;
         await end({ outcome: 'denied', errorKind: 'policy', errorMessage: msg, latencyMs: performance.now() - t0 });
@@ -421,8 +423,8 @@ export class ToolCall {
       );
     try {
       // The row's own line (written when it began, perhaps several turns ago) and what is
-      // queued since, such as the key's claim.
-      await Promise.all([audit.written, this.ledger.whenCommitted()]);
+      // queued since, such as the key's claim. Nothing to wait for with the ledger off.
+      if (this.ledger.enabled !== false) await Promise.all([audit.written, this.ledger.whenCommitted()]);
     } catch (err) {
       // The row could not be written, so the call is not forwarded: the key is free again, and
       // the row, should it reach SQLite later, says the call was refused.
@@ -474,7 +476,11 @@ export class ToolCall {
         const isFinal = raw.resultType === undefined || raw.resultType === 'complete';
         const checked = isFinal ? checkedOutput(this.opts.validator, hubName, routed.item, raw) : raw;
         let result = checked;
-        if (isFinal && plugins && pluginTool && plan) result = await plugins.afterCall(pluginTool, principal, ctx.group, plan, result);
+        if (isFinal && plugins && pluginTool && plan) {
+          // Hooks that return at once (redact-secrets') give the result at once: no turn for it.
+          const after = plugins.afterCall(pluginTool, principal, ctx.group, plan, result);
+          result = after instanceof Promise ? await after : after;
+        }
         // Icons of the resources it links: an untrusted server's, screened as its listed items' are.
         if (isFinal && server.config.trust !== 'trusted') result = withScreenedContentIcons(result, server.config.url);
         // The resources it links may be in no list: a read of one goes to this server (catalog.routeUri).
@@ -525,7 +531,8 @@ export class ToolCall {
         },
       );
     const opts = Object.assign(callOptions(ctx, conn, this.opts.stopBegun), { retry: toolRetry(server.config, upstreamName, routed.item) });
-    if (!key) return this.mrtr.run(ctx, conn, opts, bind, body, ended);
+    // Awaited, not handed on: an async function's promise resolved with another takes two more turns.
+    if (!key) return await this.mrtr.run(ctx, conn, opts, bind, body, ended);
     // A keyed call whose client goes away (a closed connection, a cancellation) while a retry
     // with its key waits for it runs on: cancelled, it would leave the key unknown and the retry
     // refused, though the retry is what the client sent instead. Its own client is answered

@@ -156,6 +156,60 @@ describe('plugin runner', () => {
     }
   });
 
+  it('answers at once while every hook does, as a promise from the first hook that returns one: the same outcome, hooks in order', async () => {
+    const order: string[] = [];
+    const failures: PluginFailure[] = [];
+    const sync = new PluginRunner(
+      [
+        { name: 'a', afterCall: (_ctx, r) => (order.push('a'), { ...r, a: true }) },
+        { name: 'broken', afterCall: () => { throw new Error('boom'); } },
+        { name: 'b', afterCall: (_ctx, r) => (order.push('b'), { ...r, b: r.a === true }) },
+      ],
+      silentLogger,
+      (f) => failures.push(f),
+      100,
+    );
+    await sync.whenReady();
+    // No beforeCall hook: the plan at once, the client's arguments as they are.
+    const args = { x: 1 };
+    const plan = sync.beforeCall(tool, 'alice', undefined, args);
+    expect(plan).not.toBeInstanceOf(Promise);
+    expect((plan as { arguments: unknown }).arguments).toBe(args);
+    const now = sync.afterCall(tool, 'alice', undefined, plan as Awaited<typeof plan>, { content: [] });
+    expect(now).not.toBeInstanceOf(Promise);
+    expect(now).toEqual({ content: [], a: true, b: true });
+    expect(order).toEqual(['a', 'b']);
+    expect(failures.map((f) => [f.plugin, f.hook, f.message])).toEqual([['broken', 'afterCall', 'boom']]);
+
+    order.length = 0;
+    const mixed = new PluginRunner(
+      [
+        { name: 'a', afterCall: (_ctx, r) => (order.push('a'), { ...r, a: true }) },
+        { name: 'late', afterCall: async (_ctx, r) => (order.push('late'), { ...r, late: r.a === true }) },
+        { name: 'b', afterCall: (_ctx, r) => (order.push('b'), { ...r, b: r.late === true }) },
+        { name: 'late-none', afterCall: async () => undefined },
+        { name: 'c', afterCall: (_ctx, r) => (order.push('c'), { ...r, c: r.b === true }) },
+      ],
+      silentLogger,
+      () => undefined,
+      100,
+    );
+    await mixed.whenReady();
+    const later = mixed.afterCall(tool, 'alice', undefined, await mixed.beforeCall(tool, 'alice', undefined, {}), { content: [] });
+    expect(later).toBeInstanceOf(Promise);
+    expect(order).toEqual(['a', 'late']); // the rest once its promise settled
+    expect(await later).toEqual({ content: [], a: true, late: true, b: true, c: true });
+    expect(order).toEqual(['a', 'late', 'b', 'c']);
+
+    // A beforeCall hook: a promise, the plan a copy of the arguments.
+    const before = new PluginRunner([{ name: 'w', beforeCall: () => undefined }], silentLogger, () => undefined, 100);
+    await before.whenReady();
+    const planned = before.beforeCall(tool, 'alice', undefined, args);
+    expect(planned).toBeInstanceOf(Promise);
+    expect((await planned).arguments).toEqual(args);
+    expect((await planned).arguments).not.toBe(args);
+  });
+
   it('refuses what an afterCall hook returns that cannot be a tool result: the result it was given is kept, and the failure reported', async () => {
     const cyclic: Record<string, unknown> = { content: [] };
     cyclic.self = cyclic;
