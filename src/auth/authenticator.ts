@@ -182,7 +182,9 @@ export class Authenticator {
   }
 
   /** `group`: the tool group whose endpoint was asked (`/mcp/<group>`), which a challenge names the resource of. */
-  async authenticate(h: HeaderLookup, group?: string): Promise<AuthOutcome> {
+  authenticate(h: HeaderLookup, group?: string): AuthOutcome | Promise<AuthOutcome> {
+    // Answered at once but for an OAuth token's verification, so a request with no credential
+    // to verify (no auth, an API key) waits no turn for it.
     if (!this.required) return { ok: true, principal: ANONYMOUS, scopes: [], authContext: authContextOf(ANONYMOUS), via: 'none' };
     const token = bearerToken(h);
     if (token === undefined) return this.unauthorized(undefined, 'authentication required', group);
@@ -193,13 +195,18 @@ export class Authenticator {
     }
     if (this.cfg?.oauth && token.split('.').length === 3) {
       if (!this.oauth) return this.unauthorized('invalid_token', 'the hub does not know its own address yet', group);
-      const v = await this.oauth.verify(token);
-      if (!v.ok) return this.unauthorized('invalid_token', v.description, group);
-      const missing = missingScopes(v.scopes, this.baseScopes);
-      if (missing.length) return { ...this.insufficientScope(this.baseScopes, 'the token lacks scopes the hub requires', group), principal: v.principal };
-      return { ok: true, principal: v.principal, scopes: v.scopes, authContext: authContextOf(v.principal), via: 'oauth', expiresAt: v.expiresAt, groups: v.groups };
+      return this.verified(this.oauth, token, group);
     }
     return this.unauthorized('invalid_token', this.cfg?.oauth ? 'the token is not valid' : 'unknown API key', group);
+  }
+
+  /** An OAuth token's outcome, once its verifier has checked it. */
+  private async verified(oauth: NonNullable<typeof this.oauth>, token: string, group: string | undefined): Promise<AuthOutcome> {
+    const v = await oauth.verify(token);
+    if (!v.ok) return this.unauthorized('invalid_token', v.description, group);
+    const missing = missingScopes(v.scopes, this.baseScopes);
+    if (missing.length) return { ...this.insufficientScope(this.baseScopes, 'the token lacks scopes the hub requires', group), principal: v.principal };
+    return { ok: true, principal: v.principal, scopes: v.scopes, authContext: authContextOf(v.principal), via: 'oauth', expiresAt: v.expiresAt, groups: v.groups };
   }
 
   /** null when `identity` may call `hubName`; otherwise the 403 step-up challenge naming every scope needed (for `group`'s resource). */

@@ -70,6 +70,9 @@ const FORBIDDEN_ORIGIN = 'Forbidden: Origin not allowed (listen.allowedOrigins l
 const ANONYMOUS: Identity = { principal: 'anonymous', scopes: [], authContext: 'principal:anonymous', via: 'none' };
 
 /** `/mcp` serves everything; `/mcp/<group>` one configured tool group. */
+/** A message the edge refused (tool scopes, rate limit), with the JSON-RPC answer to send. */
+type AdmitRefusal = EdgeRefusal & { answer: object };
+
 const MCP_PATH = /^\/mcp(?:\/([A-Za-z0-9_-]{1,64}))?\/?$/;
 
 /** Whether a request node:http read is for an MCP endpoint (its path, without the query). */
@@ -308,7 +311,9 @@ export class HttpServer {
     if (!elsewhere && this.opts.routes && req instanceof IncomingMessage && isStatusPageFile(path, req.method) && (await this.opts.routes(req, res as ServerResponse, path, ANONYMOUS))) return;
     const m = MCP_PATH.exec(path);
     // A challenge names the resource of the endpoint asked (its group's, with group resources).
-    const who = gate ? await gate.auth.authenticate(credentialHeaders(req), m?.[1]) : ({ ok: true, ...ANONYMOUS } as const);
+    // Waited for only when it is a promise (an OAuth token's check): no turn for the usual request.
+    const authed = gate ? gate.auth.authenticate(credentialHeaders(req), m?.[1]) : ({ ok: true, ...ANONYMOUS } as const);
+    const who = authed instanceof Promise ? await authed : authed;
     if (path === '/healthz') {
       // A monitor set to the wrong method is told so, as by /metrics, not that nothing is here.
       if (req.method !== 'GET' && req.method !== 'HEAD') return void res.writeHead(405, { allow: 'GET, HEAD' }).end();
@@ -352,7 +357,8 @@ export class HttpServer {
     }
     switch (req.method) {
       case 'POST':
-        return this.post(req, res, who, group, body);
+        // Awaited, not handed on: an async function's promise resolved with another takes two more turns.
+        return await this.post(req, res, who, group, body);
       case 'GET':
         return this.getStream(req, res, who, group);
       case 'DELETE':
@@ -396,7 +402,8 @@ export class HttpServer {
     // A batch no session takes is refused whole, each of its requests recorded.
     c ??= parseFrame(text);
     if (batch && c.kind === 'invalid' && session !== 'gone' && c.members === undefined) c = { ...c, members: batch };
-    const refused = await this.admit(req, who, group, c, body.length);
+    const admitted = this.admit(req, who, group, c, body.length);
+    const refused = admitted instanceof Promise ? await admitted : admitted;
     if (refused) return sendJson(res, refused.status, refused.answer, refused.headers);
     const { channel, closed } = this.answerChannel(req, res);
     // A call may run for minutes; other requests' answers carry headers fixed at their end (a session id).
@@ -416,11 +423,14 @@ export class HttpServer {
   }
 
   /** The edge's admission of one message (tool scopes, rate limit): a refusal to send, or null. */
-  private async admit(req: EdgeRequest, who: Identity, group: string | undefined, c: Classified, requestBytes: number): Promise<(EdgeRefusal & { answer: object }) | null> {
+  private admit(req: EdgeRequest, who: Identity, group: string | undefined, c: Classified, requestBytes: number): AdmitRefusal | null | Promise<AdmitRefusal | null> {
     // A response, well formed or not, answers the hub's own question: never refused as a request.
     if ((c.kind !== 'request' && c.kind !== 'invalid') || (c.kind === 'invalid' && c.response) || !this.opts.gate) return null;
-    const refused = await this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes, group, traceparent: header(req, 'traceparent') });
-    return refused && { ...refused, answer: errorResponse(c.kind === 'request' ? c.msg.id : undefined, new RpcError(INVALID_REQUEST, refused.message)) };
+    const refused = this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes, group, traceparent: header(req, 'traceparent') });
+    // Only a refusal is a promise (its row is written first): a request let in waits no turn here.
+    if (refused === null) return null;
+    const answered = (r: EdgeRefusal | null): AdmitRefusal | null => r && { ...r, answer: errorResponse(c.kind === 'request' ? c.msg.id : undefined, new RpcError(INVALID_REQUEST, r.message)) };
+    return refused instanceof Promise ? refused.then(answered) : answered(refused);
   }
 
   /** Where a POST's answer goes (JSON, or SSE once something streams), and the signal of its client going away. */

@@ -119,11 +119,12 @@ export class EdgeGate {
    * `req` undefined: a message that is not JSON-RPC (it has no method). It still counts against
    * the principal's rate limit, so a flood of them writes no more rows than requests would.
    */
-  async admit(who: Identity, req: Request | undefined, facts: RequestFacts): Promise<EdgeRefusal | null> {
+  admit(who: Identity, req: Request | undefined, facts: RequestFacts): EdgeRefusal | null | Promise<EdgeRefusal | null> {
     const tool = toolOf(req);
     const refusal: EdgeRefusal | null = (tool === undefined ? null : (this.auth.checkToolScopes(who, tool, facts.group) as EdgeRefusal | null)) ?? this.overLimit(who.principal, bucketTool(req, tool));
-    if (refusal) await this.refused(who.principal, req, tool, refusal, facts);
-    return refusal;
+    // Let in (every call of a hub within its limits): said at once, so the request waits no turn for it.
+    if (!refusal) return null;
+    return this.refused(who.principal, req, tool, refusal, facts).then(() => refusal);
   }
 
   /** Whether `policy.rateLimit` sets any limit (a caller may skip `admitLocal` without one). */

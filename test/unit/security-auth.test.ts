@@ -39,6 +39,10 @@ describe('API keys', () => {
     const none = new Authenticator(undefined, '.', silentLogger);
     expect(none.required).toBe(false);
     expect(await none.authenticate(() => undefined)).toMatchObject({ ok: true, principal: 'anonymous', via: 'none' });
+    // Only an OAuth token's check is waited for (test/integration/security-auth.test.ts): the rest are answered at once.
+    expect(none.authenticate(() => undefined)).not.toBeInstanceOf(Promise);
+    expect(with_({ authorization: `Bearer ${key}` })).not.toBeInstanceOf(Promise);
+    expect(with_({})).not.toBeInstanceOf(Promise);
   });
 });
 
