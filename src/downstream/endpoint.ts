@@ -135,7 +135,8 @@ export class Endpoint {
       ex.reply(errorResponse(c.kind === 'request' ? c.msg.id : undefined, verdict.error), verdict.status);
       return;
     }
-    if (verdict.era === 'modern' && c.kind === 'request') return this.modern(c.msg, ex);
+    // Awaited, not handed on: an async function's promise resolved with another takes two more turns.
+    if (verdict.era === 'modern' && c.kind === 'request') return await this.modern(c.msg, ex);
     if (verdict.era === 'modern') {
       // Modern clients send no notifications over HTTP (nothing to do but check the headers it
       // carries, then accept it: a client may still send one, as the SDK v2 does on closing a

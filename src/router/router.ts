@@ -168,7 +168,9 @@ export class Router {
     return written.catch((err: unknown) => this.log.error({ method, err: err instanceof Error ? err.message : String(err) }, 'audit row not written'));
   }
 
-  async handle(method: string, params: Result, ctx: CallContext): Promise<Result> {
+  // Not async: each case hands on its own method's promise, which an async wrapper would only
+  // take again (a thenable resolved: two more turns a request).
+  handle(method: string, params: Result, ctx: CallContext): Promise<Result> {
     const kind = KIND_OF_METHOD[method];
     if (kind) return this.list(method, kind, params, ctx);
     switch (method) {
@@ -184,9 +186,8 @@ export class Router {
         return this.subscribe(params, ctx);
       case 'resources/unsubscribe':
         return this.unsubscribe(params, ctx);
-      default: {
-        throw await this.refused(method, ctx, new RpcError(METHOD_NOT_FOUND, `method not found: ${method}`));
-      }
+      default:
+        return this.refused(method, ctx, new RpcError(METHOD_NOT_FOUND, `method not found: ${method}`)).then((err) => Promise.reject(err));
     }
   }
 
