@@ -69,10 +69,10 @@ const FORBIDDEN_ORIGIN = 'Forbidden: Origin not allowed (listen.allowedOrigins l
 
 const ANONYMOUS: Identity = { principal: 'anonymous', scopes: [], authContext: 'principal:anonymous', via: 'none' };
 
-/** `/mcp` serves everything; `/mcp/<group>` one configured tool group. */
 /** A message the edge refused (tool scopes, rate limit), with the JSON-RPC answer to send. */
 type AdmitRefusal = EdgeRefusal & { answer: object };
 
+/** `/mcp` serves everything; `/mcp/<group>` one configured tool group. */
 const MCP_PATH = /^\/mcp(?:\/([A-Za-z0-9_-]{1,64}))?\/?$/;
 
 /** Whether a request node:http read is for an MCP endpoint (its path, without the query). */
