@@ -47,7 +47,7 @@ import { failClosedBlocker, GUARDED_METHODS, refuseClosed, UNNAMED_BLOCKER } fro
 import { InFlight } from './router/inflight.js';
 import { RouteReplacedError } from './router/replaced.js';
 import { refuseDownTool } from './router/down-tools.js';
-import { beginInCallTrace, inCallTrace, isRetry, knownLegacy } from './router/forwarding.js';
+import { beginInCallTrace, inCallTrace, isRetry, knownLegacy, type BeginTarget } from './router/forwarding.js';
 import { callPolicy } from './router/call-policy.js';
 import { backSoon, RETRY_WAIT_MS, ROUND_METHODS } from './hub/back-soon.js';
 import { readyWithin } from './upstream/ready-within.js';
@@ -466,7 +466,7 @@ export class Hub implements HubCore {
   }
 
   /** The server (upstream name and era) of a tools/call's tool, as the catalog showed it to this caller's group; none when it did not. */
-  private toolServerOf(method: string, hubName: string | undefined, principal: string, group: string | undefined): Partial<AuditBegin> {
+  private toolServerOf(method: string, hubName: string | undefined, principal: string, group: string | undefined): BeginTarget {
     const known = method === 'tools/call' && hubName ? this.catalog.knownTool(hubName, { principal, group }) : undefined;
     return known ? { server: known.server.id, upstreamName: known.upstreamName, upstreamEra: known.server.upstream.era } : {};
   }

@@ -24,7 +24,7 @@ import { argsDigestOf, type Binding } from './request-state.js';
 import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
 import { META_IDEMPOTENCY_KEY } from '../protocol/meta.js';
-import { beginOf, bytesOf, callOptions, endOf, connectionFor, forwardedParams, isRetry, retryOf, viewOf, withoutStrayRound, type Result, type UpstreamFor } from './forwarding.js';
+import { beginOf, bytesOf, callOptions, endOf, connectionFor, forwardedParams, isRetry, retryOf, viewOf, withoutStrayRound, type BeginTarget, type Result, type UpstreamFor } from './forwarding.js';
 import { withScreenedContentIcons } from '../catalog/icons.js';
 import { connectionReplaced, replacedError, rerouteIfReplaced } from './replaced.js';
 
@@ -179,7 +179,7 @@ export class ToolCall {
    * recorded so (nothing was sent): it held a stop signal after stdin EOF (`switchyard stdio`)
    * until the drain time ran out, its client unanswered meanwhile.
    */
-  private async resolved(hubName: string, view: View, ctx: CallContext, names: Partial<AuditBegin>, t0: number): Promise<Routed | undefined> {
+  private async resolved(hubName: string, view: View, ctx: CallContext, names: BeginTarget, t0: number): Promise<Routed | undefined> {
     try {
       const routed = await unlessAborted(
         () => this.catalog.resolveTool(hubName, view),
@@ -210,7 +210,7 @@ export class ToolCall {
    * past the start-up grace with, or a list's. A server replaced meanwhile has the hub route the
    * call again (router/replaced.ts).
    */
-  private async routedSlowly(hubName: string, view: View, ctx: CallContext, names: Partial<AuditBegin>, t0: number): Promise<Routed | undefined> {
+  private async routedSlowly(hubName: string, view: View, ctx: CallContext, names: BeginTarget, t0: number): Promise<Routed | undefined> {
     const generation = this.catalog.generation;
     const routed = ctx.routedInGrace ?? (await this.resolved(hubName, view, ctx, names, t0));
     rerouteIfReplaced(generation, this.catalog.generation, routed?.server, this.opts.server, ctx);

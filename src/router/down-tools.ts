@@ -7,7 +7,8 @@
  */
 import type { ServerHandle } from '../catalog/catalog.js';
 import { UpstreamUnavailableError } from '../protocol/errors.js';
-import type { AuditBegin, AuditEnd } from '../ledger/types.js';
+import type { AuditEnd } from '../ledger/types.js';
+import type { BeginTarget } from './forwarding.js';
 import type { CallContext } from './context.js';
 import { outcomeOfError, toolErrorResult } from './outcome.js';
 
@@ -39,7 +40,7 @@ export class KnownRoutes {
   }
 }
 
-type Recorder = (method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'>, extra?: Partial<AuditBegin>) => Promise<void>;
+type Recorder = (method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'>, extra?: BeginTarget) => Promise<void>;
 
 /** The isError answer (and its audit row) of a call to a tool whose server is down. */
 export async function refuseDownTool(hubName: string, h: ServerHandle, ctx: CallContext, record: Recorder): Promise<Record<string, unknown>> {

@@ -10,7 +10,8 @@
 import type { ServerHandle } from '../catalog/catalog.js';
 import { INTERNAL_ERROR, RpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { CallContext } from './context.js';
-import type { AuditBegin, AuditEnd } from '../ledger/types.js';
+import type { AuditEnd } from '../ledger/types.js';
+import type { BeginTarget } from './forwarding.js';
 import { outcomeOfError, toolErrorResult } from './outcome.js';
 
 export const GUARDED_METHODS: ReadonlySet<string> = new Set(['tools/call', 'prompts/get', 'resources/read', 'completion/complete']);
@@ -32,7 +33,7 @@ export function failClosedBlocker(handles: Iterable<ServerHandle>): UpstreamUnav
  */
 export const UNNAMED_BLOCKER = 'the hub refuses calls while a server it depends on (failMode "closed") is not ready';
 
-type Record_ = (method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'>, extra?: Partial<AuditBegin>) => Promise<void>;
+type Record_ = (method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'>, extra?: BeginTarget) => Promise<void>;
 
 /**
  * The answer to a guarded call refused by `err`, with its audit row (which names the server

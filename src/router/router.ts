@@ -25,7 +25,7 @@ import { LEGACY, MODERN } from '../protocol/era.js';
 import { readyWithin } from '../upstream/ready-within.js';
 import { reasonOf, unlessAborted, type Signal } from '../cancel.js';
 import { LISTEN_ACK_WAIT_MS } from '../catalog/upstream-listen.js';
-import { beginOf, bytesOf, callOptions, connectionFor, forwardedParams, knownLegacy, retryOf, viewOf, withUpstream, withoutStrayRound, type Result, type UpstreamFor } from './forwarding.js';
+import { beginOf, bytesOf, callOptions, connectionFor, forwardedParams, knownLegacy, retryOf, viewOf, withUpstream, withoutStrayRound, type BeginTarget, type Result, type UpstreamFor } from './forwarding.js';
 import { ToolCall } from './call-tool.js';
 import { cacheTtl } from '../protocol/ttl.js';
 import { notDelivered } from '../upstream/retry.js';
@@ -149,12 +149,12 @@ export class Router {
    * A request the edge answered itself (initialize, ping, discover, setLevel) or rejected;
    * `extra` carries what the row knows about its target (the name a client asked for).
    */
-  recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }, extra?: Partial<AuditBegin>): Promise<void> {
+  recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }, extra?: BeginTarget): Promise<void> {
     return this.noted(this.ledger.record(beginOf(method, ctx, extra), { latencyMs: 0, ...end }), method);
   }
 
   /** Records a request the router answers with a JSON-RPC error of its own, and gives the error to throw. */
-  private async refused(method: string, ctx: CallContext, err: RpcError, extra?: Partial<AuditBegin>, facts?: Pick<AuditEnd, 'server' | 'upstreamName'>): Promise<RpcError> {
+  private async refused(method: string, ctx: CallContext, err: RpcError, extra?: BeginTarget, facts?: Pick<AuditEnd, 'server' | 'upstreamName'>): Promise<RpcError> {
     await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message, ...facts }, extra);
     return err;
   }
@@ -285,7 +285,7 @@ export class Router {
    * changed since), the slowest server's too. The request's client cancelling it, or the hub's
    * stop, ends it then, recorded so (nothing was sent), as a list (Router.list) and a call.
    */
-  private async found<T>(method: string, ctx: CallContext, extra: Partial<AuditBegin>, find: () => Promise<T>): Promise<T> {
+  private async found<T>(method: string, ctx: CallContext, extra: BeginTarget, find: () => Promise<T>): Promise<T> {
     try {
       const route = await unlessAborted(find, ctx.signal, () => {
         throw cutOffError(notSent(new CancelledError(reasonOf(ctx.signal))), ctx.signal);
