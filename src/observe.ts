@@ -143,6 +143,15 @@ class TappedHandle implements AuditHandle {
     return this.h.rowId;
   }
 
+  /**
+   * The inner row's `written`: a call that waited across turns since its begin (a plugin, the
+   * user's confirmation, an earlier call with its key) checks it before it forwards (call-tool).
+   * Without it the router saw none, and a row the disk refused in an earlier turn went unseen.
+   */
+  get written(): Promise<void> | undefined {
+    return this.h.written;
+  }
+
   finish(e: AuditEnd): Promise<void> {
     if (this.done) return this.done;
     afterTurn({ o: this.o, kind: 'ended', b: this.b, e, began: true });

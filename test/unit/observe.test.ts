@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { symlinkSync } from 'node:fs';
 import { Ledger } from '../../src/ledger/ledger.js';
+import { PendingFiles } from '../../src/ledger/pending-files.js';
 import { NullLedger } from '../../src/ledger/sink.js';
 import { auditEvent, tapAudit, type AuditObserver } from '../../src/observe.js';
 import { begin, end, tempDir } from './ledger-helpers.js';
@@ -27,6 +29,21 @@ describe('tapAudit (metrics and the live feed see every finished request)', () =
     await nextTurn();
     expect(o.log).toEqual(['began', 'ended ok (began)', 'committed', 'ended denied', 'committed']);
     await ledger.close();
+    t.cleanup();
+  });
+
+  it("a begin's handle says whether its row was written, as the ledger's own does, after the turn it began in", async () => {
+    const t = tempDir();
+    // /dev/full refuses every write with ENOSPC, as a full disk does.
+    for (const p of PendingFiles.paths(t.db)) symlinkSync('/dev/full', p);
+    const ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    const sink = tapAudit(ledger, recorder());
+    const h = sink.begin(begin());
+    await nextTurn();
+    // The turn's failure is forgotten by now: only the row's own promise still tells.
+    await expect(sink.whenCommitted()).resolves.toBeUndefined();
+    await expect(h.written).rejects.toMatchObject({ message: expect.stringMatching(/audit ledger cannot write \(ENOSPC\)/) });
+    await ledger.close().catch(() => undefined);
     t.cleanup();
   });
 
