@@ -330,7 +330,7 @@ export class Router {
     // answer a null with -32603 and their parser's complaint.
     if (forwarded.arguments === null) delete forwarded.arguments;
     const bind: Binding = { principal: ctx.principal, group: ctx.group, method, target: hubName, args: params.arguments };
-    const result = await this.forward(method, forwarded, ctx, routed.server, { hubName, upstreamName: routed.upstreamName }, t0, bind, undefined, undefined, judged);
+    const result = await this.forward(method, forwarded, ctx, routed.server, { hubName, upstreamName: routed.upstreamName }, t0, { bind, judged });
     // Icons in its messages (a resource_link's): an untrusted server's, screened as its listed items' are.
     return routed.server.config.trust === 'trusted' ? result : withScreenedContentIcons(result, routed.server.config.url);
   }
@@ -342,13 +342,7 @@ export class Router {
     server: ServerHandle,
     names: { hubName?: string; upstreamName?: string },
     t0: number,
-    bind?: Binding,
-    /** Throws to refuse an answer (before its row is finished). */
-    vet?: (result: Result) => Promise<void>,
-    /** The connection to use, chosen already (release: never one started for it); default upstreamFor's. */
-    chosen?: ServerHandle,
-    /** The groups its route was judged under, for a tool group's client (judged()). */
-    judged?: Judged,
+    { bind, vet, chosen, judged }: ForwardOptions = {},
   ): Promise<Result> {
     // A retry's context is in its call's trace already (Hub.handle: inCallTrace), its state sealed with it.
     if (bind) bind.span = ctx.span;
@@ -504,7 +498,7 @@ export class Router {
       this.log.warn({ server: server.id }, 'resources/read answered with a resource the hub hides; refused');
       throw new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri });
     };
-    const result = await this.forward('resources/read', forwarded, readCtx, server, { hubName: uri, upstreamName: uri }, t0, bind, vet, undefined, judged);
+    const result = await this.forward('resources/read', forwarded, readCtx, server, { hubName: uri, upstreamName: uri }, t0, { bind, vet, judged });
     if (first && !asked && cacheableRead(forwarded, result)) {
       const hinted = server.upstream.era === MODERN ? cacheTtl(result.ttlMs) : 0;
       const scope = result.cacheScope === 'public' && server.upstream.era === MODERN ? 'public' : 'private';
@@ -564,7 +558,7 @@ export class Router {
       const { arguments: _none, ...context } = forwarded.context as Result;
       forwarded.context = context;
     }
-    return atMost100(await this.forward('completion/complete', forwarded, ctx, server, { hubName, upstreamName }, t0, undefined, completionVet, undefined, judged));
+    return atMost100(await this.forward('completion/complete', forwarded, ctx, server, { hubName, upstreamName }, t0, { vet: completionVet, judged }));
   }
 
   /** The server a subscription of `uri` is made on: the one it routes to, or one that is down and showed it. */
@@ -698,7 +692,7 @@ export class Router {
     // the hub subscribes again for every counted URI when it is back (Hub.resubscribe).
     const make = (): Promise<Result> => {
       if (reroutesLeft(ctx) && connectionReplaced(server, this.opts.server)) return Promise.reject(new RouteReplacedError(server.id));
-      return conn.upstream.state === 'ready' ? this.forward(method, { uri }, ctx, server, { hubName: uri, upstreamName: uri }, t0, undefined, undefined, undefined, judged) : local();
+      return conn.upstream.state === 'ready' ? this.forward(method, { uri }, ctx, server, { hubName: uri, upstreamName: uri }, t0, { judged }) : local();
     };
     if (this.subs.leavingNow(server.id, connKey, uri)) this.log.debug({ server: server.id }, 'a subscribe waits for the unsubscribe of its URI on its way there');
     // Its session ended (or it unsubscribed) while the upstream subscribe was made, and nobody else waited for it: let go (unmake),
@@ -753,7 +747,7 @@ export class Router {
     // server's own one since (a reload), an unsubscribe there would end other sessions' subscription.
     if (used.state !== 'ready' || (connKey === '') !== (used === server.upstream)) return undefined;
     const conn = withUpstream(server, used);
-    return this.subs.unsubscribing(server.id, connKey, uri, () => this.forward('resources/unsubscribe', { uri }, ctx, server, { hubName: uri, upstreamName: uri }, performance.now(), undefined, undefined, conn));
+    return this.subs.unsubscribing(server.id, connKey, uri, () => this.forward('resources/unsubscribe', { uri }, ctx, server, { hubName: uri, upstreamName: uri }, performance.now(), { chosen: conn }));
   }
 }
 
@@ -777,6 +771,18 @@ function byKeyOf(kind: ListKind, now: readonly Record<string, unknown>[]): Map<u
   let m = byKey.get(now);
   if (!m) byKey.set(now, (m = new Map(now.map((it) => [it[NAME_FIELD[kind]], it]))));
   return m;
+}
+
+/** What a forwarded request comes with besides its target (Router.forward). */
+interface ForwardOptions {
+  /** What its MRTR state is bound to (principal, group, method, target, arguments): a retry's requestState is checked against it. */
+  bind?: Binding;
+  /** Throws to refuse an answer (before its row is finished). */
+  vet?: (result: Result) => Promise<void>;
+  /** The connection to use, chosen already (release: never one started for it); default upstreamFor's. */
+  chosen?: ServerHandle;
+  /** The groups its route was judged under, for a tool group's client (judged()). */
+  judged?: Judged;
 }
 
 /** The groups a request's route was judged under (Router.judged), and what of its group shows its target. */
