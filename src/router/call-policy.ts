@@ -20,25 +20,39 @@ function requestedMs(meta: Meta): number | undefined {
   return typeof v === 'number' && Number.isFinite(v) && v >= 1 ? Math.floor(v) : undefined;
 }
 
-function withoutHubKeys(meta: Meta): Meta {
+/** `_meta` as passed upstream: without the hub's own key. */
+export function withoutHubKeys(meta: Meta): Meta {
   if (!meta || !(META_TIMEOUT in meta)) return meta;
   const out = { ...meta };
   delete out[META_TIMEOUT];
   return Object.keys(out).length ? out : undefined;
 }
 
-/** Timeouts, pass-through `_meta` and the retry rule of one call to `config`'s server. */
-export function callPolicy(config: ServerConfig, meta: Meta): Pick<CallOptions, 'timeoutMs' | 'maxTotalTimeoutMs' | 'meta' | 'retry' | 'askProgress'> {
+/** The most one call to `config`'s server may take in all: the server's cap, or the caller's own limit under it. */
+export function totalTimeoutMs(config: ServerConfig, meta: Meta): number {
   const cap = config.maxTotalTimeoutMs;
   const asked = requestedMs(meta);
-  const total = asked === undefined ? cap : Math.min(asked, cap);
+  return asked === undefined ? cap : Math.min(asked, cap);
+}
+
+/** The retry rule of a call that is not a tool's (tools/call's: toolRetry): never sent again once it may have run. */
+export function serverRetry(config: ServerConfig): NonNullable<CallOptions['retry']> {
+  return { maxAttempts: config.retry.maxAttempts, budgetMs: config.retry.budgetMs, idempotent: false };
+}
+
+/**
+ * Timeouts, pass-through `_meta` and the retry rule of one call to `config`'s server. The
+ * router's calls take the same fields from callOptions (forwarding.ts), built there in one object.
+ */
+export function callPolicy(config: ServerConfig, meta: Meta): Pick<CallOptions, 'timeoutMs' | 'maxTotalTimeoutMs' | 'meta' | 'retry' | 'askProgress'> {
+  const total = totalTimeoutMs(config, meta);
   return {
     timeoutMs: Math.min(config.timeoutMs, total),
     maxTotalTimeoutMs: total,
     meta: withoutHubKeys(meta),
     // Progress is what keeps a long call alive: ask for it whether or not the client did.
     askProgress: true,
-    retry: { maxAttempts: config.retry.maxAttempts, budgetMs: config.retry.budgetMs, idempotent: false },
+    retry: serverRetry(config),
   };
 }
 

@@ -530,7 +530,7 @@ export class ToolCall {
           throw err;
         },
       );
-    const opts = Object.assign(callOptions(ctx, conn, this.opts.stopBegun), { retry: toolRetry(server.config, upstreamName, routed.item) });
+    const opts = callOptions(ctx, conn, this.opts.stopBegun, toolRetry(server.config, upstreamName, routed.item));
     // Awaited, not handed on: an async function's promise resolved with another takes two more turns.
     if (!key) return await this.mrtr.run(ctx, conn, opts, bind, body, ended);
     // A keyed call whose client goes away (a closed connection, a cancellation) while a retry

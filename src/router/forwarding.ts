@@ -7,7 +7,7 @@ import { resultJson } from '../protocol/serialized.js';
 import { LEGACY, MODERN } from '../protocol/era.js';
 import type { CallOptions, Upstream } from '../upstream/types.js';
 import type { CallContext } from './context.js';
-import { callPolicy } from './call-policy.js';
+import { serverRetry, totalTimeoutMs, withoutHubKeys } from './call-policy.js';
 import { cutOffError, outcomeOfResult, outcomeSeenBy } from './outcome.js';
 import type { Mrtr } from './mrtr.js';
 import type { Binding, RequestStateSealer } from './request-state.js';
@@ -172,11 +172,17 @@ export function beginOf(method: string, ctx: CallContext, target?: BeginTarget):
 }
 
 /** `stop`: the hub's stop begun (RouterOptions.stopBegun), which ends a wait between retries. */
-export function callOptions(ctx: CallContext, server: ServerHandle, stop?: Signal): CallOptions {
+export function callOptions(ctx: CallContext, server: ServerHandle, stop?: Signal, retry?: CallOptions['retry']): CallOptions {
+  const config = server.config;
+  // Timeouts (a caller's own bounded by the server's cap) and safe retries: call-policy.ts
+  // (callPolicy's fields, written out here so a call's options are one object, not callPolicy's
+  // spread over them and tools/call's copy with its retry: ~5k instructions a call, BENCHMARKS.md).
+  const total = totalTimeoutMs(config, ctx.meta);
   return {
     signal: ctx.signal,
     stop,
-    timeoutMs: server.config.timeoutMs,
+    timeoutMs: Math.min(config.timeoutMs, total),
+    maxTotalTimeoutMs: total,
     onProgress: ctx.onProgress,
     onLog: ctx.onLog,
     logScope: ctx.sessionKey,
@@ -185,10 +191,11 @@ export function callOptions(ctx: CallContext, server: ServerHandle, stop?: Signa
     onElicitationComplete: ctx.onElicitationComplete,
     exclusive: canBeAsked(ctx.clientCapabilities),
     clientCapabilities: relayedCapabilities(ctx.clientCapabilities),
-    meta: ctx.meta,
+    meta: withoutHubKeys(ctx.meta),
     logLevel: ctx.logLevel,
-    // Timeouts (a caller's own bounded by the server's cap) and safe retries: call-policy.ts.
-    ...callPolicy(server.config, ctx.meta),
+    // Progress is what keeps a long call alive: ask for it whether or not the client did.
+    askProgress: true,
+    retry: retry ?? serverRetry(config),
   };
 }
 
