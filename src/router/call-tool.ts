@@ -490,7 +490,12 @@ export class ToolCall {
         if (checked !== raw) Object.assign(row, { errorKind: 'policy', errorMessage: firstText(checked) });
         // An input_required turn is no outcome yet: the key is freed for the client's retry; so
         // is a refusal for a capability the client did not declare, which its retry may declare.
-        await finishRan(row, isFinal && !isCapabilityRefusal(raw) ? { result } : undefined, false);
+        const rowDone = finishRan(row, isFinal && !isCapabilityRefusal(raw) ? { result } : undefined, false);
+        // With the ledger off the row's finish is settled as it is made (NullLedger's): it still
+        // runs (the observers hear of it, the key is settled), but waiting for it cost the call a
+        // turn. A parked call's first row may still wait, for a retry of its client
+        // (InputCollector.known), and is waited for as before.
+        if (this.ledger.enabled !== false || first?.parkedAs !== undefined) await rowDone;
         return result;
       } catch (caught) {
         const err = cutOffError(caught, opts.signal);

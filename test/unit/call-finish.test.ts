@@ -1,7 +1,9 @@
 /**
  * What tools/call hands the upstream and when it answers (src/router/call-tool.ts). The call's
  * options are built in one object (callOptions, with the tool's retry rule), as callPolicy's fields
- * spread over the context's and a copy with the retry used to be.
+ * spread over the context's and a copy with the retry used to be. And a call whose row has
+ * nothing to wait for (the ledger off) answers without waiting for its finish, which
+ * still runs; with the ledger on it answers only once its row is finished.
  */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
@@ -76,6 +78,17 @@ function toolCall(ledger: AuditSink, server: ServerHandle, stopBegun?: Canceller
   return new ToolCall({ catalog, ledger, mrtr, log: log as never, opts: { startupGrace: () => undefined, stopBegun } });
 }
 
+/** Whether `p` has settled once the microtasks queued now have run (and a turn more). */
+async function settledSoon(p: Promise<unknown>): Promise<boolean> {
+  let settled = false;
+  p.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
+  await new Promise((resolve) => setImmediate(resolve));
+  return settled;
+}
+
 describe('tools/call', () => {
   it("gives the upstream the call's options in one object: callPolicy's fields, the context's, the tool's retry rule", async () => {
     const sent: CallOptions[] = [];
@@ -110,5 +123,23 @@ describe('tools/call', () => {
     await toolCall(sink, server, stop).call({ name: 'echo__echo', arguments: { text: 'hi' } }, ctx);
     expect(sent).toHaveLength(1);
     expect(sent[0]).toStrictEqual({ ...expected, retry });
+  });
+
+  it('answers without waiting for its finished row when the ledger is off; the row is still finished', async () => {
+    const { sink, ends, release } = heldSink(false);
+    const call = toolCall(sink, echoServer([])).call({ name: 'echo__echo', arguments: { text: 'hi' } }, context());
+    expect(await settledSoon(call)).toBe(true);
+    await expect(call).resolves.toEqual({ content: [{ type: 'text', text: 'hi' }] });
+    expect(ends).toEqual([expect.objectContaining({ outcome: 'ok', errorKind: null, latencyMs: expect.any(Number) })]);
+    release();
+  });
+
+  it('answers only once its row is finished when the ledger is on', async () => {
+    const { sink, ends, release } = heldSink(true);
+    const call = toolCall(sink, echoServer([])).call({ name: 'echo__echo', arguments: { text: 'hi' } }, context());
+    expect(await settledSoon(call)).toBe(false);
+    expect(ends).toEqual([expect.objectContaining({ outcome: 'ok', latencyMs: expect.any(Number) })]);
+    release();
+    await expect(call).resolves.toEqual({ content: [{ type: 'text', text: 'hi' }] });
   });
 });
