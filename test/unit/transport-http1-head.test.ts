@@ -9,6 +9,7 @@ import { connect, type AddressInfo } from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseHead, type RequestHead } from '../../src/transport/http1/head.js';
+import { referenceParseHead } from '../helpers/http1-head-reference.js';
 
 const MCP = (p: string) => p === '/mcp' || p.startsWith('/mcp/');
 const head = (text: string) => parseHead(Buffer.from(text, 'latin1'), 16_384, MCP);
@@ -30,6 +31,24 @@ describe('parseHead', () => {
     expect(ok(`${BASE}Connection: Close\r\n\r\n{}`).close).toBe(true);
     expect(ok(`${BASE}Connection: keep-alive\r\n\r\n{}`).close).toBe(false);
     expect(ok(`${BASE}X-Empty:\r\n\r\n{}`).headers['x-empty']).toBe('');
+  });
+
+  it('lower-cases known names in any case, and keeps names one letter off a known one as names of their own', () => {
+    const h = ok('POST /mcp HTTP/1.1\r\nhOsT: h\r\nCONTENT-LENGTH: 2\r\nconnection: CLOSE\r\nContent-TYPE: a/b\r\nMcp-Method: tools/call\r\nHosts: x\r\nHast: y\r\nContent-Lengths: 3\r\nContent_Length: 4\r\nX-Tilde~: z\r\n\r\n{}');
+    expect(h).toMatchObject({ contentLength: 2, close: true });
+    expect(Object.entries(h.headers)).toEqual([
+      ['host', 'h'],
+      ['content-length', '2'],
+      ['connection', 'CLOSE'],
+      ['content-type', 'a/b'],
+      ['mcp-method', 'tools/call'],
+      ['hosts', 'x'],
+      ['hast', 'y'],
+      ['content-lengths', '3'],
+      ['content_length', '4'],
+      ['x-tilde~', 'z'],
+    ]);
+    expect(Object.getPrototypeOf(h.headers)).toBe(Object.prototype);
   });
 
   it('takes the edges of what it serves: the shortest request line, blanks and digits at their bounds', () => {
@@ -93,6 +112,20 @@ describe('parseHead', () => {
     ['a name that is not a token', `${BASE}X(A): 1\r\n\r\n{}`],
     ['a line without a colon', `${BASE}X-A\r\n\r\n{}`],
     ['a name on the prototype', `${BASE}constructor: x\r\n\r\n{}`],
+    ['a name on the prototype in another case', `${BASE}Constructor: x\r\n\r\n{}`],
+    ['__proto__ as a name', `${BASE}__proto__: x\r\n\r\n{}`],
+    ['__PROTO__ as a name', `${BASE}__PROTO__: x\r\n\r\n{}`],
+    ['Host twice in two cases', `${BASE}HOST: y\r\n\r\n{}`],
+    ['Content-Length twice in two cases', `${BASE}content-LENGTH: 2\r\n\r\n{}`],
+    ['Transfer-Encoding in capitals', `${BASE}TRANSFER-ENCODING: chunked\r\n\r\n`],
+    ['Expect in another case', `${BASE}eXPECT: 100-continue\r\n\r\n{}`],
+    ['Upgrade in another case', `${BASE}uPgRaDe: h2c\r\n\r\n{}`],
+    ['Connection in capitals naming another token', `${BASE}CONNECTION: Upgrade\r\n\r\n{}`],
+    ['Connection in capitals ending in a tab', `${BASE}CONNECTION: close\t\r\n\r\n{}`],
+    ['Content-Length in capitals ending in a tab', 'POST /mcp HTTP/1.1\r\nHost: x\r\nCONTENT-LENGTH: 2\t\r\n\r\n{}'],
+    ['only a near-Content-Length (one letter off)', 'POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Lengtx: 2\r\n\r\n{}'],
+    ['only a near-Host (one letter off)', 'POST /mcp HTTP/1.1\r\nHosu: x\r\nContent-Length: 2\r\n\r\n{}'],
+    ['a near-Host where only case folding of a symbol would match (^ for ~)', 'POST /mcp HTTP/1.1\r\nHo^t: x\r\nContent-Length: 2\r\n\r\n{}'],
     ['a space inside the target', 'POST /mcp x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'],
     ['a space inside a served target', 'POST /mcp/ x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'],
     ['a byte past ASCII in the target', 'POST /mcp/\xe9 HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'],
@@ -103,6 +136,69 @@ describe('parseHead', () => {
   ])('leaves %s to node:http', (_what, text) => {
     expect(head(text)).toBe('other');
   });
+});
+
+describe('parseHead gives the same verdict and headers as the parser it replaced', () => {
+  // Header names: the known ones and the prototype's in random case, names one letter off a
+  // known one, random tokens, and near-tokens that must be refused.
+  const known = ['Host', 'Content-Length', 'Content-Type', 'Accept', 'Connection', 'Transfer-Encoding', 'Expect', 'Upgrade', 'Authorization', 'Origin', 'MCP-Protocol-Version', 'Mcp-Method', 'Mcp-Name', 'Mcp-Session-Id', 'User-Agent', 'Accept-Encoding', 'Last-Event-ID', 'X-Api-Key', 'constructor', '__proto__', 'hasOwnProperty', 'toString', 'valueOf', '__defineGetter__', 'isPrototypeOf'];
+  const anyCase = (n: string) => fc.array(fc.boolean(), { minLength: n.length, maxLength: n.length }).map((up) => [...n].map((c, i) => (up[i] ? c.toUpperCase() : c.toLowerCase())).join(''));
+  const oneOff = (n: string) =>
+    fc.tuple(fc.nat(n.length - 1), fc.constantFrom(...'aZ-_^~`|0!#.'.split(''))).map(([i, c]) => n.slice(0, i) + c + n.slice(i + 1));
+  const name = fc.oneof(
+    fc.constantFrom(...known).chain(anyCase),
+    fc.constantFrom(...known).chain(oneOff),
+    fc.constantFrom(...known).map((n) => `${n}s`),
+    fc.stringMatching(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,20}$/),
+    fc.stringMatching(/^[A-Za-z (),:;@\\"\x00-\x1f\x7f\x80-\xff-]{1,8}$/),
+  );
+  const value = fc.oneof(
+    fc.constantFrom('application/json', 'keep-alive', 'close', 'Close', 'KEEP-ALIVE', 'chunked', '2', '02', '', '  padded  ', 'close\t', '\tclose', 'keep-alive \t', '1\r2', '1\n2', '12345678901234', '1234567890123456'),
+    fc.string({ unit: fc.integer({ min: 0, max: 255 }).map((c) => String.fromCharCode(c)), maxLength: 12 }),
+  );
+  // Line ends: mostly CRLF; a bare LF or CR, or an obs-fold, now and then.
+  const eol = fc.oneof({ weight: 12, arbitrary: fc.constant('\r\n') }, { weight: 1, arbitrary: fc.constantFrom('\n', '\r', '\r\n ', '\r\n\t') });
+  const sep = fc.oneof({ weight: 6, arbitrary: fc.constant(': ') }, { weight: 1, arbitrary: fc.constantFrom(':', ':\t', ' :', ': \t ', '') });
+  const line = fc.oneof(
+    { weight: 8, arbitrary: fc.constant('POST /mcp HTTP/1.1') },
+    { weight: 1, arbitrary: fc.constantFrom('POST /mcp/x?y=1 HTTP/1.1', 'POST / HTTP/1.1', 'POST /mcp HTTP/1.0', 'GET /mcp HTTP/1.1', 'POST /other HTTP/1.1', 'POST /mcp  HTTP/1.1', 'POST /mc\xe9 HTTP/1.1') },
+  );
+
+  it('for 20,000 generated heads, whole, cut short, and over the size limit', () => {
+    fc.assert(
+      fc.property(
+        line,
+        fc.array(fc.tuple(name, sep, value, eol), { maxLength: 10 }),
+        fc.option(fc.tuple(fc.constantFrom('Content-Length', 'content-length', 'CONTENT-LENGTH'), fc.constantFrom('', ' ', '\t', ' \t'), fc.nat(99), fc.constantFrom('', ' ', '\t'))),
+        fc.option(fc.constantFrom('Host', 'host', 'HOST')),
+        fc.nat(100),
+        fc.option(fc.nat(400)),
+        (first, fields, length, host, hostAt, limit) => {
+          const lines: string[] = [];
+          for (const [n, s, v, e] of fields) lines.push(`${n}${s}${v}${e}`);
+          if (length !== null) lines.splice(hostAt % (lines.length + 1), 0, `${length[0]}:${length[1]}${length[2]}${length[3]}\r\n`);
+          if (host !== null) lines.splice((hostAt * 7) % (lines.length + 1), 0, `${host}: 127.0.0.1\r\n`);
+          const text = `${first}\r\n${lines.join('')}\r\n{}`;
+          const bytes = Buffer.from(text, 'latin1');
+          const max = limit ?? 16_384;
+          for (const buf of [bytes, bytes.subarray(0, Math.max(0, bytes.length - 4)), bytes.subarray(0, (hostAt * bytes.length) >> 7)]) {
+            const ours = parseHead(buf, max, MCP);
+            const theirs = referenceParseHead(buf, max, MCP);
+            if (typeof theirs === 'string' || typeof ours === 'string') {
+              expect(ours, JSON.stringify(buf.toString('latin1'))).toBe(theirs);
+              continue;
+            }
+            const { headers, ...rest } = ours;
+            const { headers: theirHeaders, ...theirRest } = theirs;
+            expect(rest, JSON.stringify(text)).toEqual(theirRest);
+            expect(Object.entries(headers), JSON.stringify(text)).toEqual(Object.entries(theirHeaders));
+            expect(Object.getPrototypeOf(headers)).toBe(Object.prototype);
+          }
+        },
+      ),
+      { numRuns: 20_000 },
+    );
+  }, 120_000);
 });
 
 /** What node:http's parser made of one raw request: its target, headers and body, or its refusal. */
