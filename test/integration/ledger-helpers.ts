@@ -8,8 +8,7 @@ import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import yargs from 'yargs';
-import { makeLedgerCommand } from '../../src/cli/ledger.js';
+import { runLedgerCommand } from '../helpers/ledger-command.js';
 import { ledgerWriter } from '../../src/cli/ledger-lock.js';
 import { recordRow, type PendingRecord } from '../../src/ledger/audit-apply.js';
 import { hasTable } from '../../src/ledger/migrate.js';
@@ -88,27 +87,13 @@ export function ledgerCli(db: string, args: string[]): Promise<CliResult> {
  * `ledgerCli` runs the binary itself; the cli-*.test.ts files and ledger-outcomes check it.
  */
 export async function ledgerInProcess(db: string, args: string[]): Promise<CliResult> {
-  const r: CliResult = { code: 0, stdout: '', stderr: '' };
-  const cmd = makeLedgerCommand({
-    out: (t) => void (r.stdout += t),
-    err: (t) => void (r.stderr += t),
-    setExitCode: (c) => (r.code = c),
-  });
   try {
-    await yargs(['ledger', ...args, '--db', db])
-      .command(cmd)
-      .strict()
-      .exitProcess(false)
-      .fail((msg, err) => {
-        throw err ?? new Error(msg);
-      })
-      .parseAsync();
+    const r = await runLedgerCommand(['ledger', ...args, '--db', db]);
+    return { code: r.code, stdout: r.out, stderr: r.err };
   } catch (err) {
     // The binary's usage errors (yargs: unknown option, missing subcommand) exit 2.
-    r.stderr += `${(err as Error).message}\n`;
-    r.code = 2;
+    return { code: 2, stdout: '', stderr: `${(err as Error).message}\n` };
   }
-  return r;
 }
 
 /**

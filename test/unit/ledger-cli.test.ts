@@ -3,10 +3,9 @@ import { existsSync, linkSync, mkdirSync, rmSync, statSync, writeFileSync } from
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
-import yargs from 'yargs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ledgerFinding } from '../../src/cli/doctor.js';
-import { makeLedgerCommand, resolveLedgerPath } from '../../src/cli/ledger.js';
+import { resolveLedgerPath } from '../../src/cli/ledger.js';
 import { processStart } from '../../src/process-alive.js';
 import type { HubConfig } from '../../src/config/types.js';
 import { ChainWriter, rowDigest } from '../../src/ledger/chain.js';
@@ -19,6 +18,7 @@ import { whereClause, type AuditDbRow } from '../../src/ledger/rows.js';
 import { KEY_HEADER, keyCells, ROW_HEADER, rowCells, rowJson, table } from '../../src/ledger/format.js';
 import { requestIdText } from '../../src/ledger/request-id.js';
 import { closeAndRemove, begin, end, line, tempDir, until } from './ledger-helpers.js';
+import { runLedgerCommand } from '../helpers/ledger-command.js';
 
 const NOW = 1_800_000_000_000;
 let t: ReturnType<typeof tempDir>;
@@ -32,30 +32,13 @@ interface Run {
   code: number;
 }
 
-/** Runs `ledger …` through yargs in this process, capturing what it prints. */
-/** `onOut` sees all the output so far; a promise it returns is the output not taking more until it settles. */
+/**
+ * Runs `ledger …` through yargs in this process, capturing what it prints, at the tests' clock.
+ * `onOut` sees all the output so far; a promise it returns is the output not taking more until it settles.
+ */
 async function cli(args: string[], opts: { signal?: AbortSignal; onOut?: (s: string) => void | Promise<void> } = {}): Promise<Run> {
-  const r: Run = { out: '', err: '', code: 0 };
-  const cmd = makeLedgerCommand({
-    out: (s) => {
-      r.out += s;
-      return opts.onOut?.(r.out);
-    },
-    err: (s) => (r.err += s),
-    setExitCode: (c) => (r.code = c),
-    now: () => NOW,
-    signal: opts.signal,
-    pollMs: 20,
-  });
-  await yargs(args)
-    .command(cmd)
-    .strict()
-    .exitProcess(false)
-    .fail((msg, err) => {
-      throw err ?? new Error(msg);
-    })
-    .parseAsync();
-  return r;
+  const { out, err, code } = await runLedgerCommand(args, { now: () => NOW, signal: opts.signal, pollMs: 20, onOut: opts.onOut });
+  return { out, err, code };
 }
 
 /** 2 servers × 3 rows over the last 3 hours, plus one in flight. */

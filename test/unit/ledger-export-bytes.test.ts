@@ -6,6 +6,7 @@ import { Ledger } from '../../src/ledger/ledger.js';
 import { LedgerReader } from '../../src/ledger/reader.js';
 import { AUDIT_COLUMNS, auditRowOf, toAuditRow, type AuditDbRow } from '../../src/ledger/rows.js';
 import { tempDir } from './ledger-helpers.js';
+import { runLedgerCommand, type LedgerRun } from '../helpers/ledger-command.js';
 
 let t: ReturnType<typeof tempDir> | undefined;
 afterEach(() => {
@@ -14,23 +15,8 @@ afterEach(() => {
 });
 
 /** `ledger export` through yargs in this process: its output as the bytes it wrote, and its exit code. */
-async function exported(db: string, ...more: string[]): Promise<{ bytes: Buffer; code: number; err: string }> {
-  const chunks: Buffer[] = [];
-  const r = { code: 0, err: '' };
-  const cmd = makeLedgerCommand({
-    out: (s) => void chunks.push(Buffer.from(s)),
-    err: (s) => (r.err += s),
-    setExitCode: (c) => (r.code = c),
-  });
-  await yargs(['ledger', 'export', '--db', db, ...more])
-    .command(cmd)
-    .strict()
-    .exitProcess(false)
-    .fail((msg, err) => {
-      throw err ?? new Error(msg);
-    })
-    .parseAsync();
-  return { bytes: Buffer.concat(chunks), code: r.code, err: r.err };
+function exported(db: string, ...more: string[]): Promise<LedgerRun> {
+  return runLedgerCommand(['ledger', 'export', '--db', db, ...more]);
 }
 
 const H = (c: string): string => c.repeat(64);
