@@ -48,7 +48,7 @@ import { InFlight } from './router/inflight.js';
 import { RouteReplacedError } from './router/replaced.js';
 import { refuseDownTool } from './router/down-tools.js';
 import { beginInCallTrace, inCallTrace, isRetry, knownLegacy, type BeginTarget } from './router/forwarding.js';
-import { callPolicy } from './router/call-policy.js';
+import { callTimeoutMs } from './router/call-policy.js';
 import { backSoon, RETRY_WAIT_MS, ROUND_METHODS } from './hub/back-soon.js';
 import { readyWithin } from './upstream/ready-within.js';
 import { firstAttemptEnded, firstStarting, onFirstAttempt, promptNamed } from './hub/first-start.js';
@@ -928,7 +928,7 @@ export class Hub implements HubCore {
   private backWithin(h: ServerHandle, u: Upstream, ctx: CallContext): Promise<boolean> {
     this.log.debug({ server: h.id, state: u.state }, 'a retry waits for its server to be back');
     // Not past the stop's beginning (stopBegun): the closing upstream ends readyWithin's own wait.
-    return unlessAborted(() => readyWithin(u, Math.min(RETRY_WAIT_MS, callPolicy(h.config, ctx.meta).timeoutMs ?? h.config.timeoutMs), ctx.signal), this.stopBegun.signal, () => false);
+    return unlessAborted(() => readyWithin(u, Math.min(RETRY_WAIT_MS, callTimeoutMs(h.config, ctx.meta)), ctx.signal), this.stopBegun.signal, () => false);
   }
 
   /**

@@ -9,6 +9,7 @@ import {
   UNSUPPORTED_PROTOCOL_VERSION,
 } from '../protocol/errors.js';
 import { META_SERVER_INFO } from '../protocol/meta.js';
+import { isObj } from '../protocol/jsonrpc.js';
 import type { Implementation } from '../protocol/types.js';
 import type { Logger } from '../log.js';
 import { copyOf } from '../protocol/copy.js';
@@ -46,8 +47,7 @@ export function toModernResult(method: string, r: Result, serverInfo: Implementa
  * left out, as if the upstream had sent none.
  */
 function metaOf(r: Result): Result | undefined {
-  const m = r._meta;
-  return m !== null && typeof m === 'object' && !Array.isArray(m) ? (m as Result) : undefined;
+  return isObj(r._meta) ? r._meta : undefined;
 }
 
 /**

@@ -35,25 +35,14 @@ export function totalTimeoutMs(config: ServerConfig, meta: Meta): number {
   return asked === undefined ? cap : Math.min(asked, cap);
 }
 
+/** The most one call to `config`'s server may go without an answer or progress: the server's, or less when the caller's total is less. */
+export function callTimeoutMs(config: ServerConfig, meta: Meta): number {
+  return Math.min(config.timeoutMs, totalTimeoutMs(config, meta));
+}
+
 /** The retry rule of a call that is not a tool's (tools/call's: toolRetry): never sent again once it may have run. */
 export function serverRetry(config: ServerConfig): NonNullable<CallOptions['retry']> {
   return { maxAttempts: config.retry.maxAttempts, budgetMs: config.retry.budgetMs, idempotent: false };
-}
-
-/**
- * Timeouts, pass-through `_meta` and the retry rule of one call to `config`'s server. The
- * router's calls take the same fields from callOptions (forwarding.ts), built there in one object.
- */
-export function callPolicy(config: ServerConfig, meta: Meta): Pick<CallOptions, 'timeoutMs' | 'maxTotalTimeoutMs' | 'meta' | 'retry' | 'askProgress'> {
-  const total = totalTimeoutMs(config, meta);
-  return {
-    timeoutMs: Math.min(config.timeoutMs, total),
-    maxTotalTimeoutMs: total,
-    meta: withoutHubKeys(meta),
-    // Progress is what keeps a long call alive: ask for it whether or not the client did.
-    askProgress: true,
-    retry: serverRetry(config),
-  };
 }
 
 function claimed(annotations: unknown, key: 'idempotentHint' | 'readOnlyHint'): unknown {

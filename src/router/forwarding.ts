@@ -174,9 +174,9 @@ export function beginOf(method: string, ctx: CallContext, target?: BeginTarget):
 /** `stop`: the hub's stop begun (RouterOptions.stopBegun), which ends a wait between retries. */
 export function callOptions(ctx: CallContext, server: ServerHandle, stop?: Signal, retry?: CallOptions['retry']): CallOptions {
   const config = server.config;
-  // Timeouts (a caller's own bounded by the server's cap) and safe retries: call-policy.ts
-  // (callPolicy's fields, written out here so a call's options are one object, not callPolicy's
-  // spread over them and tools/call's copy with its retry: ~5k instructions a call, BENCHMARKS.md).
+  // Timeouts (a caller's own bounded by the server's cap) and safe retries: call-policy.ts. One
+  // object, not a policy object spread over it and tools/call's copy with its retry (~5k
+  // instructions a call, BENCHMARKS.md).
   const total = totalTimeoutMs(config, ctx.meta);
   return {
     signal: ctx.signal,

@@ -1,6 +1,6 @@
 /**
  * What tools/call hands the upstream and when it answers (src/router/call-tool.ts). The call's
- * options are built in one object (callOptions, with the tool's retry rule), as callPolicy's fields
+ * options are built in one object (callOptions, with the tool's retry rule), as a policy object
  * spread over the context's and a copy with the retry used to be. And a call whose row has
  * nothing to wait for (the ledger off) answers without waiting for its finish, which
  * still runs; with the ledger on it answers only once its row is finished.
@@ -12,7 +12,6 @@ import type { Catalog, ServerHandle } from '../../src/catalog/catalog.js';
 import type { AuditSink } from '../../src/ledger/sink.js';
 import type { AuditEnd } from '../../src/ledger/types.js';
 import { callOptions } from '../../src/router/forwarding.js';
-import { callPolicy } from '../../src/router/call-policy.js';
 import { ToolCall } from '../../src/router/call-tool.js';
 import type { CallContext } from '../../src/router/context.js';
 import { Mrtr } from '../../src/router/mrtr.js';
@@ -90,13 +89,14 @@ async function settledSoon(p: Promise<unknown>): Promise<boolean> {
 }
 
 describe('tools/call', () => {
-  it("gives the upstream the call's options in one object: callPolicy's fields, the context's, the tool's retry rule", async () => {
+  it("gives the upstream the call's options in one object: the server's limits, the context's fields, the tool's retry rule", async () => {
     const sent: CallOptions[] = [];
     const server = echoServer(sent);
     const stop = new Canceller().signal;
     const meta = { 'dev.switchyard/timeoutMs': 300, traceparent: 't' };
     const ctx = context({ meta, sessionKey: 's1', logLevel: 'info' });
-    const policy = callPolicy(server.config, meta);
+    // The server's (timeoutMs 1000, maxTotalTimeoutMs 5000, retry 3 × 700 ms), the caller's total under them.
+    const policy = { timeoutMs: 300, maxTotalTimeoutMs: 300, meta: { traceparent: 't' }, askProgress: true, retry: { maxAttempts: 3, budgetMs: 700, idempotent: false } };
     const expected = {
       signal: ctx.signal,
       stop,
@@ -111,8 +111,6 @@ describe('tools/call', () => {
       logLevel: 'info',
       ...policy,
     };
-    expect(policy.meta).toEqual({ traceparent: 't' });
-    expect(policy.timeoutMs).toBe(300);
     // Without a rule of its own, the server's: never sent again once it may have run.
     expect(callOptions(ctx, server, stop)).toStrictEqual(expected);
     const retry = { maxAttempts: 3, budgetMs: 700, idempotent: true };

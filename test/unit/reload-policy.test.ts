@@ -5,7 +5,10 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { canonical, describeDiff, diffServers, lostEndpoint, narrowedKeyGroups, reloadableApiKeys, reloadableGroups, reloadablePlugins, reloadablePolicy, restartOnlyChanges } from '../../src/config/reload.js';
-import { callPolicy, toolIsIdempotent } from '../../src/router/call-policy.js';
+import { toolIsIdempotent } from '../../src/router/call-policy.js';
+import { callOptions } from '../../src/router/forwarding.js';
+import type { ServerHandle } from '../../src/catalog/catalog.js';
+import type { CallContext } from '../../src/router/context.js';
 import { LineDecoder, responseIdOf } from '../../src/transport/stdio-child.js';
 
 const base = {
@@ -174,6 +177,11 @@ describe('config reload diff', () => {
 
 describe('call policy', () => {
   const server = cfg({ servers: { s: { command: 'node', timeoutMs: 1000, maxTotalTimeoutMs: 5000, retry: { maxAttempts: 4, budgetMs: 700 } } } }).servers.s;
+  // The limits, `_meta` and retry rule of a call's options (callOptions), for a caller's `_meta`.
+  const callPolicy = (_server: typeof server, meta: Record<string, unknown> | undefined) => {
+    const o = callOptions({ clientCapabilities: {}, meta } as unknown as CallContext, { config: _server } as unknown as ServerHandle);
+    return { timeoutMs: o.timeoutMs, maxTotalTimeoutMs: o.maxTotalTimeoutMs, meta: o.meta, askProgress: o.askProgress, retry: o.retry };
+  };
   it('uses the server limits, lets a caller shorten (not lengthen) the total, and drops the hub key', () => {
     expect(callPolicy(server, undefined)).toEqual({ timeoutMs: 1000, maxTotalTimeoutMs: 5000, meta: undefined, askProgress: true, retry: { maxAttempts: 4, budgetMs: 700, idempotent: false } });
     const short = callPolicy(server, { 'dev.switchyard/timeoutMs': 300, traceparent: 't' });
