@@ -9,7 +9,7 @@ import { Latencies } from './latencies.js';
 import { MatchedIds, type IdList } from './matched-ids.js';
 import { shownOutcome, type Outcome } from './types.js';
 import { HUB } from '../auth/principals.js';
-import { AUDIT_COLUMNS, auditRowOf, LATER_AUDIT_COLUMNS, toAuditRow, whereClause, type AuditDbRow, type AuditFilter, type AuditRow } from './rows.js';
+import { AUDIT_COLUMNS, auditRowOf, LATER_AUDIT_COLUMNS, whereClause, type AuditDbRow, type AuditFilter, type AuditRow } from './rows.js';
 
 export interface StatsRow {
   server: string | null;
@@ -108,8 +108,13 @@ export class LedgerReader {
     const { sql, params } = this.where(filter);
     const order = filter.afterSeq !== undefined ? 'seq ASC' : filter.afterId !== undefined ? 'id ASC' : 'ts DESC, id DESC';
     const limit = rowLimit(filter.limit ?? DEFAULT_LIMIT, 1);
-    const rows = this.db.prepare(`SELECT * FROM audit ${sql} ORDER BY ${order} LIMIT @limit`).all({ ...params, limit }) as AuditDbRow[];
-    return rows.map(toAuditRow);
+    const rows = this.db.prepare(`SELECT ${this.auditColumns()} FROM audit ${sql} ORDER BY ${order} LIMIT @limit`).raw().all({ ...params, limit }) as unknown[][];
+    return rows.map(auditRowOf);
+  }
+
+  /** AUDIT_COLUMNS as a select list (auditRowOf's order): a column an older ledger lacks read as NULL. */
+  private auditColumns(): string {
+    return AUDIT_COLUMNS.map((c) => (LATER_AUDIT_COLUMNS.has(c) && !this.hasColumn('audit', c) ? `NULL AS ${c}` : c)).join(', ');
   }
 
   /**
@@ -189,9 +194,7 @@ export class LedgerReader {
   /** `ids` (in `order`) a page of at most `size` rows and `bodyBytes` of their bodies at a time. */
   private *pagesOf(ids: IdList, order: string, size: number, bodyBytes = PAGE_BODY_BYTES): Generator<AuditRow[]> {
     // By the primary key only (NOT INDEXED): by the index of ts or seq, to skip the sort, SQLite would walk every row per page.
-    // As arrays (auditRowOf), a column an older ledger lacks read as NULL.
-    const columns = AUDIT_COLUMNS.map((c) => (LATER_AUDIT_COLUMNS.has(c) && !this.hasColumn('audit', c) ? `NULL AS ${c}` : c)).join(', ');
-    const page = this.db.prepare(`SELECT ${columns} FROM audit NOT INDEXED WHERE id IN (SELECT value FROM json_each(@pageIds)) ORDER BY ${order}`).raw();
+    const page = this.db.prepare(`SELECT ${this.auditColumns()} FROM audit NOT INDEXED WHERE id IN (SELECT value FROM json_each(@pageIds)) ORDER BY ${order}`).raw();
     // The bodies' sizes, from the rows' headers: octet_length reads none of their text. Their
     // sum first: only a page over the bound (seldom) needs each row's.
     const body = 'COALESCE(octet_length(args_json), 0) + COALESCE(octet_length(result_json), 0)';

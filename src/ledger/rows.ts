@@ -75,43 +75,8 @@ export interface AuditRow {
   parentSpanId: string | null;
 }
 
-export function toAuditRow(r: AuditDbRow): AuditRow {
-  return {
-    id: r.id,
-    seq: r.seq,
-    ts: r.ts,
-    requestId: r.request_id,
-    principal: r.principal,
-    group: r.tool_group ?? null,
-    clientAddress: r.client_address,
-    clientEra: r.client_era,
-    clientName: r.client_name,
-    clientVersion: r.client_version,
-    method: r.method,
-    hubName: r.hub_name,
-    server: r.server,
-    upstreamName: r.upstream_name,
-    upstreamEra: r.upstream_era,
-    outcome: r.outcome as Outcome,
-    errorKind: r.error_kind as ErrorKind,
-    errorCode: r.error_code,
-    errorMessage: r.error_message,
-    latencyMs: r.latency_ms,
-    requestBytes: r.request_bytes,
-    responseBytes: r.response_bytes,
-    idempotencyKey: r.idempotency_key,
-    argsHash: r.args_hash,
-    argsJson: r.args_json,
-    resultJson: r.result_json,
-    hash: r.hash,
-    traceId: r.trace_id ?? null,
-    spanId: r.span_id ?? null,
-    parentSpanId: r.parent_span_id ?? null,
-  };
-}
-
 /**
- * The columns a page of rows is read in, as arrays (auditRowOf's order): better-sqlite3 builds a
+ * The columns rows are read in, as arrays (auditRowOf's order): better-sqlite3 builds a
  * row object of 30 keys one key at a time, which was most of `ledger export`'s time. The last
  * four are absent from a ledger an older Switchyard wrote (read as it is): read as NULL there.
  */
@@ -122,7 +87,7 @@ export const AUDIT_COLUMNS = [
 ] as const;
 export const LATER_AUDIT_COLUMNS: ReadonlySet<string> = new Set(['tool_group', 'trace_id', 'span_id', 'parent_span_id']);
 
-/** toAuditRow of a row read as an array of AUDIT_COLUMNS. */
+/** A row read as an array of AUDIT_COLUMNS (the one mapper of the CLI's and the admin API's reads). */
 export function auditRowOf(v: unknown[]): AuditRow {
   return {
     id: v[0] as number,

@@ -953,7 +953,7 @@ describe('switchyard ledger CLI', () => {
       for (const f of [{ server: 's' }, { group: 'g', since: 1 }, { principal: 'p', outcome: 'ok', tool: 't', until: 5 }, {}]) {
         prepared.length = 0;
         reader.query({ ...f, afterSeq: 10, limit: 1000 });
-        const sql = prepared.find((q) => q.startsWith('SELECT * FROM audit'))!;
+        const sql = prepared.find((q) => q.startsWith('SELECT id, seq, ts,'))!;
         const plan = (reader.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all({ ...whereClause({ ...f, afterSeq: 10 }).params, limit: 1000 }) as { detail: string }[]).map((r) => r.detail);
         // By a filter's own index it walked every row of that server (or group, or time) ever, and sorted them, each poll.
         expect(plan, JSON.stringify(f)).toEqual([expect.stringMatching(/^SEARCH audit USING INDEX \S+ \(seq>\?\)$/)]);

@@ -4,7 +4,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { makeLedgerCommand } from '../../src/cli/ledger.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { LedgerReader } from '../../src/ledger/reader.js';
-import { AUDIT_COLUMNS, auditRowOf, toAuditRow, type AuditDbRow } from '../../src/ledger/rows.js';
+import { AUDIT_COLUMNS, auditRowOf, type AuditDbRow, type AuditRow } from '../../src/ledger/rows.js';
+import type { ErrorKind, Outcome } from '../../src/ledger/types.js';
 import { tempDir } from './ledger-helpers.js';
 import { runLedgerCommand, type LedgerRun } from '../helpers/ledger-command.js';
 
@@ -13,6 +14,45 @@ afterEach(() => {
   t?.cleanup();
   t = undefined;
 });
+
+/**
+ * A row read as an object, column by name: what the reads mapped before they read arrays, kept
+ * here as the reference auditRowOf's positions are checked against.
+ */
+function byName(r: AuditDbRow): AuditRow {
+  return {
+    id: r.id,
+    seq: r.seq,
+    ts: r.ts,
+    requestId: r.request_id,
+    principal: r.principal,
+    group: r.tool_group ?? null,
+    clientAddress: r.client_address,
+    clientEra: r.client_era,
+    clientName: r.client_name,
+    clientVersion: r.client_version,
+    method: r.method,
+    hubName: r.hub_name,
+    server: r.server,
+    upstreamName: r.upstream_name,
+    upstreamEra: r.upstream_era,
+    outcome: r.outcome as Outcome,
+    errorKind: r.error_kind as ErrorKind,
+    errorCode: r.error_code,
+    errorMessage: r.error_message,
+    latencyMs: r.latency_ms,
+    requestBytes: r.request_bytes,
+    responseBytes: r.response_bytes,
+    idempotencyKey: r.idempotency_key,
+    argsHash: r.args_hash,
+    argsJson: r.args_json,
+    resultJson: r.result_json,
+    hash: r.hash,
+    traceId: r.trace_id ?? null,
+    spanId: r.span_id ?? null,
+    parentSpanId: r.parent_span_id ?? null,
+  };
+}
 
 /** `ledger export` through yargs in this process: its output as the bytes it wrote, and its exit code. */
 function exported(db: string, ...more: string[]): Promise<LedgerRun> {
@@ -74,7 +114,7 @@ describe('ledger export, byte for byte', () => {
     fill(t.db);
     const reader = LedgerReader.open({ path: t.db });
     try {
-      const objects = (reader.db.prepare('SELECT * FROM audit ORDER BY id').all() as AuditDbRow[]).map(toAuditRow);
+      const objects = (reader.db.prepare('SELECT * FROM audit ORDER BY id').all() as AuditDbRow[]).map(byName);
       const arrays = (reader.db.prepare(`SELECT ${COLUMNS} FROM audit ORDER BY id`).raw().all() as unknown[][]).map(auditRowOf);
       expect(arrays).toEqual(objects);
       // Key for key, in the same order (a row's JSON in /admin/ledger is written as it is).
