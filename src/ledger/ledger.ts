@@ -562,7 +562,9 @@ export class Ledger {
     clearInterval(this.headTimer);
     this.ingest(true);
     let ingested: boolean;
-    if (await this.ingester.cutShort()) ingested = this.applyLeft();
+    // After a write the pending files refused (a full disk), the lines it carried are only in
+    // the batches handed to the thread: cut short, it would take them with it. It is let start.
+    if (this.pending.status.failures === 0 && (await this.ingester.cutShort())) ingested = this.applyLeft();
     else {
       ingested = await this.whenIngested();
       await this.ingester.stop();
@@ -580,7 +582,7 @@ export class Ledger {
   /**
    * For close(), when the ingest thread was ended before it opened the database (cutShort):
    * what it was handed goes into SQLite here, from the pending files, as at a start (rows it
-   * committed after all are skipped). A close soon after the open (an idle hub's stop) so no
+   * committed after all are skipped). Only when every line was written there (no write failed). A close soon after the open (an idle hub's stop) so no
    * longer waits for the thread's start. False when SQLite refused them: they stay for the
    * next start.
    */

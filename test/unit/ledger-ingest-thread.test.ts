@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, symlinkSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 import fc from 'fast-check';
@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { pino } from 'pino';
 import { cpuProfileFlags, Ingester } from '../../src/ledger/ingester.js';
 import { joinChunks, Ledger } from '../../src/ledger/ledger.js';
+import { PendingFiles } from '../../src/ledger/pending-files.js';
 import { closeAndRemove, begin, end, tempDir, until } from './ledger-helpers.js';
 
 let t: ReturnType<typeof tempDir>;
@@ -157,6 +158,35 @@ describe('the ledger ingest thread', () => {
     expect(ledger.verify()).toMatchObject({ ok: true, rows: 9 });
   });
 
+  it('a ledger closed before its thread has started, whose pending files refused the rows (disk full), still puts them in SQLite', async () => {
+    t = tempDir();
+    // /dev/full refuses every write with ENOSPC, as a full disk does; the database itself has room.
+    for (const p of PendingFiles.paths(t.db)) symlinkSync('/dev/full', p);
+    const logged: string[] = [];
+    const log = pino({ level: 'warn' }, { write: (line: string) => void logged.push(line) });
+    const l = (ledger = Ledger.open({ path: t.db, log, backgroundCheckpoint: false }));
+    // A call the hub would forward: its row is refused, so it is not forwarded, and its finish
+    // (refused too) says so, as the router writes it. Each line still goes to the thread, its
+    // only copy now.
+    const refused = l.begin(begin({ requestId: 'refused' }));
+    await expect(l.whenCommitted()).rejects.toMatchObject({ code: -32603, message: expect.stringMatching(/ENOSPC/) });
+    const why = { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: -32603, errorMessage: 'the audit ledger cannot write (ENOSPC)' } as const;
+    await expect(refused.finish(end(why))).rejects.toMatchObject({ code: -32603 });
+    // A list, answered all the same; its row is refused.
+    await expect(l.record(begin({ requestId: 'listed', method: 'tools/list' }), end())).rejects.toMatchObject({ code: -32603 });
+    expect(l.commitCounters().writeFailures).toBeGreaterThan(0);
+    // The thread has not opened the database yet (it takes tens of ms to start): the close
+    // that follows would cut it short and apply only what the pending files hold, none of this.
+    expect(threadOpened(l), 'the thread opened before the close').toBe(false);
+    await l.close();
+    expect(logged.join('')).not.toMatch(/did not take the last rows/);
+    ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    const rows = ledger.query({}).map((r) => [r.requestId, r.outcome]);
+    expect(rows).toContainEqual(['refused', 'rpc_error']);
+    expect(rows).toContainEqual(['listed', 'ok']);
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 2 });
+  });
+
   it('a reader does not wait while SQLite refuses the batches; they go in once it takes them again', async () => {
     t = tempDir();
     const logged: string[] = [];
@@ -195,6 +225,12 @@ async function withOneRow(level: string): Promise<{ logged: string[]; worker: { 
   l.sync();
   // No public way to kill it: reach the worker as a crash would.
   return { logged, l, worker: (l as unknown as { ingester: { worker: { terminate(): Promise<number> } } }).ingester.worker };
+}
+
+/** Whether the ledger's ingest thread has opened the database (its slot in the shared memory, see Ingester). */
+function threadOpened(l: Ledger): boolean {
+  const shared = (l as unknown as { ingester: { shared: Int32Array } }).ingester.shared;
+  return Atomics.load(shared, 1) !== 0;
 }
 
 function opened(): Ledger {
