@@ -187,6 +187,41 @@ describe('the ledger ingest thread', () => {
     expect(ledger.verify()).toMatchObject({ ok: true, rows: 2 });
   });
 
+  it('a close while batches are in flight and a call is running: every row goes in, the running one unknown at the next start, its late finish refused', async () => {
+    t = tempDir();
+    const l = (ledger = Ledger.open({ path: t.db, beginHoldMs: 3_600_000, backgroundCheckpoint: false }));
+    await l.record(begin({ requestId: 'first' }), end());
+    l.sync(); // the thread has opened the database: the close stops it rather than cutting it short
+    const running = await l.beginCommitted(begin({ requestId: 'running' })); // held back for its finish
+    for (let i = 0; i < 2_000; i++) void l.record(begin({ requestId: `r${i}` }), end());
+    await new Promise((r) => setImmediate(r)); // written and handed over: the thread is at them
+    await l.close();
+    await expect(running.finish(end())).rejects.toThrow(/ledger is closed/);
+    expect(() => l.begin(begin())).toThrow(/ledger is closed/);
+    expect(existsSync(`${t.db}-pending`) || existsSync(`${t.db}-pending.2`)).toBe(false);
+    ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    const rows = ledger.query({ limit: 3_000 });
+    expect(rows).toHaveLength(2_002);
+    expect(rows.find((r) => r.requestId === 'running')).toMatchObject({ outcome: 'unknown' });
+    expect(rows.filter((r) => r.outcome === 'ok')).toHaveLength(2_001);
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 2_002 });
+  });
+
+  it('a second close waits for the first: once it resolves, every row is in SQLite and the pending files are gone', async () => {
+    t = tempDir();
+    const l = (ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false }));
+    await l.record(begin({ requestId: 'first' }), end());
+    l.sync();
+    for (let i = 0; i < 2_000; i++) void l.record(begin({ requestId: `r${i}` }), end());
+    const first = l.close();
+    await l.close();
+    expect(existsSync(`${t.db}-pending`) || existsSync(`${t.db}-pending.2`)).toBe(false);
+    const reader = new Database(t.db, { readonly: true });
+    expect((reader.prepare('SELECT count(*) AS n FROM audit').get() as { n: number }).n).toBe(2_001);
+    reader.close();
+    await first;
+  });
+
   it('a reader does not wait while SQLite refuses the batches; they go in once it takes them again', async () => {
     t = tempDir();
     const logged: string[] = [];
