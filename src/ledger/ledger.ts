@@ -178,6 +178,8 @@ export class Ledger {
   private readonly beginHoldMs: number;
   private nextId: number;
   private closed = false;
+  /** close()'s work, once. */
+  private closing: Promise<void> | null = null;
   /** A pending file could not be emptied (warned once per streak). */
   private truncateFailing = false;
   /** A read went ahead without the latest rows (warned once per streak). */
@@ -554,9 +556,16 @@ export class Ledger {
     return this.reader.prune(beforeTs);
   }
 
-  /** Commits what is queued, rejects idempotency waiters nobody will answer, closes the file. */
-  async close(): Promise<void> {
-    if (this.closed) return;
+  /**
+   * Commits what is queued, rejects idempotency waiters nobody will answer, closes the file. A
+   * second call waits for the first's end: resolved at once, its caller could go on (exit, open
+   * the file again) while rows were still on their way into SQLite.
+   */
+  close(): Promise<void> {
+    return (this.closing ??= this.closeOnce());
+  }
+
+  private async closeOnce(): Promise<void> {
     this.closed = true;
     clearInterval(this.purgeTimer);
     clearInterval(this.headTimer);
