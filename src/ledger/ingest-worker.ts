@@ -25,6 +25,11 @@ export interface IngestWorkerData {
    * committed, so it first applies what the pending files hold.
    */
   resume?: number;
+  /**
+   * With `resume`: lines of batches the hub handed over that may be their rows' only copy (a
+   * write of the pending files failed, see Ingester.send), taken after what the files hold.
+   */
+  left?: string[];
 }
 
 /**
@@ -62,7 +67,16 @@ const toEmpty: { path: string; n: number }[] = [];
 const replay = data.resume !== undefined;
 if (replay) {
   applier.take(PendingFiles.read(data.path) as PendingRecord[]);
+  if (data.left) applier.take(recordsOf(data.left));
   taken = data.resume!;
+}
+
+/** The records of lines joined in chunks (IngestBatch's `lines`). */
+function recordsOf(chunks: string[]): PendingRecord[] {
+  const records: PendingRecord[] = [];
+  // An empty line is a begin the hub dropped because its finish follows in the same batch.
+  for (const chunk of chunks) for (const line of chunk.split('\n')) if (line !== '') records.push(JSON.parse(line) as PendingRecord);
+  return records;
 }
 
 function commit(): void {
@@ -146,10 +160,7 @@ port.on('message', (m: IngestBatch | 'stop') => {
   }
   const n = m[0];
   const empty = m[2];
-  const records: PendingRecord[] = [];
-  // An empty line is a begin the hub dropped because its finish follows in the same batch.
-  for (const chunk of m[1]) for (const line of chunk.split('\n')) if (line !== '') records.push(JSON.parse(line) as PendingRecord);
-  applier.take(records);
+  applier.take(recordsOf(m[1]));
   taken = n;
   if (empty !== undefined) toEmpty.push({ path: empty, n });
   if (!retry) commit();

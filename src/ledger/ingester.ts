@@ -39,6 +39,8 @@ export class Ingester {
   private gone = false;
   private stopping: Promise<void> | null = null;
   private readonly waiters: { n: number; resolve: (ok: boolean) => void }[] = [];
+  /** Batches sent with `keep` (see send), oldest first, until they are committed. */
+  private readonly kept: [n: number, lines: string[]][] = [];
   private restartMs: number;
   private restartTimer: NodeJS.Timeout | undefined;
   /** Threads that ended unasked and were replaced (for metrics). */
@@ -58,7 +60,8 @@ export class Ingester {
   /** `resume`: a thread that replaces one that ended, taking over batches up to this one. */
   private start(resume: number | undefined): void {
     const { retryMs, checkpointMs, onApplied } = this.opts;
-    const workerData: IngestWorkerData = { path: this.path, applied: this.shared.buffer as SharedArrayBuffer, retryMs, checkpointMs, resume };
+    const left = resume === undefined || this.kept.length === 0 ? undefined : this.keptLines;
+    const workerData: IngestWorkerData = { path: this.path, applied: this.shared.buffer as SharedArrayBuffer, retryMs, checkpointMs, resume, left };
     // A small young generation: with V8's default the thread's new space grew to 32 MB under
     // load (the hub's RSS +20 MB, and the soak's growth check failed); at 6 MB its heap stays
     // at ~16 MB, for no measurable CPU.
@@ -90,7 +93,8 @@ export class Ingester {
   /**
    * A thread that ended unasked is replaced, after a wait that doubles while replacements
    * fail (up to RESTART_MAX_MS). Meanwhile rows wait in the pending files, and the new thread
-   * starts by applying them: everything handed to the old one that it may not have committed.
+   * starts by applying them: everything handed to the old one that it may not have committed,
+   * and the kept batches' lines (see send), which a full disk may have kept out of the files.
    */
   private restart(code: number): void {
     const inMs = this.restartMs;
@@ -126,6 +130,12 @@ export class Ingester {
     return this.sent + 1;
   }
 
+  /** The lines of the batches sent with `keep` that are not committed yet, in order (chunks, as sent). */
+  get keptLines(): string[] {
+    this.release();
+    return this.kept.flatMap(([, lines]) => lines);
+  }
+
   /** Batches sent and not yet committed. */
   get unapplied(): number {
     return this.sent - this.applied;
@@ -133,11 +143,15 @@ export class Ingester {
 
   /**
    * Sends lines of the pending file (chunks of lines joined by newlines); returns the batch's number. `empty`:
-   * the pending file the thread empties once the batch is committed.
+   * the pending file the thread empties once the batch is committed. `keep`: some lines may not
+   * be in the pending files (a write of them failed): the batch is kept until it is committed,
+   * for a thread that replaces this one (which otherwise starts from the files alone).
    */
-  send(lines: string[], empty?: string): number {
+  send(lines: string[], empty?: string, keep = false): number {
     const n = ++this.sent;
-    // Without a thread the lines are in the pending files, where the next thread reads them.
+    if (keep) this.kept.push([n, lines]);
+    // Without a thread the lines are in the pending files, where the next thread reads them
+    // (those a failed write kept out of the files, in the kept batch it is given).
     if (!this.gone) this.worker.postMessage((empty === undefined ? [n, lines] : [n, lines, empty]) satisfies IngestBatch);
     return n;
   }
@@ -214,7 +228,16 @@ export class Ingester {
     return this.stopping;
   }
 
+  /** Kept batches that are committed now are let go. */
+  private release(): void {
+    const applied = this.applied;
+    let i = 0;
+    while (i < this.kept.length && this.kept[i]![0] <= applied) i++;
+    if (i > 0) this.kept.splice(0, i);
+  }
+
   private settle(): void {
+    if (this.kept.length > 0) this.release();
     const applied = this.applied;
     for (let i = this.waiters.length - 1; i >= 0; i--) {
       const w = this.waiters[i]!;

@@ -403,7 +403,8 @@ export class Ledger {
     }
     this.lines = next;
     this.kept = next.length;
-    this.handed = this.ingester.send(joinChunks(batch), empties);
+    // Once a write has failed, a line may be only here: the batch is kept until committed.
+    this.handed = this.ingester.send(joinChunks(batch), empties, this.pending.status.failures > 0);
     this.holdFor(held);
   }
 

@@ -98,6 +98,33 @@ describe('the ledger ingest thread', () => {
     expect(l.verify()).toMatchObject({ ok: true, rows: 303 });
   });
 
+  it('a thread that ends is replaced: rows the pending files refused (disk full), handed to it or written while there was none, go in too', async () => {
+    t = tempDir();
+    // /dev/full refuses every write with ENOSPC, as a full disk does; the database itself has room.
+    for (const p of PendingFiles.paths(t.db)) symlinkSync('/dev/full', p);
+    const logged: string[] = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void logged.push(line) });
+    const l = (ledger = Ledger.open({ path: t.db, log, backgroundCheckpoint: false }));
+    // Each caller is told the ledger cannot write; each line still goes to the thread, its only copy.
+    const refused = (requestId: string) => expect(l.record(begin({ requestId }), end())).rejects.toMatchObject({ code: -32603 });
+    await refused('before');
+    expect(l.query({}).map((r) => r.requestId)).toEqual(['before']);
+    // Handed over just before the end: committed or not.
+    for (let i = 0; i < 300; i++) void l.record(begin({ requestId: `r${i}` }), end()).catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 10));
+    await (l as unknown as { ingester: { worker: { terminate(): Promise<number> } } }).ingester.worker.terminate();
+    await until(() => logged.join(''), (text) => /ingest thread ended/.test(text), 5_000);
+    await refused('while-none'); // handed over with no thread to take it
+    await until(() => logged.join(''), (text) => /a new ingest thread started/.test(text), 10_000);
+    await refused('after');
+    const ids = await until(() => l.query({ limit: 1000 }).map((r) => r.requestId), (x) => x.length >= 303, 10_000);
+    expect(ids).toContain('while-none');
+    expect(ids).toContain('after');
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(ids).toHaveLength(303);
+    expect(l.verify()).toMatchObject({ ok: true, rows: 303 });
+  });
+
   it('a wall clock stepped forward (NTP, a resume) cuts short neither a reader\'s wait for the thread nor the stop\'s', async () => {
     t = tempDir();
     const logged: string[] = [];
