@@ -1,7 +1,7 @@
 import { existsSync, unlinkSync } from 'node:fs';
 import type { Database, Statement } from 'better-sqlite3';
 import { silentLogger, type Logger } from '../log.js';
-import { AuditApplier, END_COLS, SERVER_AT, type PendingRecord } from './audit-apply.js';
+import { AuditApplier, END_COLS, recordRow, SERVER_AT, type PendingRecord } from './audit-apply.js';
 import { ChainWriter, chainEndsProblem, formatWitness, readChainState, type VerifyResult, type Witness } from './chain.js';
 import { DEFAULT_KEY_TTL_MS, openLedgerDb } from './db.js';
 import { realLedgerPath } from './real-path.js';
@@ -578,6 +578,7 @@ export class Ledger {
     else {
       ingested = await this.whenIngested();
       await this.ingester.stop();
+      if (!ingested) this.keepRefused();
     }
     this.logHead();
     this.idempotency.close();
@@ -604,6 +605,40 @@ export class Ledger {
     if (applier.flush(true)) return true;
     this.log.warn('ledger: SQLite did not take the last rows before the stop; those in the pending files go in at the next start');
     return false;
+  }
+
+  /**
+   * For close(), when SQLite did not take the last rows: those whose line a failed write kept
+   * out of the pending files (they were only in the thread's batches, see Ingester.send) are
+   * written there now, for the next start, should the disk have room again. Otherwise they are
+   * lost, and the log says so: how many rows, and how many ends (a row whose begin is in the
+   * files but not its finish is `unknown` at the next start).
+   */
+  private keepRefused(): void {
+    const kept = this.ingester.keptLines.flatMap((chunk) => chunk.split('\n')).filter((l) => l !== '');
+    if (kept.length === 0) return;
+    const filed = PendingFiles.read(this.files) as PendingRecord[];
+    const written = new Set(filed.map((r) => JSON.stringify(r)));
+    const missing = kept.filter((l) => !written.has(l));
+    if (missing.length === 0 || this.pending.rewrite(missing)) return;
+    const begun = new Set<number>();
+    const ended = new Set<number>();
+    for (const r of filed) {
+      const row = recordRow(r);
+      if (row) (row.done ? ended : begun).add(row.id);
+    }
+    const rows = new Set<number>();
+    const ends = new Set<number>();
+    for (const l of missing) {
+      const { id, done } = recordRow(JSON.parse(l) as PendingRecord)!;
+      if (!begun.has(id) && !ended.has(id)) rows.add(id);
+      else if (done && !ended.has(id)) ends.add(id);
+    }
+    if (rows.size === 0 && ends.size === 0) return;
+    this.log.error(
+      { rows: rows.size, ends: ends.size, ids: [...rows, ...ends].slice(0, 100) },
+      'ledger: rows the pending files refused (a full disk) are lost, SQLite did not take them before the stop either; `ends`: rows that lost only their end, `unknown` at the next start',
+    );
   }
 
   /** For close(): whether every batch handed over is committed, waited for as CLOSE_REFUSED_MS says. */

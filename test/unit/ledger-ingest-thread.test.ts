@@ -249,6 +249,33 @@ describe('the ledger ingest thread', () => {
     await first;
   });
 
+  it('a close while SQLite refuses too: rows the pending files refused (disk full) cannot be kept, and the log says so, with how many', async () => {
+    t = tempDir();
+    for (const p of PendingFiles.paths(t.db)) symlinkSync('/dev/full', p);
+    const logged: string[] = [];
+    const log = pino({ level: 'warn' }, { write: (line: string) => void logged.push(line) });
+    const l = (ledger = Ledger.open({ path: t.db, log, backgroundCheckpoint: false }));
+    await expect(l.record(begin({ requestId: 'taken' }), end())).rejects.toMatchObject({ code: -32603 });
+    expect(l.query({}).map((r) => r.requestId)).toEqual(['taken']);
+    // Another writer holds the lock past the thread's busy_timeout: SQLite refuses its batches.
+    const other = new Database(t.db);
+    other.prepare('BEGIN IMMEDIATE').run();
+    try {
+      await expect(l.record(begin({ requestId: 'lost' }), end({ outcome: 'denied', errorKind: 'policy' }))).rejects.toMatchObject({ code: -32603 });
+      const running = l.begin(begin({ requestId: 'unended' }));
+      await expect(l.whenCommitted()).rejects.toMatchObject({ code: -32603 });
+      await expect(running.finish(end())).rejects.toMatchObject({ code: -32603 });
+      await l.close();
+    } finally {
+      other.prepare('COMMIT').run();
+      other.close();
+    }
+    const lost = logged.map((line) => JSON.parse(line) as { level: number; msg: string; rows?: number; ends?: number }).find((e) => /refused .* are lost/.test(e.msg));
+    expect(lost).toMatchObject({ level: 50, rows: 2, ends: 0 });
+    ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    expect(ledger.query({}).map((r) => r.requestId)).toEqual(['taken']);
+  }, 60_000);
+
   it('a reader does not wait while SQLite refuses the batches; they go in once it takes them again', async () => {
     t = tempDir();
     const logged: string[] = [];
