@@ -26,7 +26,7 @@ import { withRetries } from './retry.js';
 import { readyWithin } from './ready-within.js';
 import { upstreamError } from './upstream-error.js';
 import { redactErrorText, redactLogMessage } from '../policy/secret-text.js';
-import type { AskClient, CallOptions, ListenEnd, ListenFilter, ListenHandle, Upstream } from './types.js';
+import type { AskClient, CallOptions, ListenEnd, ListenFilter, ListenHandle, ListenSink, Upstream } from './types.js';
 import { Canceller, reasonOf } from '../cancel.js';
 import { IdTable, KeyedTable } from '../keyed-table.js';
 import { monotonicNow } from '../monotonic.js';
@@ -74,7 +74,7 @@ export interface Pending {
   session?: string;
   retried?: boolean;
   /** A `subscriptions/listen` stream: no timeout; its messages go here. */
-  listen?: (n: { method: string; params: Record<string, unknown> }) => void;
+  listen?: ListenSink;
   /** What the call gives back when it settles (HOLDS_* bits): its limiter slot, its place in a call gate. */
   holds: number;
   /** A `tasks/result` (router/legacy-task.ts): the task it waits for, whose requests name it. */
@@ -121,7 +121,12 @@ export const HOLDS_EXCLUSIVE = 4;
 /** Its limiter slot is the hub's own request's (CallOptions.hubOwn): Limiter.leave(true). */
 const HOLDS_OWN_SLOT = 8;
 
-type ListenSink = NonNullable<Pending['listen']>;
+/**
+ * How many ended listen streams are remembered, so that what comes tagged with their ids after
+ * they ended still reaches their sinks: a change a server said on a stream as the hub closed it
+ * (a newer one replaced it) may be a copy of what the newer one says, which the sink knows.
+ */
+const ENDED_LISTENS = 32;
 
 const NO_CALLS: Pending[] = [];
 
@@ -137,6 +142,8 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private servedFor: string | null | undefined;
   protected readonly pending = new IdTable<Pending>();
   private readonly byToken = new KeyedTable<Pending>();
+  /** The sinks of the last few listen streams that ended, by their ids (see ENDED_LISTENS). */
+  private readonly endedListens = new Map<number, ListenSink>();
   /** Server-to-client requests relayed to a call's client and not yet answered, by the upstream's request id. */
   private readonly serverAsks = new Map<string, { p: Pending; withdrawn: Canceller }>();
   /** The client that last said its roots changed, which answers roots/list sent outside any call (rootsChanged). */
@@ -577,6 +584,10 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     if (p.hardTimer) clearTimeout(p.hardTimer);
     p.hardTimer = undefined;
     if (p.token !== undefined) this.byToken.delete(p.token);
+    if (p.listen) {
+      this.endedListens.set(p.id, p.listen);
+      if (this.endedListens.size > ENDED_LISTENS) this.endedListens.delete(this.endedListens.keys().next().value!);
+    }
     if (p.onAbort) p.opts!.signal!.removeEventListener('abort', p.onAbort);
     // Its questions still open at the client are withdrawn there (the client hears
     // notifications/cancelled): nobody will use their answers now.
@@ -897,15 +908,17 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       return;
     }
     const stream = this.listenOf(params, via);
-    if (stream) {
-      // A server ending a stdio subscription may say so with notifications/cancelled (digest §4.1).
-      if (msg.method === 'notifications/cancelled') return this.resolveCall(stream, {});
+    // A server ending a stdio subscription may say so with notifications/cancelled (digest §4.1).
+    if (stream && msg.method === 'notifications/cancelled') return this.resolveCall(stream, {});
+    const sink = stream ? stream.listen : this.endedListenOf(params, via);
+    if (sink) {
+      let kept: boolean | void = undefined;
       try {
-        stream.listen!({ method: msg.method, params });
+        kept = sink({ method: msg.method, params });
       } catch (err) {
         this.log.warn({ err: errMessage(err) }, 'listen handler threw');
       }
-      if (msg.method === 'notifications/subscriptions/acknowledged') return;
+      if (msg.method === 'notifications/subscriptions/acknowledged' || kept === false) return;
     } else if (msg.method === 'notifications/cancelled' && this.isListenId(params.requestId)) {
       return this.resolveCall(this.pending.get(Number(params.requestId))!, {});
     }
@@ -935,6 +948,13 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     const meta = params._meta as Record<string, unknown> | undefined;
     const sid = meta?.[META_SUBSCRIPTION_ID];
     return sid !== undefined && this.isListenId(sid) ? this.pending.get(Number(sid)) : undefined;
+  }
+
+  /** The sink of an ended listen stream a message belongs to: the stream it came on (HTTP), or its subscriptionId. */
+  private endedListenOf(params: Record<string, unknown>, via: Pending | undefined): ListenSink | undefined {
+    if (via?.listen) return via.listen;
+    const sid = (params._meta as Record<string, unknown> | undefined)?.[META_SUBSCRIPTION_ID];
+    return typeof sid === 'number' || typeof sid === 'string' ? this.endedListens.get(Number(sid)) : undefined;
   }
 
   private isListenId(id: unknown): boolean {

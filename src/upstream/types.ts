@@ -241,12 +241,17 @@ export interface Upstream extends EventEmitter {
   refreshDiscover?(): void;
   /**
    * Modern upstreams: open a `subscriptions/listen` stream with this filter. Every message of
-   * the stream (the acknowledgement included) goes to `onMessage`; the change notifications are
-   * also emitted as 'notification' events. On a legacy or not-ready upstream the handle ends
-   * at once.
+   * the stream (the acknowledgement included) goes to `onMessage`, and so do those that come
+   * tagged with its id after it ended (a stream closed as the server said something on it); the
+   * change notifications are also emitted as 'notification' events, unless `onMessage` returns
+   * false (it keeps that one: see ListenManager, a copy of a change a newer stream says too). On
+   * a legacy or not-ready upstream the handle ends at once.
    */
-  listen?(filter: ListenFilter, onMessage: (n: { method: string; params: Record<string, unknown> }) => void): ListenHandle;
+  listen?(filter: ListenFilter, onMessage: ListenSink): ListenHandle;
 }
+
+/** Where a listen stream's messages go; false: not emitted as a 'notification' event (the sink keeps it). */
+export type ListenSink = (n: { method: string; params: Record<string, unknown> }) => boolean | void;
 
 /** What a `subscriptions/listen` asks for (digest §4.1); omitted = not subscribed. */
 export interface ListenFilter {
