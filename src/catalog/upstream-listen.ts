@@ -29,6 +29,16 @@ import { monotonicNow } from '../monotonic.js';
  * URIs than wanted ones (an update of it reaches nobody: none subscribes to it): then it is
  * opened again, with the newer ones, without them, so unsubscribes one by one do not send the
  * filter whole again either.
+ *
+ * While a stream replaces others, a change the server says before it has heard that they were
+ * closed is said on them and on the new one: a client would be told twice. A copy said on a
+ * stream being replaced (or replaced) that its replacement says too (asked for, or once
+ * acknowledged, honoured) is therefore held for a while (REPLACED_COPY_HOLD_MS), and passed on
+ * only if the same change has not been said since by another stream: the copy passed on is
+ * then never earlier than the one held, so a client that reads the resource when told reads
+ * it after both (two changes told as one are still read after the second). A copy whose twin
+ * does not come in time is passed on late, never dropped: a missed update is worse than a
+ * duplicate.
  */
 
 const RETRY_MIN_MS = 250;
@@ -47,6 +57,32 @@ const LISTEN_STABLE_MS = 10_000;
  */
 const LISTEN_ACK_TIMEOUT_MS = 10_000;
 
+/**
+ * How long a copy of a change said on a stream being replaced waits for the same change from
+ * another stream (its replacement's copy follows at once over stdio, after the replacement's
+ * acknowledgement over HTTP) before it is passed on itself.
+ */
+export const REPLACED_COPY_HOLD_MS = 1_000;
+
+const UPDATED = 'notifications/resources/updated';
+/** The list-change flag of each list-change notification. */
+const FLAG_OF: Record<string, string> = {
+  'notifications/tools/list_changed': 'toolsListChanged',
+  'notifications/prompts/list_changed': 'promptsListChanged',
+  'notifications/resources/list_changed': 'resourcesListChanged',
+};
+const NO_FLAGS: ReadonlySet<string> = new Set();
+
+type ListenMessage = { method: string; params: Record<string, unknown> };
+
+/** A copy held (see REPLACED_COPY_HOLD_MS). */
+interface Held {
+  n: ListenMessage;
+  /** The stream that replaces the one it came on. */
+  by: Stream;
+  timer: NodeJS.Timeout;
+}
+
 /** One of a connection's listen streams. */
 interface Stream {
   handle: ListenHandle;
@@ -64,6 +100,10 @@ interface Stream {
   flagsKey: string;
   /** The list-change flags its acknowledgement honoured (a base's). */
   heard?: ReadonlySet<string>;
+  /** The list-change flags it asked for. */
+  flags: ReadonlySet<string>;
+  /** The acknowledged stream that took its place. */
+  replacedBy?: Stream;
 }
 
 interface Tracked {
@@ -80,6 +120,8 @@ interface Tracked {
   refused: boolean;
   /** Waiting for an acknowledgement that answers for their URIs (honours); true: answered, let go. */
   waiters: Set<(final?: boolean) => boolean>;
+  /** Copies said on replaced streams, by change (the method, and an update's URI). */
+  held: Map<string, Held>;
 }
 
 /** How long a client's subscription waits for a modern upstream to acknowledge its resource URIs. */
@@ -136,7 +178,7 @@ export class ListenManager {
 
   track(id: string, upstream: Upstream): void {
     this.untrack(id);
-    const t: Tracked = { id, upstream, streams: [], failures: 0, refused: false, onState: () => this.sync(t), waiters: new Set() };
+    const t: Tracked = { id, upstream, streams: [], failures: 0, refused: false, onState: () => this.sync(t), waiters: new Set(), held: new Map() };
     this.tracked.set(id, t);
     upstream.on('state', t.onState);
     this.sync(t);
@@ -213,6 +255,11 @@ export class ListenManager {
     return this.tracked.get(id)?.streams[0]?.heard?.has(flag) === true;
   }
 
+  /** How many copies said on replaced streams are held (for tests). */
+  holding(id: string): number {
+    return this.tracked.get(id)?.held.size ?? 0;
+  }
+
   /** Whether a listen stream to this server is open (for status and tests). */
   listening(id: string): boolean {
     const t = this.tracked.get(id);
@@ -235,6 +282,48 @@ export class ListenManager {
     t.streams = [];
     t.opening = undefined;
     for (const s of all) s.handle.close();
+    // No replacement will say them now.
+    for (const key of [...t.held.keys()]) this.release(t, key);
+  }
+
+  /**
+   * A change notification said on `s` (acknowledgements aside): false when it is held, as a
+   * copy of what the stream replacing `s` says too (see REPLACED_COPY_HOLD_MS).
+   */
+  private heard(t: Tracked, s: Stream, m: ListenMessage): boolean {
+    const uri = m.params.uri;
+    const key = m.method === UPDATED ? (typeof uri === 'string' ? `${UPDATED}\0${uri}` : undefined) : FLAG_OF[m.method] !== undefined ? m.method : undefined;
+    if (key === undefined) return true;
+    const next = s.replacedBy ?? (t.opening && t.streams.indexOf(s) >= t.opening.from ? t.opening.stream : undefined);
+    if (next && says(next, m)) {
+      const held = t.held.get(key);
+      // The later copy, passed on no later than the earlier one was due.
+      if (held) held.n = m;
+      else {
+        const timer = setTimeout(() => this.release(t, key), REPLACED_COPY_HOLD_MS);
+        timer.unref();
+        t.held.set(key, { n: m, by: next, timer });
+      }
+      return false;
+    }
+    // Said again, now: the copy held stands for nothing this one does not.
+    const held = t.held.get(key);
+    if (held) {
+      clearTimeout(held.timer);
+      t.held.delete(key);
+      this.log.debug({ server: t.id, method: m.method }, 'a change said on a replaced listen stream, said again by another: passed on once');
+    }
+    return true;
+  }
+
+  /** A copy held is passed on, as the upstream would have said it. */
+  private release(t: Tracked, key: string): void {
+    const held = t.held.get(key);
+    if (!held) return;
+    clearTimeout(held.timer);
+    t.held.delete(key);
+    this.log.debug({ server: t.id, method: held.n.method }, 'a change said on a replaced listen stream, not said again by another: passed on');
+    t.upstream.emit('notification', held.n);
   }
 
   private sync(t: Tracked): void {
@@ -298,11 +387,13 @@ export class ListenManager {
   }
 
   private open(t: Tracked, filter: ListenFilter, flagsKey: string, from: number): void {
-    const stream: Stream = { handle: undefined as unknown as ListenHandle, asked: new Set(filter.resourceSubscriptions), flagsKey };
+    const flags = new Set(Object.keys(filter).filter((k) => k !== 'resourceSubscriptions' && filter[k as keyof ListenFilter] === true));
+    const stream: Stream = { handle: undefined as unknown as ListenHandle, asked: new Set(filter.resourceSubscriptions), flagsKey, flags };
     const mine = (): boolean => t.opening?.stream === stream || t.streams.includes(stream);
     t.opening = { stream, from };
     stream.handle = t.upstream.listen!(filter, (m) => {
-      if (m.method !== 'notifications/subscriptions/acknowledged' || t.opening?.stream !== stream || stream.ackedAt !== undefined) return;
+      if (m.method !== 'notifications/subscriptions/acknowledged') return this.heard(t, stream, m);
+      if (t.opening?.stream !== stream || stream.ackedAt !== undefined) return;
       clearTimeout(slow);
       stream.ackedAt = monotonicNow();
       const notifications = m.params.notifications as Record<string, unknown> | undefined;
@@ -313,7 +404,12 @@ export class ListenManager {
       // opened reached one of them.
       const replaced = t.streams.splice(t.opening.from, t.streams.length, stream);
       t.opening = undefined;
-      for (const s of replaced) s.handle.close();
+      for (const s of replaced) {
+        s.replacedBy = stream;
+        s.handle.close();
+      }
+      // Held for it, and it does not say them after all.
+      for (const [key, held] of [...t.held]) if (held.by === stream && !says(stream, held.n)) this.release(t, key);
       this.log.debug({ server: t.id, honoured: m.params.notifications, streams: t.streams.length }, 'upstream listen acknowledged');
       if (stream.heard && this.tracked.get(t.id) === t) this.opts.onHearing?.(t.id);
       // Said before the waiters hear it: a subscriber still waiting for this answer is not yet
@@ -357,6 +453,15 @@ export class ListenManager {
       t.retry.unref();
     });
   }
+}
+
+/** Whether `s` says this change too: acknowledged, its acknowledgement honoured it; not yet, it asked for it. */
+function says(s: Stream, m: ListenMessage): boolean {
+  const acked = s.ackedAt !== undefined;
+  const flag = FLAG_OF[m.method];
+  if (flag !== undefined) return (acked ? (s.heard ?? NO_FLAGS) : s.flags).has(flag);
+  const uri = m.params.uri;
+  return m.method === UPDATED && typeof uri === 'string' && (acked ? s.honoured! : s.asked).has(uri);
 }
 
 /** The newest of `streams` that asked for `uri`. */

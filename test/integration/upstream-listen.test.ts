@@ -5,7 +5,7 @@
  */
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { ListenManager } from '../../src/catalog/upstream-listen.js';
+import { ListenManager, REPLACED_COPY_HOLD_MS } from '../../src/catalog/upstream-listen.js';
 import { silentLogger } from '../../src/log.js';
 import { createUpstream } from '../../src/upstream/index.js';
 import type { StdioUpstream } from '../../src/upstream/stdio-upstream.js';
@@ -403,5 +403,45 @@ describe('ListenManager: a URI the server left out of its acknowledgement, subsc
     m.refresh('n');
     expect(await m.honours('n', ['x://u'], 3000)).toEqual(['x://u']);
     expect(filters.slice(before).some((f) => f.resourceSubscriptions?.includes('x://u'))).toBe(true);
+  });
+});
+
+describe('ListenManager: a change said while a stream is replaced', () => {
+  const REPLACED = 'test/fixtures/catalog/sdk2-replaced-listen.mjs';
+  const doc = (n: string): string => `sdk2r://doc/${n}`;
+
+  /** An SDK v2 server tracked with [a]; then b and c are subscribed: one stream with the whole filter replaces the first. */
+  async function replaced(env: Record<string, string>): Promise<{ u: Upstream; m: ListenManager; seen: { method: string; uri?: string }[] }> {
+    const u = await started(stdio('r', join(ROOT, REPLACED), env));
+    const seen: { method: string; uri?: string }[] = [];
+    u.on('notification', (n: { method: string; params: { uri?: string } }) => void seen.push(n.params.uri === undefined ? { method: n.method } : { method: n.method, uri: n.params.uri }));
+    let uris = [doc('a')];
+    const m = new ListenManager(silentLogger, { subscribedUris: () => uris, onGap: () => {} });
+    managers.push(m);
+    m.track('r', u);
+    expect(await m.honours('r', uris, 3000)).toEqual(uris);
+    uris = [doc('a'), doc('b'), doc('c')];
+    m.refresh('r');
+    expect(await m.honours('r', uris, 3000)).toEqual(uris);
+    return { u, m, seen };
+  }
+
+  it('said on the old stream and the new one, it is heard once (an update and a list change)', async () => {
+    const { u, m, seen } = await replaced({ REPLACED_TOOLS: '1' });
+    await waitFor(() => seen.some((n) => n.uri === doc('a')), 3000, 'the update');
+    // Said after them on the same pipe: once it is heard, every copy of them was.
+    await u.request('tools/call', { name: 'touch', arguments: { uri: doc('c') } });
+    await waitFor(() => seen.some((n) => n.uri === doc('c')), 3000, 'the marker');
+    expect(seen).toEqual([{ method: 'notifications/resources/updated', uri: doc('a') }, { method: 'notifications/tools/list_changed' }, { method: 'notifications/resources/updated', uri: doc('c') }]);
+    // Not one of them is held to be heard later.
+    expect(m.holding('r')).toBe(0);
+  });
+
+  it('said on the old stream only, just before the new one was taken, it is heard, once', async () => {
+    const { m, seen } = await replaced({ REPLACED_WHEN: 'before' });
+    // Held as a copy of what the new stream may say too; it never does: heard after the hold.
+    await waitFor(() => seen.some((n) => n.uri === doc('a')), 3000 + REPLACED_COPY_HOLD_MS, 'the update');
+    expect(m.holding('r')).toBe(0);
+    expect(seen).toEqual([{ method: 'notifications/resources/updated', uri: doc('a') }]);
   });
 });
