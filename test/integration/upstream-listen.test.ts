@@ -411,8 +411,14 @@ describe('ListenManager: a change said while a stream is replaced', () => {
   const doc = (n: string): string => `sdk2r://doc/${n}`;
 
   /** An SDK v2 server tracked with [a]; then b and c are subscribed: one stream with the whole filter replaces the first. */
-  async function replaced(env: Record<string, string>): Promise<{ u: Upstream; m: ListenManager; seen: { method: string; uri?: string }[] }> {
-    const u = await started(stdio('r', join(ROOT, REPLACED), env));
+  async function replaced(env: Record<string, string>, transport: 'stdio' | 'http' = 'stdio'): Promise<{ u: Upstream; m: ListenManager; seen: { method: string; uri?: string }[] }> {
+    let spec = stdio('r', join(ROOT, REPLACED), env);
+    if (transport === 'http') {
+      const f = await startHttpFixture(REPLACED, env);
+      fixtures.push(f);
+      spec = { id: 'r', url: f.url, ...base };
+    }
+    const u = await started(spec);
     const seen: { method: string; uri?: string }[] = [];
     u.on('notification', (n: { method: string; params: { uri?: string } }) => void seen.push(n.params.uri === undefined ? { method: n.method } : { method: n.method, uri: n.params.uri }));
     let uris = [doc('a')];
@@ -426,16 +432,19 @@ describe('ListenManager: a change said while a stream is replaced', () => {
     return { u, m, seen };
   }
 
-  it('said on the old stream and the new one, it is heard once (an update and a list change)', async () => {
-    const { u, m, seen } = await replaced({ REPLACED_TOOLS: '1' });
-    await waitFor(() => seen.some((n) => n.uri === doc('a')), 3000, 'the update');
-    // Said after them on the same pipe: once it is heard, every copy of them was.
-    await u.request('tools/call', { name: 'touch', arguments: { uri: doc('c') } });
-    await waitFor(() => seen.some((n) => n.uri === doc('c')), 3000, 'the marker');
-    expect(seen).toEqual([{ method: 'notifications/resources/updated', uri: doc('a') }, { method: 'notifications/tools/list_changed' }, { method: 'notifications/resources/updated', uri: doc('c') }]);
-    // Not one of them is held to be heard later.
-    expect(m.holding('r')).toBe(0);
-  });
+  for (const transport of ['stdio', 'http'] as const) {
+    it(`${transport}: said on the old stream and the new one, it is heard once (an update and a list change)`, async () => {
+      const { u, m, seen } = await replaced({ REPLACED_TOOLS: '1' }, transport);
+      await waitFor(() => seen.some((n) => n.uri === doc('a')), 3000, 'the update');
+      // Said after them on the new stream (and over stdio the same pipe): once it is heard, every
+      // copy of them was.
+      await u.request('tools/call', { name: 'touch', arguments: { uri: doc('c') } });
+      await waitFor(() => seen.some((n) => n.uri === doc('c')), 3000, 'the marker');
+      expect(seen).toEqual([{ method: 'notifications/resources/updated', uri: doc('a') }, { method: 'notifications/tools/list_changed' }, { method: 'notifications/resources/updated', uri: doc('c') }]);
+      // Not one of them is held to be heard later.
+      expect(m.holding('r')).toBe(0);
+    });
+  }
 
   it('said on the old stream only, just before the new one was taken, it is heard, once', async () => {
     const { m, seen } = await replaced({ REPLACED_WHEN: 'before' });
