@@ -20,8 +20,13 @@ export const LINKED_COLS = [...BEGIN_COLS, ...END_COLS, 'seq', 'hash'] as const;
 const SEQ_AT = LINKED_COLS.indexOf('seq');
 const HASH_AT = LINKED_COLS.indexOf('hash');
 const linkedColumns = new ColumnsDigest(LINKED_COLS);
-/** The most finished rows one INSERT takes (30 parameters each). */
+/** The most finished rows one INSERT takes (up to 30 parameters each). */
 const MAX_RUN = 16;
+/**
+ * Run statements kept prepared, by length and shared columns (runFor); the oldest goes first.
+ * A hub's traffic uses a few (7–10 for three servers, four principals and some errors).
+ */
+const MAX_RUN_STATEMENTS = 32;
 
 /** What a finish adds to its begin's values: the end's columns, then the late facts. */
 export const FIN_COLS = [...END_COLS, 'server', 'upstream_name', 'upstream_era'] as const;
@@ -81,8 +86,12 @@ export class AuditApplier {
   private readonly inFlight = new Set<number>();
   /** INSERTs of a run that took every row of it (a transaction may still roll them back): for tests. */
   runInserts = 0;
-  /** By run length: the INSERT of that many finished rows, and its parameters' array. */
-  private readonly runs: ({ insert: Statement; values: unknown[] } | undefined)[] = [];
+  /** The values those INSERTs bound (a column the rows of a run share is bound once): for tests. */
+  runParams = 0;
+  /** By run length: the values of that many finished rows, in LINKED_COLS order one row after another. */
+  private readonly rowValues: (unknown[] | undefined)[] = [];
+  /** By run length and shared columns (see runFor): the INSERT, and its parameters' array. */
+  private readonly runs = new Map<number, { insert: Statement; values: unknown[] }>();
 
   constructor(
     private readonly db: Database,
@@ -191,13 +200,8 @@ export class AuditApplier {
   /** batch[from] … batch[to - 1], new finished rows, chained in order and inserted by one statement. */
   private insertRun(batch: readonly Entry[], from: number, to: number): void {
     const n = to - from;
-    let run = this.runs[n];
-    if (!run) {
-      const row = `(${Array(LINKED_COLS.length).fill('?').join(', ')})`;
-      const sql = `INSERT OR IGNORE INTO audit (${LINKED_COLS.join(', ')}) VALUES ${Array(n).fill(row).join(', ')}`;
-      run = this.runs[n] = { insert: this.db.prepare(sql), values: packedNulls(n * LINKED_COLS.length) };
-    }
-    const values = run.values;
+    let values = this.rowValues[n];
+    if (!values) values = this.rowValues[n] = packedNulls(n * LINKED_COLS.length);
     for (let k = 0, at = 0; k < n; k++, at += LINKED_COLS.length) {
       const r = batch[from + k]!.v;
       for (let c = 0; c < LINKED_FROM.length; c++) values[at + c] = LINKED_FROM[c]! < 0 ? null : r[LINKED_FROM[c]!];
@@ -207,9 +211,54 @@ export class AuditApplier {
       // next attempt starts from the head in SQLite (ChainWriter.startBatch).
       this.chain.advance(link);
     }
-    const changes = run.insert.run(...values).changes;
+    // A column every row of the run holds the same value in (the principal, the server, the
+    // eras, the nulls: about two thirds of a row) is bound once. better-sqlite3 binds each text
+    // value by copying it twice (V8's UTF-8 conversion, then SQLite's own copy): 20.4k of the
+    // thread's ~110k instructions a row went to binding, 7.0k now (docs/BENCHMARKS.md, sixty-fourth session).
+    const same = sameColumns(values, n);
+    const run = this.runFor(n, same);
+    const params = run.values;
+    let p = 0;
+    for (let c = 0; c < LINKED_COLS.length; c++) if (same & (1 << c)) params[p++] = values[c];
+    for (let k = 0, at = 0; k < n; k++, at += LINKED_COLS.length) {
+      for (let c = 0; c < LINKED_COLS.length; c++) if (!(same & (1 << c))) params[p++] = values[at + c];
+    }
+    const changes = run.insert.run(...params).changes;
     if (changes !== n) throw new Error(`audit rows: ${n - changes} of a run of ${n} were not inserted`);
     this.runInserts++;
+    this.runParams += params.length;
+  }
+
+  /**
+   * The INSERT of `n` finished rows whose columns in `same` (a bit per LINKED_COLS index) hold one
+   * value in every row: those are the parameters of a one-row SELECT, bound first, joined to the
+   * rows' VALUES of the other columns. Parameters are positional (see the constructor), so a value
+   * cannot be named twice in the VALUES themselves.
+   */
+  private runFor(n: number, same: number): { insert: Statement; values: unknown[] } {
+    const key = n * 2 ** 30 + same;
+    let run = this.runs.get(key);
+    if (run) return run;
+    const shared: string[] = [];
+    const varying: string[] = [];
+    const picked: string[] = [];
+    for (let c = 0; c < LINKED_COLS.length; c++) {
+      if (same & (1 << c)) {
+        shared.push(`? AS s${c}`);
+        picked.push(`s.s${c}`);
+      } else {
+        varying.push('?');
+        picked.push(`v.column${varying.length}`);
+      }
+    }
+    const row = `(${varying.join(', ')})`;
+    const sql = same === 0
+      ? `INSERT OR IGNORE INTO audit (${LINKED_COLS.join(', ')}) VALUES ${Array(n).fill(row).join(', ')}`
+      : `INSERT OR IGNORE INTO audit (${LINKED_COLS.join(', ')}) SELECT ${picked.join(', ')} FROM (SELECT ${shared.join(', ')}) AS s, (VALUES ${Array(n).fill(row).join(', ')}) AS v`;
+    if (this.runs.size >= MAX_RUN_STATEMENTS) this.runs.delete(this.runs.keys().next().value!);
+    run = { insert: this.db.prepare(sql), values: packedNulls(shared.length + n * varying.length) };
+    this.runs.set(key, run);
+    return run;
   }
 
   private apply(e: Entry, replay: boolean): void {
@@ -236,6 +285,27 @@ export class AuditApplier {
     const kept = r[LATE] === r[SERVER_AT] && r[LATE + 1] === r[SERVER_AT + 1] && r[LATE + 2] === r[SERVER_AT + 2];
     return kept ? this.finishKept.run(...end, ...link).changes : this.finishLinked.run(...end, r[LATE], r[LATE + 1], r[LATE + 2], ...link).changes;
   }
+}
+
+/** Columns a run may bind once: a bit each in an int32 (a column past them is bound row by row). */
+const SHAREABLE = Math.min(LINKED_COLS.length, 30);
+
+/**
+ * Bit c set: column c (LINKED_COLS) holds the same value in each of the `n` rows of `values`
+ * (id, seq and hash never do). Same as in `===`, which binds to the same stored value: equal
+ * texts, or equal numbers (0 and -0 are stored alike).
+ */
+function sameColumns(values: readonly unknown[], n: number): number {
+  let same = 0;
+  const w = LINKED_COLS.length;
+  for (let c = 1; c < SHAREABLE; c++) {
+    if (c === SEQ_AT || c === HASH_AT) continue;
+    const x = values[c];
+    let k = 1;
+    while (k < n && values[k * w + c] === x) k++;
+    if (k === n) same |= 1 << c;
+  }
+  return same;
 }
 
 /**

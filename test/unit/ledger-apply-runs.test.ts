@@ -4,12 +4,14 @@
  * logged and left out alone, as when every row had a statement of its own.
  */
 import type { Database } from 'better-sqlite3';
+import fc from 'fast-check';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AuditApplier, BEGIN_COLS, FIN_COLS } from '../../src/ledger/audit-apply.js';
 import { verifyChain } from '../../src/ledger/chain.js';
 import { openLedgerDb } from '../../src/ledger/db.js';
 import { tempDir } from './ledger-helpers.js';
+import { applyFinishedAsBefore } from '../helpers/audit-runs-reference.js';
 
 let db: Database | undefined;
 let t: ReturnType<typeof tempDir> | undefined;
@@ -123,5 +125,88 @@ describe('the applier, finished rows in runs', () => {
     // Row 3 as the other writer left it is finished and unchained; the chain itself holds.
     expect(db!.prepare('SELECT head_seq FROM chain_state').get()).toEqual({ head_seq: 4 });
     expect(verifyChain(db!, 4)).toMatchObject({ ok: true, rows: 4 });
+  });
+
+  it('binds a column the rows of a run share once, not once a row', () => {
+    const { applier } = open();
+    applier.take(Array.from({ length: 16 }, (_, i) => finished(i + 1)));
+    expect(applier.flush()).toBe(true);
+    expect(applier.runInserts).toBe(1);
+    // Per row: id, ts, request_id, request_bytes, latency_ms, response_bytes, seq, hash; the
+    // other 22 columns (the same principal, server, … and nulls in every row) once.
+    expect(applier.runParams).toBe(22 + 16 * 8);
+    expect(verifyChain(db!)).toMatchObject({ ok: true, rows: 16 });
+  });
+});
+
+describe('runs with shared columns write what the runs before them wrote', () => {
+  /** Every column of every row as SQLite holds it (its value quoted, and its type). */
+  const stored = (d: Database): unknown[] => {
+    const cols = (d.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('audit') as string[]).map((c) => `quote(${c}) || ' ' || typeof(${c})`);
+    return d.prepare(`SELECT ${cols.join(', ')} FROM audit ORDER BY id`).raw().all();
+  };
+  const state = (d: Database): unknown => [d.prepare('SELECT * FROM chain_state').get(), d.prepare('SELECT * FROM sqlite_sequence').all()];
+
+  /** `batches` through the applier and through the path before (test/helpers/audit-runs-reference.ts): the same rows, ids and chain. */
+  function sameAsBefore(batches: unknown[][][]): AuditApplier {
+    const dirs = [tempDir(), tempDir()];
+    const [now, before] = dirs.map((d) => openLedgerDb({ path: d.db }));
+    try {
+      const logged: string[] = [];
+      const applier = new AuditApplier(now!, pino({ level: 'error' }, { write: (line: string) => void logged.push(line) }));
+      for (const b of batches) {
+        applier.take(b.map((r) => [...r]));
+        expect(applier.flush()).toBe(true);
+        applyFinishedAsBefore(before!, b);
+      }
+      expect(logged).toEqual([]);
+      expect(stored(now!)).toEqual(stored(before!));
+      expect(state(now!)).toEqual(state(before!));
+      expect(verifyChain(now!)).toMatchObject({ ok: true, rows: batches.flat().length });
+      return applier;
+    } finally {
+      now!.close();
+      before!.close();
+      for (const d of dirs) d.cleanup();
+    }
+  }
+
+  const NOT_NULL = new Set(['request_id', 'principal', 'client_era', 'method', 'outcome']);
+  const NUMBERS = new Set(['request_bytes', 'error_code', 'latency_ms', 'response_bytes']);
+  // Few values a column, so that the rows of a run often share some and differ in others.
+  const text = fc.constantFrom('a', 'b', '', 'é "q"\n\\', '\u{1F600}x', 'tools/call');
+  const number = fc.constantFrom(0, -0, 1, 2.5, 0.1 + 0.2, -3, 1e21, 2 ** 53 - 1);
+  const value = (c: string) => (NUMBERS.has(c) ? fc.option(number) : NOT_NULL.has(c) ? text : fc.option(text));
+  const record = fc.tuple(
+    fc.constantFrom(1_700_000_000_000, 1_796_629_622_467, 0),
+    fc.tuple(...BEGIN_COLS.slice(2).map(value)),
+    fc.tuple(...FIN_COLS.map(value)),
+  );
+
+  it('for any records (property)', () => {
+    fc.assert(
+      fc.property(fc.array(fc.array(record, { minLength: 1, maxLength: 40 }), { minLength: 1, maxLength: 3 }), (batches) => {
+        let id = 0;
+        const applier = sameAsBefore(batches.map((b) => b.map(([ts, begin, fin]) => [++id, ts, ...begin, ...fin])));
+        return applier.runInserts >= batches.filter((b) => b.length > 1).length;
+      }),
+      { numRuns: 20 },
+    );
+  });
+
+  it('for more kinds of run than the applier keeps statements for', () => {
+    // Batch i: two rows that share the text columns of i's bits and differ in the others.
+    const shareable = ['principal', 'client_address', 'client_name', 'client_version', 'hub_name', 'idempotency_key', 'tool_group'] as const;
+    let id = 0;
+    const batches = Array.from({ length: 100 }, (_, i) =>
+      [0, 1].map((k) => {
+        const r = finished(++id);
+        shareable.forEach((c, bit) => (r[BEGIN_COLS.indexOf(c)] = i & (1 << bit) ? `shared-${i}` : `${c}-${id}`));
+        r[BEGIN_COLS.length + FIN_COLS.indexOf('server')] = k === 0 ? 'fs' : 'git';
+        return r;
+      }),
+    );
+    const applier = sameAsBefore(batches);
+    expect(applier.runInserts).toBe(100);
   });
 });
