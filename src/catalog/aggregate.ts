@@ -53,7 +53,7 @@ export interface Built extends GroupView {
    * routed by, from a view of the old ones (a caller may hold an aggregate across setGroups).
    */
   viewsAt?: number;
-  /** Catalog.changeEpoch when the lists it was built from were asked for (see readyTool). */
+  /** ListChanges.epoch (changes.ts) when the lists it was built from were asked for (see readyTool). */
   epoch: number;
 }
 

@@ -20,6 +20,7 @@ import { uriKey } from './uri-key.js';
 import { ListenManager } from './upstream-listen.js';
 import { principalConn, principalOfConn } from './principal-conn.js';
 import { LapsedLists } from './lapsed-lists.js';
+import { ListChanges } from './changes.js';
 import { assemble, groupView, type Built, type Part } from './aggregate.js';
 import { downItem, downResource, readyOwner } from './owners.js';
 import { connOfListenKey, listenKeyOf, partKey, principalListenKey, recordKey, serverOfListenKey } from './keys.js';
@@ -139,20 +140,8 @@ export class Catalog extends EventEmitter {
   private pinGen = 0;
   /** The shared tools list each principal's connection last learned from (entryFor). */
   private readonly taught = new WeakMap<object, readonly unknown[]>();
-  /**
-   * Counts list changes; `toolsChangedAt` has each server's last of its tools. An aggregate built
-   * before its server's list changed must not route calls to that server's tools: the new
-   * definitions may be ones the pins refuse.
-   */
-  private changeEpoch = 0;
-  private readonly toolsChangedAt = new Map<string, number>();
-  /**
-   * Each server's last moment (changeEpoch) its resource lists may have changed unseen by a list
-   * asked for before it: a list_changed heard, a restart, a listen gap, a principal's connection
-   * gone, or its changes heard only from then on (a listen stream acknowledged). A read is routed
-   * by a list kept 0 ms, without asking for it again, only if it was asked for since (lastValid).
-   */
-  private readonly resourcesChangedAt = new Map<string, number>();
+  /** When each server's lists last may have changed (changes.ts). */
+  private readonly changes = new ListChanges();
   /**
    * `server\0kind` → why that list last failed on the server's own connection, until it next
    * succeeds: otherwise a ready server whose list is refused (too large, an error) shows 0 tools
@@ -201,7 +190,7 @@ export class Catalog extends EventEmitter {
       subscribedUris: (key) => opts.subscribedUris?.(serverOfListenKey(key), connOfListenKey(key)) ?? [],
       onGap: (key) => this.listenGap(key),
       onLeftOut: (key, uris) => opts.listenLeftOut?.(serverOfListenKey(key), connOfListenKey(key), uris),
-      onHearing: (key) => this.resourcesChanged(serverOfListenKey(key)),
+      onHearing: (key) => this.changes.resources(serverOfListenKey(key)),
     });
     this.itemPins = opts.itemPins ?? { prompts: new MemoryPinStore(), resources: new MemoryPinStore(), resourceTemplates: new MemoryPinStore() };
     for (const kind of LIST_KINDS) {
@@ -329,8 +318,8 @@ export class Catalog extends EventEmitter {
       this.log.debug({ server: h.id }, "notification gap: the server's lists lapse");
       // A call waits for the tools list and its pin check, as after a list_changed (listenGap):
       // routed by the list held (readyTool), a tool changed in the gap was called unjudged.
-      if (this.cache.peek(`${h.id}\0tools`)) this.toolsChangedAt.set(h.id, ++this.changeEpoch);
-      this.resourcesChanged(h.id);
+      if (this.cache.peek(`${h.id}\0tools`)) this.changes.tools(h.id);
+      this.changes.resources(h.id);
       this.cache.expire(`${h.id}\0`);
     });
     upstream.on('notification', (n: { method: string; params?: Record<string, unknown> }) => {
@@ -338,7 +327,7 @@ export class Catalog extends EventEmitter {
       // calls drain (legacy: on its own pipe): a list change it says is its own, and its list,
       // fetched as the server's, was served and routed by as the new connection's.
       // So may a principal's own connection the pool replaced: its change is of its own process's
-      // lists, and taken, every principal's next call missed readyTool (toolsChangedAt is per server).
+      // lists, and taken, every principal's next call missed readyTool (changes.ts: a server's tools, not a connection's).
       if (CHANGED_NOTIFICATION[n.method] && this.replaced(h, upstream, principal)) {
         this.log.debug({ server: h.id, principal, method: n.method }, 'list change said by a connection replaced since: passed over');
         return;
@@ -346,7 +335,7 @@ export class Catalog extends EventEmitter {
       // Reads stop going by the resource lists held now as it is heard: not after the handling
       // of the notifications before it, the plugins, or the refetch gate. (One a plugin drops
       // costs a read one list of each server.)
-      if (CHANGED_NOTIFICATION[n.method]?.includes('resources')) this.resourcesChanged(h.id);
+      if (CHANGED_NOTIFICATION[n.method]?.includes('resources')) this.changes.resources(h.id);
       // Plugins may drop a notification; keep each server's notifications in order.
       const prev = this.notifyChain.get(h.id) ?? Promise.resolve();
       const next = prev.then(() => this.onNotification(this.current(h), n.method, n.params ?? {}, principal)).catch((err: unknown) =>
@@ -440,14 +429,9 @@ export class Catalog extends EventEmitter {
   private judgeAgain(): void {
     this.pinGen++;
     for (const h of this.servers()) {
-      this.toolsChangedAt.set(h.id, ++this.changeEpoch);
-      this.resourcesChanged(h.id);
+      this.changes.tools(h.id);
+      this.changes.resources(h.id);
     }
-  }
-
-  /** The server's resource lists may have changed since any of them was asked for (see resourcesChangedAt). */
-  private resourcesChanged(serverId: string): void {
-    this.resourcesChangedAt.set(serverId, ++this.changeEpoch);
   }
 
   /** No aggregate built so far is served or routed by again. */
@@ -478,8 +462,8 @@ export class Catalog extends EventEmitter {
 
   /** `principal`: only that principal's own partition (its connection's credential) changed, and only its clients are told. */
   invalidate(serverId: string, kinds: readonly ListKind[] = LIST_KINDS, principal?: string): void {
-    if (kinds.includes('tools')) this.toolsChangedAt.set(serverId, ++this.changeEpoch);
-    if (kinds.includes('resources') || kinds.includes('resourceTemplates')) this.resourcesChanged(serverId);
+    if (kinds.includes('tools')) this.changes.tools(serverId);
+    if (kinds.includes('resources') || kinds.includes('resourceTemplates')) this.changes.resources(serverId);
     const own = principal === undefined ? '' : `\0${principalConn(principal)}`;
     for (const k of kinds) this.cache.invalidate(`${serverId}\0${k}${own}`);
     // Clients hear one resources/list_changed for both families, so a change of both is said once.
@@ -504,8 +488,8 @@ export class Catalog extends EventEmitter {
     });
     if (unheard.length) this.invalidate(serverId, unheard);
     // A call waits for the tools list and its pin check, as after a list_changed.
-    if (this.cache.peek(`${serverId}\0tools`)) this.toolsChangedAt.set(serverId, ++this.changeEpoch);
-    this.resourcesChanged(serverId);
+    if (this.cache.peek(`${serverId}\0tools`)) this.changes.tools(serverId);
+    this.changes.resources(serverId);
     this.cache.expire(`${serverId}\0`);
     const h = this.servers().find((x) => x.id === serverId);
     if (h) void this.warm(h);
@@ -520,8 +504,8 @@ export class Catalog extends EventEmitter {
    */
   private ownListsLapsed(serverId: string, principal: string): void {
     const own = `\0${principalConn(principal)}`;
-    if (this.cache.peek(`${serverId}\0tools${own}`)) this.toolsChangedAt.set(serverId, ++this.changeEpoch);
-    this.resourcesChanged(serverId);
+    if (this.cache.peek(`${serverId}\0tools${own}`)) this.changes.tools(serverId);
+    this.changes.resources(serverId);
     for (const k of LIST_KINDS) this.cache.expire(`${serverId}\0${k}${own}`);
   }
 
@@ -668,7 +652,7 @@ export class Catalog extends EventEmitter {
     const known = last && groupView(this.groups, 'tools', last, view.group).byHubName.get(hubName);
     // The main connection's state is read first: a principal's own is looked at only while it is down.
     if (!known || (known.server.upstream.state !== 'ready' && !(view.principal !== undefined && this.opts.standsAlone?.(known.server, view.principal, true)))) return undefined;
-    return (this.toolsChangedAt.get(known.server.id) ?? 0) > last.epoch ? undefined : known;
+    return this.changes.toolsSince(known.server.id, last.epoch) ? undefined : known;
   }
 
   /**
@@ -758,7 +742,7 @@ export class Catalog extends EventEmitter {
    * policy and plugins (pinGen), over the connections this principal's calls use now; and each
    * part's list is the one its cache holds, fresh (a build would serve it as it is), or else
    * (kept 0 ms, or past its ttl) asked for after the last moment its server's lists may have
-   * changed unheard (resourcesChangedAt), over a connection whose list changes the hub hears
+   * changed unheard (ListChanges.resourcesChangedAt), over a connection whose list changes the hub hears
    * now. Otherwise undefined: the caller builds, as every read did (a read waited for every
    * server's list, the slowest one's too, and refetched each kept 0 ms).
    */
@@ -795,7 +779,7 @@ export class Catalog extends EventEmitter {
       if (this.sharedFor(shared)) return false;
     }
     if (this.cache.isFresh(e)) return true;
-    return (e.askedAt ?? -1) >= (this.resourcesChangedAt.get(h.id) ?? 0) && this.hearsResourceChanges(h, p.conn);
+    return (e.askedAt ?? -1) >= this.changes.resourcesChangedAt(h.id) && this.hearsResourceChanges(h, p.conn);
   }
 
   /**
@@ -917,7 +901,7 @@ export class Catalog extends EventEmitter {
     return {
       key,
       entry: this.cache.get(key, () => {
-        const askedAt = this.changeEpoch;
+        const askedAt = this.changes.epoch;
         return fetchList(conn.upstream, kind, h.config.cacheTtlMs, this.cacheNow).then((l) => Object.assign(l, { askedAt }));
       }),
     };
@@ -1019,7 +1003,7 @@ export class Catalog extends EventEmitter {
   }
 
   private async build(kind: ListKind, principal: string | undefined, again = 0): Promise<Built> {
-    const epoch = this.changeEpoch;
+    const epoch = this.changes.epoch;
     const generation = this.forgotten;
     const ready = this.ready(kind);
     // A server whose main connection is down, to a principal whose own connection needs none of

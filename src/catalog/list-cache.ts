@@ -18,7 +18,7 @@ export interface ListEntry {
   version: number;
   /** Its refresh failed: served stale, and not fetched again, until then. */
   retryAt?: number;
-  /** Set by its fetcher: when it was asked for, on the fetcher's own count (Catalog's changeEpoch). */
+  /** Set by its fetcher: when it was asked for, on the fetcher's own count (the catalog's ListChanges.epoch). */
   askedAt?: number;
 }
 
