@@ -20,6 +20,7 @@ import { uriKey } from './uri-key.js';
 import { ListenManager } from './upstream-listen.js';
 import { principalConn, principalOfConn } from './principal-conn.js';
 import { LapsedLists } from './lapsed-lists.js';
+import { PartStore } from './part-store.js';
 import { ListChanges } from './changes.js';
 import { assemble, groupView, type Built, type Part } from './aggregate.js';
 import { downItem, downResource, readyOwner } from './owners.js';
@@ -117,18 +118,8 @@ export class Catalog extends EventEmitter {
   private readonly building = new Set<string>();
   /** `kind\0principal` → the memo key of the aggregate built last for that principal. */
   private readonly lastBuilt = new Map<string, string>();
-  /**
-   * Each list's records as judged last: by the list's version, the pin generation and the
-   * server's config they were judged under (a reload that changes allow/deny or trust puts a new
-   * config in place; a list fetched across it is judged again by the new one).
-   */
-  private readonly parts = new Map<string, { version: number; pinGen: number; config: ServerHandle['config']; records: Promise<PartRecord[]> }>();
-  /**
-   * Of each partition whose renames are judged by its own lists (not onePartition), every name
-   * its lists have had in this process: a tool gone from one list and back under a new name in a
-   * later one is a rename, as it is across a restart where the pins judge.
-   */
-  private readonly listedNames = new Map<string, Set<string>>();
+  /** Each server's lists, per authorization context, fetched and judged (part-store.ts). */
+  private readonly parts: PartStore;
   private readonly notifyChain = new Map<string, Promise<void>>();
   /** What list_changed sets off (invalidate, fetch again), at most once a second per list. */
   private readonly refetches = new RefetchGate();
@@ -137,17 +128,8 @@ export class Catalog extends EventEmitter {
   private readonly now: () => number;
   /** For how long lists and reads stay fresh: a wall-clock step must not stretch or cut that. */
   private readonly cacheNow: () => number;
-  private pinGen = 0;
-  /** The shared tools list each principal's connection last learned from (entryFor). */
-  private readonly taught = new WeakMap<object, readonly unknown[]>();
   /** When each server's lists last may have changed (changes.ts). */
   private readonly changes = new ListChanges();
-  /**
-   * `server\0kind` → why that list last failed on the server's own connection, until it next
-   * succeeds: otherwise a ready server whose list is refused (too large, an error) shows 0 tools
-   * and no error anywhere but the log.
-   */
-  private readonly listFailed = new Map<string, string>();
   private forgotten = 0;
   /**
    * Counts the servers forgotten (forget: removed, replaced by a reload or `servers restart`, or
@@ -158,7 +140,7 @@ export class Catalog extends EventEmitter {
     return this.forgotten;
   }
   /** Principals' own lists whose connections closed: only the most recent are kept. */
-  private readonly lapsed = new LapsedLists((serverId, principal) => this.dropOwnLists(serverId, principal));
+  private readonly lapsed = new LapsedLists((serverId, principal) => this.parts.dropOwn(serverId, principal));
 
   constructor(
     private readonly servers: () => readonly ServerHandle[],
@@ -184,6 +166,20 @@ export class Catalog extends EventEmitter {
     this.pins = opts.pins ?? new MemoryPinStore();
     this.groups = opts.groups ?? new Groups(undefined);
     this.policy = { pinning: opts.policy?.pinning ?? 'block', poisoning: opts.policy?.poisoning ?? 'warn' };
+    this.parts = new PartStore({
+      cache: this.cache,
+      changes: this.changes,
+      servers,
+      now: this.now,
+      cacheNow: this.cacheNow,
+      pinsOf: (kind) => this.pinsOf(kind),
+      policy: () => this.policy,
+      plugins: opts.plugins,
+      report: opts.report,
+      resourceRoutes: opts.resourceRoutes,
+      listAtReady: opts.listAtReady,
+      changed: (kind, serverId) => this.emit('changed', kind === 'resourceTemplates' ? 'resources' : kind, undefined, serverId),
+    });
     // Keys are server ids, or principalListenKey()s of principals' own connections, each with the
     // resource subscriptions made on that connection (router/subscriptions.ts: its `conn`).
     this.listens = new ListenManager(log, {
@@ -195,7 +191,7 @@ export class Catalog extends EventEmitter {
     this.itemPins = opts.itemPins ?? { prompts: new MemoryPinStore(), resources: new MemoryPinStore(), resourceTemplates: new MemoryPinStore() };
     for (const kind of LIST_KINDS) {
       this.pinsOf(kind).onExternalChange?.((changed) => {
-        this.pinGen++;
+        this.parts.judgeAgain();
         for (const r of changed)
           if (r.pendingHash === null && r.approvedBy === 'cli' && r.hash)
             opts.report?.({ kind: 'approved', ...(kind === 'tools' ? {} : { itemKind: kind }), server: r.server, tool: r.tool, hash: r.hash });
@@ -208,31 +204,6 @@ export class Catalog extends EventEmitter {
   /** The pins of a kind. */
   pinsOf(kind: ListKind): PinStore {
     return kind === 'tools' ? this.pins : this.itemPins[kind];
-  }
-
-  /**
-   * A resource of this server that every list of it the hub holds hides (principals' own lists
-   * may differ: one that shows it keeps its updates flowing).
-   */
-  private async hiddenEverywhere(serverId: string, uri: string): Promise<boolean> {
-    const lists: PartRecord[][] = [];
-    for (const [pk, m] of this.parts) {
-      if (!pk.startsWith(`${serverId}\0`) || !pk.endsWith('\0resources')) continue;
-      const records = await m.records.catch(() => undefined);
-      if (records) lists.push(records);
-    }
-    // Another spelling names it too (see uriKey): worth keying only if some list hides something.
-    const key = lists.some((l) => l.some((x) => x.hidden)) ? uriKey(uri) : undefined;
-    let hidden = false;
-    for (const records of lists) {
-      const r =
-        records.find((x) => x.upstreamName === uri) ??
-        (key === undefined ? undefined : (records.find((x) => !x.hidden && recordKey(x) === key) ?? records.find((x) => recordKey(x) === key)));
-      if (!r) continue;
-      if (!r.hidden) return false;
-      hidden = true;
-    }
-    return hidden;
   }
 
   /** Wire an upstream's notifications and state into invalidation, and listen to it (modern). */
@@ -263,7 +234,7 @@ export class Catalog extends EventEmitter {
    */
   private warm(h: ServerHandle): Promise<void> {
     if (!offers(h.upstream.capabilities, 'tools') || this.opts.listAtReady?.(h) === false) return Promise.resolve();
-    return this.partFor('tools', h, { credential: '', upstream: h.upstream }).then(
+    return this.parts.partFor('tools', h, { credential: '', upstream: h.upstream }).then(
       () => undefined,
       (err: unknown) => this.log.warn({ server: h.id, err: String((err as Error)?.message ?? err) }, 'tools list (server ready, or its tools changed) failed'),
     );
@@ -385,7 +356,7 @@ export class Catalog extends EventEmitter {
     } else if (typeof params.uri === 'string') {
       this.reads.invalidate(h.id, params.uri);
       // A subscriber of a parent URI would learn the name of a resource the hub hides.
-      if (await this.hiddenEverywhere(h.id, params.uri)) return;
+      if (await this.parts.hiddenEverywhere(h.id, params.uri)) return;
       this.emit('resourceUpdated', principal === undefined ? { server: h.id, uri: params.uri } : { server: h.id, uri: params.uri, principal });
     }
   }
@@ -427,7 +398,7 @@ export class Catalog extends EventEmitter {
 
   /** Every list held goes through the checks and hooks again at its next build; until then no call is routed by the old one. */
   private judgeAgain(): void {
-    this.pinGen++;
+    this.parts.judgeAgain();
     for (const h of this.servers()) {
       this.changes.tools(h.id);
       this.changes.resources(h.id);
@@ -509,16 +480,6 @@ export class Catalog extends EventEmitter {
     for (const k of LIST_KINDS) this.cache.expire(`${serverId}\0${k}${own}`);
   }
 
-  /** A principal's own lists of a server, gone: its next connection's lists are its first. */
-  private dropOwnLists(serverId: string, principal: string): void {
-    const credential = principalConn(principal);
-    for (const k of LIST_KINDS) {
-      this.cache.drop(`${serverId}\0${k}\0${credential}`);
-      this.parts.delete(partKey(serverId, credential, k));
-      this.listedNames.delete(partKey(serverId, credential, k));
-    }
-  }
-
   /** Forget what is cached of a server (removed, or its config changed: then it is listened to afresh). */
   forget(serverId: string): void {
     this.forgotten++;
@@ -527,14 +488,10 @@ export class Catalog extends EventEmitter {
     if (still) this.listens.track(still.id, still.upstream);
     else {
       this.listens.untrack(serverId);
-      // Removed: its lists (every principal's) and the names they had go with it, not kept for
-      // a server that may never come back (a reload that renames servers, over months).
-      for (const pk of [...this.parts.keys()]) if (pk.startsWith(`${serverId}\0`)) this.parts.delete(pk);
-      for (const pk of [...this.listedNames.keys()]) if (pk.startsWith(`${serverId}\0`)) this.listedNames.delete(pk);
       this.notifyChain.delete(serverId);
     }
     this.cache.drop(`${serverId}\0`);
-    for (const k of LIST_KINDS) this.listFailed.delete(`${serverId}\0${k}`);
+    this.parts.forget(serverId, !still);
     this.reads.invalidate(serverId);
     // Aggregates name the old handle: nothing may be routed with them any more.
     this.dropAggregates();
@@ -598,7 +555,7 @@ export class Catalog extends EventEmitter {
     let part: Part;
     try {
       const conn = this.opts.connection ? await this.connection(h, view.principal) : { credential: '', upstream: h.upstream };
-      part = await this.partFor(kind, h, conn);
+      part = await this.parts.partFor(kind, h, conn);
     } catch {
       return undefined; // the build says why, as for any list
     }
@@ -671,7 +628,7 @@ export class Catalog extends EventEmitter {
 
   /** The server that is down behind a resource URI its last lists showed to this view (owners.ts). */
   downResource(uri: string, view: View = {}, exactOnly = false): Promise<ServerHandle | undefined> {
-    return downResource(this.servers(), this.groups, this.parts, this.opts.resourceRoutes, uri, view, exactOnly);
+    return downResource(this.servers(), this.groups, this.parts.judged, this.opts.resourceRoutes, uri, view, exactOnly);
   }
 
   /**
@@ -768,15 +725,15 @@ export class Catalog extends EventEmitter {
 
   /** Whether a build now would take part `p` as it is, for the ready server `h` in its place (lastValid). */
   private partHolds(kind: RouteKind, p: Part, h: ServerHandle): boolean {
-    if (p.h !== h || p.pinGen !== this.pinGen || p.conn.upstream.state !== 'ready') return false;
+    if (p.h !== h || p.pinGen !== this.parts.pinGen || p.conn.upstream.state !== 'ready') return false;
     const e = this.cache.peek(p.key);
     if (!e || e.version !== p.e.version || e.retryAt !== undefined) return false;
     const shared = `${h.id}\0${kind}`;
     if (p.conn.credential !== '') {
       // A principal's connection given the shared public list keeps it only while a build would
       // give it that list; one with a list of its own, only while it would not.
-      if (p.key === shared) return this.sharedFor(shared) === e;
-      if (this.sharedFor(shared)) return false;
+      if (p.key === shared) return this.parts.sharedFor(shared) === e;
+      if (this.parts.sharedFor(shared)) return false;
     }
     if (this.cache.isFresh(e)) return true;
     return (e.askedAt ?? -1) >= this.changes.resourcesChangedAt(h.id) && this.hearsResourceChanges(h, p.conn);
@@ -879,127 +836,9 @@ export class Catalog extends EventEmitter {
     return { ttlMs, scope };
   }
 
-  /**
-   * The list entry for a server, kind and authorization context, and its cache key; public
-   * entries of the server's own context are shared.
-   */
-  private entryFor(h: ServerHandle, kind: ListKind, conn: Connection): { key: string; entry: Promise<ListEntry> } {
-    const shared = `${h.id}\0${kind}`;
-    if (conn.credential !== '') {
-      const e = this.sharedFor(shared);
-      if (e) {
-        // Calls by this list go over the principal's own connection, which never saw it: it
-        // needs the tools' x-mcp-header declarations (once per list it is given).
-        if (kind === 'tools' && conn.upstream.learnTools && this.taught.get(conn.upstream) !== e.items) {
-          this.taught.set(conn.upstream, e.items);
-          conn.upstream.learnTools(e.items);
-        }
-        return { key: shared, entry: Promise.resolve(e) };
-      }
-    }
-    const key = conn.credential === '' ? shared : `${shared}\0${conn.credential}`;
-    return {
-      key,
-      entry: this.cache.get(key, () => {
-        const askedAt = this.changes.epoch;
-        return fetchList(conn.upstream, kind, h.config.cacheTtlMs, this.cacheNow).then((l) => Object.assign(l, { askedAt }));
-      }),
-    };
-  }
-
-  /** The shared entry under `shared` when a principal's own connection is given it: public and fresh. */
-  private sharedFor(shared: string): ListEntry | undefined {
-    const e = this.cache.peek(shared);
-    return e && e.scope === 'public' && this.cache.isFresh(e) ? e : undefined;
-  }
-
   /** Why a list of the server's own connection failed last (none since it succeeded). */
   listError(serverId: string): string | undefined {
-    if (this.listFailed.size === 0) return undefined;
-    for (const kind of LIST_KINDS) {
-      const why = this.listFailed.get(`${serverId}\0${kind}`);
-      if (why !== undefined) return why;
-    }
-    return undefined;
-  }
-
-  private async partFor(kind: ListKind, h: ServerHandle, conn: Connection): Promise<Part> {
-    if (conn.credential !== '') return this.partOf(kind, h, conn);
-    const key = `${h.id}\0${kind}`;
-    try {
-      const part = await this.partOf(kind, h, conn);
-      // It failed with no list to serve instead: clients that listed meanwhile were shown none
-      // of its items, and nothing else tells them (no entry changed; a legacy client has no TTL).
-      if (this.listFailed.size !== 0 && this.inUse(h, conn) && this.listFailed.delete(key)) this.emit('changed', kind === 'resourceTemplates' ? 'resources' : kind, undefined, h.id);
-      return part;
-    } catch (err) {
-      // A connection a reload or `servers restart` replaced since (closed under its fetch): its
-      // failure says nothing of the one in use, which showed it as its own list error.
-      if (!this.inUse(h, conn)) throw err;
-      // Upstream errors come redacted (upstream/upstream-error.ts); the hub's own say no secrets.
-      const msg = String((err as Error)?.message ?? err).slice(0, 1000);
-      this.listFailed.set(key, msg.startsWith(LIST_METHOD[kind]) ? msg : `${LIST_METHOD[kind]} failed: ${msg}`);
-      throw err;
-    }
-  }
-
-  /** Whether `conn` (the server's own connection) is the one h's id is served by now. */
-  private inUse(h: ServerHandle, conn: Connection): boolean {
-    return !this.replaced(h, conn.upstream, undefined);
-  }
-
-  private async partOf(kind: ListKind, h: ServerHandle, conn: Connection): Promise<Part> {
-    const { key, entry } = this.entryFor(h, kind, conn);
-    const e = await entry;
-    const pk = partKey(h.id, conn.credential, kind);
-    let memo = this.parts.get(pk);
-    if (!memo || memo.version !== e.version || memo.pinGen !== this.pinGen || memo.config !== h.config) {
-      const old = memo;
-      const records = (async () => {
-        // Renames are judged by the pins alone where they all came from lists like this one. A
-        // server whose clients may have connections of their own (listAtReady false) keeps the
-        // pins of every principal's list in one store, and a tool of alice's private list is not
-        // gone from carol's: there, as for a principal's own list, renames are judged against
-        // the names this partition's lists had before (none: a first list has no renames). Not
-        // only the last list's: a tool removed in one list and back renamed in the next is one.
-        if (old) await old.records.catch(() => undefined);
-        const one = this.onePartition(h, conn);
-        const previous = one ? undefined : new Set(this.listedNames.get(pk));
-        const built = await buildPart(kind, { id: h.id, config: h.config, era: conn.upstream.era }, e.items, {
-          previous,
-          ownList: conn.credential !== '',
-          pins: this.pinsOf(kind),
-          plugins: this.opts.plugins,
-          policy: this.policy,
-          now: this.now,
-          report: (ev) => this.opts.report?.(ev),
-        });
-        if (conn.credential === '' && isRouteKind(kind)) this.opts.resourceRoutes?.put(h.id, kind, routesOf(built, kind, MAX_STORED_ROUTES));
-        if (!one && (kind === 'tools' || kind === 'prompts')) {
-          const names = this.listedNames.get(pk) ?? new Set<string>();
-          // Refreshed, so a name still listed is the newest; the oldest go past the bound (a
-          // server that makes up names would otherwise grow the set for as long as the hub runs).
-          this.listedNames.set(pk, refreshed(names, built.map((r) => r.upstreamName), MAX_LISTED_NAMES));
-        }
-        return built;
-      })();
-      const m = { version: e.version, pinGen: this.pinGen, config: h.config, records };
-      memo = m;
-      this.parts.set(pk, m);
-      records.catch(() => {
-        if (this.parts.get(pk) === m) this.parts.delete(pk);
-      });
-    }
-    const m = memo;
-    return { h, conn, e, key, records: await m.records, pinGen: m.pinGen };
-  }
-
-  /**
-   * Whether every pin of h came from lists of this connection's partition: the server's own
-   * connection, of a server no principal may have a connection of its own to (listAtReady).
-   */
-  private onePartition(h: ServerHandle, conn: Connection): boolean {
-    return conn.credential === '' && this.opts.listAtReady?.(h) !== false;
+    return this.parts.listError(serverId);
   }
 
   private async build(kind: ListKind, principal: string | undefined, again = 0): Promise<Built> {
@@ -1016,7 +855,7 @@ export class Catalog extends EventEmitter {
       handles.map(async (h, i): Promise<Part | undefined> => {
         const conn = this.opts.connection ? await this.connection(h, principal) : { credential: '', upstream: h.upstream };
         if (i >= ready.length && (conn.upstream.state !== 'ready' || !offers(conn.upstream.capabilities, kind))) return undefined;
-        return this.partFor(kind, h, conn);
+        return this.parts.partFor(kind, h, conn);
       }),
     );
     const parts: Part[] = [];
