@@ -5,27 +5,24 @@ import type { PluginRunner } from '../plugins/runner.js';
 import type { Upstream } from '../upstream/types.js';
 import type { Aggregate, Connection, Routed, ServerHandle, View } from './types.js';
 import { Groups } from './filters.js';
-import { LIST_RETRY_MS, ListCache, type ListEntry } from './list-cache.js';
-import { fetchList } from './fetch-list.js';
-import { CHANGED_NOTIFICATION, LIST_KINDS, LIST_METHOD, declaresListChanged, offers, type ListKind } from './lists.js';
+import { LIST_RETRY_MS, ListCache } from './list-cache.js';
+import { LIST_KINDS, declaresListChanged, offers, type ListKind } from './lists.js';
 import type { NameAssigner } from './names.js';
-import { buildPart, type PartPolicy, type PartRecord, type CatalogEvent } from './part.js';
+import type { PartPolicy, PartRecord, CatalogEvent } from './part.js';
 import { MemoryPinStore, type ItemPinKind, type PinStore } from './pins.js';
 import { LinkedResources } from './linked-resources.js';
 import { ReadCache } from './read-cache.js';
-import { RefetchGate } from './refetch-gate.js';
-import { isRouteKind, MAX_STORED_ROUTES, routesOf, type ResourceRouteStore, type RouteKind } from './resource-routes.js';
+import { UpstreamWatch } from './upstream-watch.js';
+import type { ResourceRouteStore, RouteKind } from './resource-routes.js';
 import { contentSnapshot } from './snapshot.js';
 import { uriKey } from './uri-key.js';
 import { ListenManager } from './upstream-listen.js';
-import { principalConn, principalOfConn } from './principal-conn.js';
-import { LapsedLists } from './lapsed-lists.js';
+import { principalOfConn } from './principal-conn.js';
 import { PartStore } from './part-store.js';
 import { ListChanges } from './changes.js';
 import { assemble, groupView, type Built, type Part } from './aggregate.js';
 import { downItem, downResource, readyOwner } from './owners.js';
-import { connOfListenKey, listenKeyOf, partKey, principalListenKey, recordKey, serverOfListenKey } from './keys.js';
-import { MAX_LISTED_NAMES, refreshed } from './listed-names.js';
+import { connOfListenKey, listenKeyOf, serverOfListenKey } from './keys.js';
 import { monotonicNow } from '../monotonic.js';
 import { MODERN } from '../protocol/era.js';
 
@@ -120,9 +117,8 @@ export class Catalog extends EventEmitter {
   private readonly lastBuilt = new Map<string, string>();
   /** Each server's lists, per authorization context, fetched and judged (part-store.ts). */
   private readonly parts: PartStore;
-  private readonly notifyChain = new Map<string, Promise<void>>();
-  /** What list_changed sets off (invalidate, fetch again), at most once a second per list. */
-  private readonly refetches = new RefetchGate();
+  /** What the catalog hears of each upstream connection (upstream-watch.ts). */
+  private readonly watcher: UpstreamWatch;
   private policy: PartPolicy;
   /** Wall-clock time, for what is stored (pins). */
   private readonly now: () => number;
@@ -139,8 +135,6 @@ export class Catalog extends EventEmitter {
   get generation(): number {
     return this.forgotten;
   }
-  /** Principals' own lists whose connections closed: only the most recent are kept. */
-  private readonly lapsed = new LapsedLists((serverId, principal) => this.parts.dropOwn(serverId, principal));
 
   constructor(
     private readonly servers: () => readonly ServerHandle[],
@@ -184,9 +178,22 @@ export class Catalog extends EventEmitter {
     // resource subscriptions made on that connection (router/subscriptions.ts: its `conn`).
     this.listens = new ListenManager(log, {
       subscribedUris: (key) => opts.subscribedUris?.(serverOfListenKey(key), connOfListenKey(key)) ?? [],
-      onGap: (key) => this.listenGap(key),
+      onGap: (key) => this.watcher.listenGap(key),
       onLeftOut: (key, uris) => opts.listenLeftOut?.(serverOfListenKey(key), connOfListenKey(key), uris),
       onHearing: (key) => this.changes.resources(serverOfListenKey(key)),
+    });
+    this.watcher = new UpstreamWatch({
+      servers,
+      log,
+      cache: this.cache,
+      reads: this.reads,
+      listens: this.listens,
+      changes: this.changes,
+      parts: this.parts,
+      plugins: opts.plugins,
+      ownConnection: opts.ownConnection,
+      listAtReady: opts.listAtReady,
+      emit: (event, ...args) => void this.emit(event, ...args),
     });
     this.itemPins = opts.itemPins ?? { prompts: new MemoryPinStore(), resources: new MemoryPinStore(), resourceTemplates: new MemoryPinStore() };
     for (const kind of LIST_KINDS) {
@@ -201,164 +208,24 @@ export class Catalog extends EventEmitter {
     }
   }
 
+  /** Wire an upstream's notifications and state into invalidation, and listen to it (modern). */
+  watch(h: ServerHandle): void {
+    this.watcher.watch(h);
+  }
+
+  /** Notifications of a connection to h: its main one, or a principal's own (UpstreamWatch.watchConnection). */
+  watchConnection(h: ServerHandle, upstream: Upstream, principal?: string): void {
+    this.watcher.watchConnection(h, upstream, principal);
+  }
+
+  /** `principal`: only that principal's own partition (its connection's credential) changed, and only its clients are told. */
+  invalidate(serverId: string, kinds: readonly ListKind[] = LIST_KINDS, principal?: string): void {
+    this.watcher.invalidate(serverId, kinds, principal);
+  }
+
   /** The pins of a kind. */
   pinsOf(kind: ListKind): PinStore {
     return kind === 'tools' ? this.pins : this.itemPins[kind];
-  }
-
-  /** Wire an upstream's notifications and state into invalidation, and listen to it (modern). */
-  watch(h: ServerHandle): void {
-    this.watchConnection(h, h.upstream);
-    h.upstream.on('state', (state: string) => {
-      // A connection a reload or `servers restart` replaced turns `stopped` once its calls have
-      // drained: the server's lists are the new connection's by then, and clients were told, and
-      // calls routed, by them (forget() dropped what the old one had).
-      if (this.servers().find((x) => x.id === h.id)?.upstream !== h.upstream) {
-        this.log.debug({ server: h.id, state }, 'state of a connection replaced since: passed over');
-        return;
-      }
-      this.reads.invalidate(h.id);
-      this.invalidate(h.id, LIST_KINDS);
-      if (state === 'ready') this.warm(this.current(h));
-    });
-    this.listens.track(h.id, h.upstream);
-  }
-
-  /**
-   * A server that is ready, or says its tools changed, has them listed and judged (pins,
-   * poisoning, plugins) at once on its own connection, not at some client's next list: a tool
-   * changed (while the hub was down, or now) is held back and reported before anyone asks,
-   * `switchyard servers` counts its tools, and the first list after a start is served from the
-   * cache. Tools only: the other lists are asked for far less, and each would cost a fetch of
-   * every server at every start. (See listAtReady.)
-   */
-  private warm(h: ServerHandle): Promise<void> {
-    if (!offers(h.upstream.capabilities, 'tools') || this.opts.listAtReady?.(h) === false) return Promise.resolve();
-    return this.parts.partFor('tools', h, { credential: '', upstream: h.upstream }).then(
-      () => undefined,
-      (err: unknown) => this.log.warn({ server: h.id, err: String((err as Error)?.message ?? err) }, 'tools list (server ready, or its tools changed) failed'),
-    );
-  }
-
-  /**
-   * Notifications of a connection to h: its main one, or a principal's own (auth/upstream-pool.ts),
-   * whose list_changed makes that principal's cached list stale like any other of h's. A modern
-   * server says list changes only on a listen stream, and its private lists may differ per
-   * credential, so a principal's own connection gets a stream of its own, ended with the connection.
-   */
-  watchConnection(h: ServerHandle, upstream: Upstream, principal?: string): void {
-    if (principal !== undefined) {
-      const key = principalListenKey(h.id, principal);
-      this.listens.track(key, upstream);
-      this.lapsed.opened(h.id, principal);
-      const onState = (state: string) => {
-        // Closed (idle, evicted from the pool, reconfigured) or reconnecting: the stream that
-        // would have said a change (legacy GET, modern listen) is gone with it.
-        // One the pool replaced (a reload, `servers restart`) closes once its calls have drained,
-        // maybe after the principal's next connection opened and listed: those lists are that
-        // connection's, and lapsing them had every principal's next call miss readyTool.
-        if (state === 'stopped' || state === 'restarting' || state === 'failed') {
-          if (this.replaced(h, upstream, principal)) this.log.debug({ server: h.id, principal, state }, "state of a principal's connection replaced since: passed over");
-          else this.ownListsLapsed(h.id, principal);
-        }
-        // Back (or up at last): a list that failed while it was not, refused as `restarting`, is
-        // fetched at the next list, not LIST_RETRY_MS later with the server ready all the while
-        // (the main connection's lists are invalidated at each of its state changes, see watch()).
-        if (state === 'ready') for (const k of LIST_KINDS) this.cache.retryNow(`${h.id}\0${k}\0${principalConn(principal)}`);
-        if (state !== 'stopped') return;
-        upstream.off('state', onState);
-        this.listens.untrack(key, upstream);
-        this.lapsed.closed(h.id, principal);
-      };
-      upstream.on('state', onState);
-    }
-    // Its notification stream was down for a while (and what came meanwhile is not replayed).
-    upstream.on('gap', () => {
-      // A connection replaced since, still draining, heard nothing for lists that are not its own
-      // (the server's are the new connection's): they were fetched again for nothing.
-      if (this.replaced(h, upstream, principal)) {
-        this.log.debug({ server: h.id, principal }, 'notification gap of a connection replaced since: passed over');
-        return;
-      }
-      // A principal's own connection missed what its own stream would have said: its own lists
-      // only (as a modern listen's gap, listenGap), not every principal's and the server's.
-      if (principal !== undefined) {
-        this.log.debug({ server: h.id, principal }, "notification gap of a principal's own connection: its own lists lapse");
-        return this.ownListsLapsed(h.id, principal);
-      }
-      this.log.debug({ server: h.id }, "notification gap: the server's lists lapse");
-      // A call waits for the tools list and its pin check, as after a list_changed (listenGap):
-      // routed by the list held (readyTool), a tool changed in the gap was called unjudged.
-      if (this.cache.peek(`${h.id}\0tools`)) this.changes.tools(h.id);
-      this.changes.resources(h.id);
-      this.cache.expire(`${h.id}\0`);
-    });
-    upstream.on('notification', (n: { method: string; params?: Record<string, unknown> }) => {
-      // A server's connection a reload or `servers restart` replaced may still speak while its
-      // calls drain (legacy: on its own pipe): a list change it says is its own, and its list,
-      // fetched as the server's, was served and routed by as the new connection's.
-      // So may a principal's own connection the pool replaced: its change is of its own process's
-      // lists, and taken, every principal's next call missed readyTool (changes.ts: a server's tools, not a connection's).
-      if (CHANGED_NOTIFICATION[n.method] && this.replaced(h, upstream, principal)) {
-        this.log.debug({ server: h.id, principal, method: n.method }, 'list change said by a connection replaced since: passed over');
-        return;
-      }
-      // Reads stop going by the resource lists held now as it is heard: not after the handling
-      // of the notifications before it, the plugins, or the refetch gate. (One a plugin drops
-      // costs a read one list of each server.)
-      if (CHANGED_NOTIFICATION[n.method]?.includes('resources')) this.changes.resources(h.id);
-      // Plugins may drop a notification; keep each server's notifications in order.
-      const prev = this.notifyChain.get(h.id) ?? Promise.resolve();
-      const next = prev.then(() => this.onNotification(this.current(h), n.method, n.params ?? {}, principal)).catch((err: unknown) =>
-        this.log.error({ err, server: h.id }, 'notification handling failed'),
-      );
-      this.notifyChain.set(h.id, next);
-    });
-  }
-
-  /**
-   * Whether `upstream` is a connection to h that another took the place of (a reload, `servers
-   * restart`), still open while its calls drain. A server's: it is not the server's connection in
-   * use. A principal's own: the principal has another open (none open: it is not replaced, its
-   * lists lapse with it). Per notification gap or state change, never per call.
-   */
-  private replaced(h: ServerHandle, upstream: Upstream, principal: string | undefined): boolean {
-    if (principal === undefined) return this.servers().find((x) => x.id === h.id)?.upstream !== upstream;
-    const now = this.opts.ownConnection?.(h, principal);
-    return now !== undefined && now !== upstream;
-  }
-
-  /**
-   * The server's record as the config has it now: a reload that changes a server's settings but
-   * not its connection (trust, names, tools allow/deny) puts a new record in place, and what was
-   * wired when the server was added must judge its lists by that one, not the first.
-   */
-  private current(h: ServerHandle): ServerHandle {
-    const now = this.servers().find((x) => x.id === h.id);
-    return now !== undefined && now.upstream === h.upstream ? now : h;
-  }
-
-  /** `principal`: it came on that principal's own connection, undefined on the server's main one. */
-  private async onNotification(h: ServerHandle, method: string, params: Record<string, unknown>, principal: string | undefined): Promise<void> {
-    const kinds = CHANGED_NOTIFICATION[method];
-    if (!kinds && method !== 'notifications/resources/updated') return;
-    const plugins = this.opts.plugins;
-    if (plugins && !(await plugins.notification({ id: h.id, trust: h.config.trust, era: h.upstream.era }, method, params))) return;
-    if (kinds) {
-      // A storm of list_changed is acted on at most once a second per list (the first at once),
-      // with one fetch running: each used to be a fetch of the whole list.
-      this.refetches.run(`${h.id}\0${kinds.join()}\0${principal ?? ''}`, () => {
-        // Said on a principal's own connection: that principal's partition, and its clients only.
-        this.invalidate(h.id, kinds, principal);
-        // Judged at once, as at ready: a rug pull is held back and audited when it happens.
-        return principal === undefined && kinds.includes('tools') ? this.warm(h) : Promise.resolve();
-      });
-    } else if (typeof params.uri === 'string') {
-      this.reads.invalidate(h.id, params.uri);
-      // A subscriber of a parent URI would learn the name of a resource the hub hides.
-      if (await this.parts.hiddenEverywhere(h.id, params.uri)) return;
-      this.emit('resourceUpdated', principal === undefined ? { server: h.id, uri: params.uri } : { server: h.id, uri: params.uri, principal });
-    }
   }
 
   /**
@@ -431,55 +298,6 @@ export class Catalog extends EventEmitter {
     return this.listens.honours(listenKeyOf(serverId, conn), uris, waitMs);
   }
 
-  /** `principal`: only that principal's own partition (its connection's credential) changed, and only its clients are told. */
-  invalidate(serverId: string, kinds: readonly ListKind[] = LIST_KINDS, principal?: string): void {
-    if (kinds.includes('tools')) this.changes.tools(serverId);
-    if (kinds.includes('resources') || kinds.includes('resourceTemplates')) this.changes.resources(serverId);
-    const own = principal === undefined ? '' : `\0${principalConn(principal)}`;
-    for (const k of kinds) this.cache.invalidate(`${serverId}\0${k}${own}`);
-    // Clients hear one resources/list_changed for both families, so a change of both is said once.
-    for (const k of kinds) if (k !== 'resourceTemplates' || !kinds.includes('resources')) this.emit('changed', k, principal, serverId);
-  }
-
-  /**
-   * A listen stream to a modern server ended unasked (the server's graceful end, a proxy's time
-   * limit, a broken connection) and is opened again: a change said meanwhile was not heard. Its
-   * lists are fetched again, the tools at once and judged, and clients are told only if they
-   * differ (as after a legacy GET stream's gap): a server whose streams end every minute must
-   * not have every client told, and relisting, that every list changed every minute. Lists kept
-   * for 0 ms are the exception: a change found in one is never told (list-cache.ts), so for them
-   * the gap itself is said, as before. A principal's own stream: its own lists only.
-   */
-  private listenGap(key: string): void {
-    const serverId = serverOfListenKey(key);
-    if (key !== serverId) return this.ownListsLapsed(serverId, key.slice(serverId.length + 1));
-    const unheard = LIST_KINDS.filter((k) => {
-      const e = this.cache.peek(`${serverId}\0${k}`);
-      return e !== undefined && !(e.ttlMs > 0);
-    });
-    if (unheard.length) this.invalidate(serverId, unheard);
-    // A call waits for the tools list and its pin check, as after a list_changed.
-    if (this.cache.peek(`${serverId}\0tools`)) this.changes.tools(serverId);
-    this.changes.resources(serverId);
-    this.cache.expire(`${serverId}\0`);
-    const h = this.servers().find((x) => x.id === serverId);
-    if (h) void this.warm(h);
-  }
-
-  /**
-   * A principal's own connection to a server went away. Its lists were kept by what that
-   * connection would hear (a legacy list until its list_changed, a modern one refreshed early by
-   * its listen stream), and the next connection hears nothing said meanwhile: they are fetched
-   * again at the next list (clients told if they differ), and a call waits for that list and its
-   * pin check, as after a restart, rather than being routed by the list from before.
-   */
-  private ownListsLapsed(serverId: string, principal: string): void {
-    const own = `\0${principalConn(principal)}`;
-    if (this.cache.peek(`${serverId}\0tools${own}`)) this.changes.tools(serverId);
-    this.changes.resources(serverId);
-    for (const k of LIST_KINDS) this.cache.expire(`${serverId}\0${k}${own}`);
-  }
-
   /** Forget what is cached of a server (removed, or its config changed: then it is listened to afresh). */
   forget(serverId: string): void {
     this.forgotten++;
@@ -488,7 +306,7 @@ export class Catalog extends EventEmitter {
     if (still) this.listens.track(still.id, still.upstream);
     else {
       this.listens.untrack(serverId);
-      this.notifyChain.delete(serverId);
+      this.watcher.forget(serverId);
     }
     this.cache.drop(`${serverId}\0`);
     this.parts.forget(serverId, !still);
@@ -500,7 +318,7 @@ export class Catalog extends EventEmitter {
 
   close(): void {
     this.listens.closeAll();
-    this.refetches.close();
+    this.watcher.close();
     this.cache.close();
   }
 
