@@ -19,8 +19,9 @@ import { uriKey } from './uri-key.js';
 import { ListenManager } from './upstream-listen.js';
 import { principalOfConn } from './principal-conn.js';
 import { PartStore } from './part-store.js';
+import { AggregateBuilds, readyServers } from './builds.js';
 import { ListChanges } from './changes.js';
-import { assemble, groupView, type Built, type Part } from './aggregate.js';
+import { groupView, type Built, type Part } from './aggregate.js';
 import { downItem, downResource, readyOwner } from './owners.js';
 import { connOfListenKey, listenKeyOf, serverOfListenKey } from './keys.js';
 import { monotonicNow } from '../monotonic.js';
@@ -79,9 +80,6 @@ export interface CatalogOptions {
 }
 
 export { DEFAULT_LEGACY_TTL_MS } from './fetch-list.js';
-const BUILT_MEMO = 64;
-/** Builds of one request begun again because a server was replaced under them; past them the last is given, never kept. */
-const MAX_BUILDS_AGAIN = 3;
 
 /**
  * The most freshness a list lacking a server it shows (down, or its list failed) is given: the
@@ -108,13 +106,8 @@ export class Catalog extends EventEmitter {
   readonly itemPins: Record<ItemPinKind, PinStore>;
   readonly groups: Groups;
   readonly listens: ListenManager;
-  private readonly built = new Map<string, Built>();
-  /** The tools aggregate built last (any partition), for lookups that must not reach upstreams. */
-  private latestTools: Built | undefined;
-  /** Principals whose tools aggregate buildSoon is building. */
-  private readonly building = new Set<string>();
-  /** `kind\0principal` → the memo key of the aggregate built last for that principal. */
-  private readonly lastBuilt = new Map<string, string>();
+  /** The aggregates built, and which each principal was given last (builds.ts). */
+  private readonly builds: AggregateBuilds;
   /** Each server's lists, per authorization context, fetched and judged (part-store.ts). */
   private readonly parts: PartStore;
   /** What the catalog hears of each upstream connection (upstream-watch.ts). */
@@ -126,14 +119,9 @@ export class Catalog extends EventEmitter {
   private readonly cacheNow: () => number;
   /** When each server's lists last may have changed (changes.ts). */
   private readonly changes = new ListChanges();
-  private forgotten = 0;
-  /**
-   * Counts the servers forgotten (forget: removed, replaced by a reload or `servers restart`, or
-   * reconfigured): a route or aggregate looked up across a change of it may name a handle, and a
-   * connection, not in use any more (router/replaced.ts; build).
-   */
+  /** Counts the servers forgotten (AggregateBuilds.generation; router/replaced.ts). */
   get generation(): number {
-    return this.forgotten;
+    return this.builds.generation;
   }
 
   constructor(
@@ -181,6 +169,15 @@ export class Catalog extends EventEmitter {
       onGap: (key) => this.watcher.listenGap(key),
       onLeftOut: (key, uris) => opts.listenLeftOut?.(serverOfListenKey(key), connOfListenKey(key), uris),
       onHearing: (key) => this.changes.resources(serverOfListenKey(key)),
+    });
+    this.builds = new AggregateBuilds({
+      servers,
+      names,
+      log,
+      parts: this.parts,
+      changes: this.changes,
+      connection: opts.connection,
+      standsAlone: opts.standsAlone,
     });
     this.watcher = new UpstreamWatch({
       servers,
@@ -249,7 +246,7 @@ export class Catalog extends EventEmitter {
   setGroups(groups: Record<string, unknown> | undefined): void {
     this.groups.replace(groups);
     // Group views are memoised in the aggregates, and calls are routed by them.
-    this.dropAggregates();
+    this.builds.drop();
     this.everyListChanged();
   }
 
@@ -270,13 +267,6 @@ export class Catalog extends EventEmitter {
       this.changes.tools(h.id);
       this.changes.resources(h.id);
     }
-  }
-
-  /** No aggregate built so far is served or routed by again. */
-  private dropAggregates(): void {
-    this.built.clear();
-    this.lastBuilt.clear();
-    this.latestTools = undefined;
   }
 
   /** Clients hear one resources/list_changed for both resource families (as in invalidate). */
@@ -300,7 +290,8 @@ export class Catalog extends EventEmitter {
 
   /** Forget what is cached of a server (removed, or its config changed: then it is listened to afresh). */
   forget(serverId: string): void {
-    this.forgotten++;
+    // Aggregates name the old handle: nothing may be routed with them any more.
+    this.builds.forget();
     this.links.forget(serverId);
     const still = this.servers().find((h) => h.id === serverId);
     if (still) this.listens.track(still.id, still.upstream);
@@ -311,8 +302,6 @@ export class Catalog extends EventEmitter {
     this.cache.drop(`${serverId}\0`);
     this.parts.forget(serverId, !still);
     this.reads.invalidate(serverId);
-    // Aggregates name the old handle: nothing may be routed with them any more.
-    this.dropAggregates();
     for (const k of LIST_KINDS) if (k !== 'resourceTemplates') this.emit('changed', k, undefined, serverId);
   }
 
@@ -327,7 +316,7 @@ export class Catalog extends EventEmitter {
     // family it added or dropped since shows from a later list on, and clients are told. At a
     // client's list, not at every build (a resource read builds two or three).
     for (const h of this.servers()) h.upstream.refreshDiscover?.();
-    const b = await this.build(kind, view.principal);
+    const b = await this.builds.build(kind, view.principal);
     const v = groupView(this.groups, kind, b, view.group);
     // Only a page needs the snapshot (a cursor names it): most lists fit one page.
     return {
@@ -351,9 +340,9 @@ export class Catalog extends EventEmitter {
     const ready = this.readyTool(hubName, view);
     if (ready) return ready;
     const own = await this.ownerItem('tools', hubName, view);
-    if (own === undefined) return groupView(this.groups, 'tools', await this.build('tools', view.principal), view.group).byHubName.get(hubName);
+    if (own === undefined) return groupView(this.groups, 'tools', await this.builds.build('tools', view.principal), view.group).byHubName.get(hubName);
     // The next calls are routed by readyTool again once it is built, not each by a fetch of its server's list.
-    this.buildSoon(view.principal);
+    this.builds.buildSoon(view.principal);
     return own ?? undefined;
   }
 
@@ -401,18 +390,8 @@ export class Catalog extends EventEmitter {
     const own = await this.ownerItem(kind, hubName, view);
     // As resolveTool's: the next calls are routed by readyTool once it is built (the call's route
     // is this one, hub/startup-grace.ts: the router does not resolve it again).
-    if (own !== undefined) this.buildSoon(view.principal);
+    if (own !== undefined) this.builds.buildSoon(view.principal);
     return own;
-  }
-
-  /** The tools aggregate of this principal built in the background (once at a time), for readyTool. */
-  private buildSoon(principal: string | undefined): void {
-    const k = principal ?? '';
-    if (this.building.has(k)) return;
-    this.building.add(k);
-    void this.build('tools', principal)
-      .catch((err: unknown) => this.log.debug({ err: String((err as Error)?.message ?? err) }, 'tools list after a call routed by its server alone failed'))
-      .finally(() => this.building.delete(k));
   }
 
   /**
@@ -422,8 +401,7 @@ export class Catalog extends EventEmitter {
    * first. Synchronous, so the usual call does not await.
    */
   readyTool(hubName: string, view: View = {}): Routed | undefined {
-    const mk = this.lastBuilt.get(`tools\0${view.principal ?? ''}`);
-    const last = mk === undefined ? undefined : this.built.get(mk);
+    const last = this.builds.lastTools(view.principal);
     const known = last && groupView(this.groups, 'tools', last, view.group).byHubName.get(hubName);
     // The main connection's state is read first: a principal's own is looked at only while it is down.
     if (!known || (known.server.upstream.state !== 'ready' && !(view.principal !== undefined && this.opts.standsAlone?.(known.server, view.principal, true)))) return undefined;
@@ -436,7 +414,8 @@ export class Catalog extends EventEmitter {
    * would build the aggregate once per tool, and refetch every list whose ttlMs is 0).
    */
   knownTool(hubName: string, view: View = {}): Routed | undefined {
-    return this.latestTools ? groupView(this.groups, 'tools', this.latestTools, view.group).byHubName.get(hubName) : undefined;
+    const latest = this.builds.latestTools;
+    return latest ? groupView(this.groups, 'tools', latest, view.group).byHubName.get(hubName) : undefined;
   }
 
   /** The server that is down behind a tool or prompt name no list of this process shows now (owners.ts). */
@@ -457,7 +436,7 @@ export class Catalog extends EventEmitter {
   async resolvePrompt(hubName: string, view: View = {}): Promise<Routed | undefined> {
     const own = await this.ownerItem('prompts', hubName, view);
     if (own !== undefined) return own ?? undefined;
-    return groupView(this.groups, 'prompts', await this.build('prompts', view.principal), view.group).byHubName.get(hubName);
+    return groupView(this.groups, 'prompts', await this.builds.build('prompts', view.principal), view.group).byHubName.get(hubName);
   }
 
   /**
@@ -469,20 +448,20 @@ export class Catalog extends EventEmitter {
    */
   async routeUri(uri: string, view: View = {}): Promise<ServerHandle | undefined> {
     const ok = (h: ServerHandle) => this.groups.includes(view.group, 'resources', h.id, uri);
-    let resources = (await this.lastValid('resources', view.principal)) ?? (await this.build('resources', view.principal));
+    let resources = (await this.lastValid('resources', view.principal)) ?? (await this.builds.build('resources', view.principal));
     let exact = groupView(this.groups, 'resources', resources, view.group).byHubName.get(uri);
     // A server that came back while the list was built is in neither it nor what is down
     // (downResource): its URIs were routed nowhere, a read answered "not found" and a listen
     // stream opened as it came back told its URI was not honoured. Built again, once, with it.
     if (!exact && this.cameBack('resources', resources)) {
-      resources = await this.build('resources', view.principal);
+      resources = await this.builds.build('resources', view.principal);
       exact = groupView(this.groups, 'resources', resources, view.group).byHubName.get(uri);
     }
     if (exact) return exact.server;
     if (resources.hidden?.has(uriKey(uri))) return undefined;
     const down = await this.downResource(uri, view, true);
     if (down) return down;
-    const templates = (await this.lastValid('resourceTemplates', view.principal)) ?? (await this.build('resourceTemplates', view.principal));
+    const templates = (await this.lastValid('resourceTemplates', view.principal)) ?? (await this.builds.build('resourceTemplates', view.principal));
     for (const t of templates.templates) if (t.matcher.test(uri) && ok(t.routed.server)) return t.routed.server;
     // Neither listed nor templated: a link a tool of a server gave this principal (a server that
     // offers resources, ready, shown to this view; a URI its list hides was refused above).
@@ -498,13 +477,13 @@ export class Catalog extends EventEmitter {
    * read through a template with the hidden resource, and name it.
    */
   async hidesAny(uris: readonly string[], view: View = {}): Promise<boolean> {
-    const hidden = ((await this.lastValid('resources', view.principal)) ?? (await this.build('resources', view.principal))).hidden;
+    const hidden = ((await this.lastValid('resources', view.principal)) ?? (await this.builds.build('resources', view.principal))).hidden;
     return !!hidden && uris.some((u) => hidden.has(uriKey(u)));
   }
 
   /** The server owning a resource template, by its exact uriTemplate (completion refs name templates). */
   async templateOwner(uriTemplate: string, view: View = {}): Promise<ServerHandle | undefined> {
-    const templates = (await this.lastValid('resourceTemplates', view.principal)) ?? (await this.build('resourceTemplates', view.principal));
+    const templates = (await this.lastValid('resourceTemplates', view.principal)) ?? (await this.builds.build('resourceTemplates', view.principal));
     return groupView(this.groups, 'resourceTemplates', templates, view.group).byHubName.get(uriTemplate)?.server;
   }
 
@@ -522,8 +501,8 @@ export class Catalog extends EventEmitter {
    * server's list, the slowest one's too, and refetched each kept 0 ms).
    */
   private async lastValid(kind: RouteKind, principal: string | undefined): Promise<Built | undefined> {
-    const mk = this.lastBuilt.get(`${kind}\0${principal ?? ''}`);
-    const last = mk === undefined ? undefined : this.built.get(mk);
+    const mk = this.builds.lastKey(kind, principal);
+    const last = mk === undefined ? undefined : this.builds.memo(mk);
     if (!last || last.failed.length !== 0) return undefined;
     const parts = last.parts;
     // The connections first: what follows is checked after the last await, as of the answer.
@@ -532,8 +511,8 @@ export class Catalog extends EventEmitter {
         const conn = await this.connection(p.h, principal);
         if (conn.credential !== p.conn.credential || conn.upstream !== p.conn.upstream) return undefined;
       }
-    if (this.built.get(mk!) !== last || last.parts !== parts) return undefined;
-    const ready = this.ready(kind);
+    if (this.builds.memo(mk!) !== last || last.parts !== parts) return undefined;
+    const ready = readyServers(this.servers(), kind);
     if (ready.length !== parts.length) return undefined;
     for (let i = 0; i < parts.length; i++) if (!this.partHolds(kind, parts[i]!, ready[i]!)) return undefined;
     const standsAlone = this.opts.standsAlone;
@@ -587,7 +566,7 @@ export class Catalog extends EventEmitter {
       for (const it of items) if (typeof it.name === 'string') names.add(it.name);
       return names.size;
     }
-    const last = this.latestTools;
+    const last = this.builds.latestTools;
     if (last) for (const g of groups) for (const [hubName, r] of groupView(this.groups, 'tools', last, g).byHubName) if (r.server.id === server) names.add(hubName);
     return names.size;
   }
@@ -598,7 +577,7 @@ export class Catalog extends EventEmitter {
    * not visible: clients are shown the first one.
    */
   async records(kind: ListKind, view: View = {}): Promise<{ hubName: string; server: ServerHandle; record: PartRecord; visible: boolean; inGroup: boolean }[]> {
-    const b = await this.build(kind, view.principal);
+    const b = await this.builds.build(kind, view.principal);
     const v = groupView(this.groups, kind, b, view.group);
     return b.all.map(({ hubName, h, record }) => ({
       hubName,
@@ -614,13 +593,9 @@ export class Catalog extends EventEmitter {
     return this.records('tools', view);
   }
 
-  private ready(kind: ListKind): ServerHandle[] {
-    return this.servers().filter((h) => h.upstream.state === 'ready' && offers(h.upstream.capabilities, kind));
-  }
-
   /** Whether a server is ready now, offering the kind, that `b` (built before) neither has a part of nor failed to list. */
   private cameBack(kind: ListKind, b: Built): boolean {
-    return this.ready(kind).some((h) => !b.parts.some((p) => p.h.id === h.id) && !b.failed.includes(h.id));
+    return readyServers(this.servers(), kind).some((h) => !b.parts.some((p) => p.h.id === h.id) && !b.failed.includes(h.id));
   }
 
   /** A server left out of lists of this kind only until it is back: not ready, not stopped, and offering the kind (capabilitiesOf). */
@@ -657,67 +632,5 @@ export class Catalog extends EventEmitter {
   /** Why a list of the server's own connection failed last (none since it succeeded). */
   listError(serverId: string): string | undefined {
     return this.parts.listError(serverId);
-  }
-
-  private async build(kind: ListKind, principal: string | undefined, again = 0): Promise<Built> {
-    const epoch = this.changes.epoch;
-    const generation = this.forgotten;
-    const ready = this.ready(kind);
-    // A server whose main connection is down, to a principal whose own connection needs none of
-    // it (standsAlone): listed from that connection (made now, as for a server that is up) once
-    // it is ready and offers the kind.
-    const standsAlone = this.opts.standsAlone;
-    const alone = principal === undefined || !standsAlone ? [] : this.servers().filter((h) => h.upstream.state !== 'ready' && h.upstream.state !== 'stopped' && standsAlone(h, principal, false));
-    const handles = alone.length === 0 ? ready : [...ready, ...alone];
-    const settled = await Promise.allSettled(
-      handles.map(async (h, i): Promise<Part | undefined> => {
-        const conn = this.opts.connection ? await this.connection(h, principal) : { credential: '', upstream: h.upstream };
-        if (i >= ready.length && (conn.upstream.state !== 'ready' || !offers(conn.upstream.capabilities, kind))) return undefined;
-        return this.parts.partFor(kind, h, conn);
-      }),
-    );
-    const parts: Part[] = [];
-    const failed: string[] = [];
-    settled.forEach((s, i) => {
-      if (s.status === 'fulfilled') {
-        if (s.value) parts.push(s.value);
-      } else {
-        failed.push(handles[i].id);
-        this.log.warn({ server: handles[i].id, kind, err: String(s.reason?.message ?? s.reason) }, 'list failed');
-      }
-    });
-    // A server replaced or reconfigured while the lists were fetched: its part is of the old
-    // connection (its process draining) or config. Built again from the servers as they are now;
-    // kept, it was listed, and calls routed by it went to the old process.
-    if (generation !== this.forgotten) {
-      if (again < MAX_BUILDS_AGAIN) return this.build(kind, principal, again + 1);
-      return assemble(this.names, this.servers, this.log, kind, parts, failed, '', epoch);
-    }
-    let key = '';
-    let creds = '';
-    for (const p of parts) {
-      // The scope is part of what a snapshot is: every page of one list carries the same one.
-      // Each part's own generation: a build that awaited parts judged before an approval must not
-      // pass for one after it (the next build would reuse it as current, the tool hidden for good).
-      key += `${p.h.id}:${p.e.version}.${p.pinGen}${p.e.scope === 'private' ? 'p' : ''}|`;
-      if (p.conn.credential !== '') creds += `${p.h.id}=${p.conn.credential},`;
-    }
-    const memoKey = `${kind}\0${creds}`;
-    if (this.lastBuilt.size > 10_000) this.lastBuilt.clear();
-    this.lastBuilt.set(`${kind}\0${principal ?? ''}`, memoKey);
-    const prev = this.built.get(memoKey);
-    if (prev && prev.key === key) {
-      prev.parts = parts; // same versions; fresher entries for the TTL hints
-      prev.failed = failed;
-      prev.epoch = epoch; // and checked again since any change
-      if (kind === 'tools') this.latestTools = prev;
-      return prev;
-    }
-    const built = assemble(this.names, this.servers, this.log, kind, parts, failed, key, epoch);
-    if (kind === 'tools') this.latestTools = built;
-    this.built.delete(memoKey);
-    this.built.set(memoKey, built);
-    if (this.built.size > BUILT_MEMO) this.built.delete(this.built.keys().next().value!);
-    return built;
   }
 }

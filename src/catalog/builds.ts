@@ -1,0 +1,166 @@
+/**
+ * The aggregates of each list kind (every ready server's part, assembled: aggregate.ts), built
+ * per authorization context and memoised by their parts' versions; which one each principal was
+ * given last (what its calls and reads are routed by), and the tools one built in the background
+ * after a call routed by its server's list alone.
+ */
+import type { Logger } from '../log.js';
+import type { ListChanges } from './changes.js';
+import type { PartStore } from './part-store.js';
+import type { NameAssigner } from './names.js';
+import type { Connection, ServerHandle } from './types.js';
+import { offers, type ListKind } from './lists.js';
+import { assemble, type Built, type Part } from './aggregate.js';
+
+const BUILT_MEMO = 64;
+/** Builds of one request begun again because a server was replaced under them; past them the last is given, never kept. */
+const MAX_BUILDS_AGAIN = 3;
+
+export interface AggregateBuildsOptions {
+  servers: () => readonly ServerHandle[];
+  names: NameAssigner;
+  log: Logger;
+  parts: PartStore;
+  changes: ListChanges;
+  /** CatalogOptions.connection: a principal's connection to a server (none: the server's own). */
+  connection?: (h: ServerHandle, principal: string | undefined) => Connection | Promise<Connection>;
+  /** CatalogOptions.standsAlone. */
+  standsAlone?: (h: ServerHandle, principal: string, ready: boolean) => boolean;
+}
+
+/** The servers ready now that offer the kind, in config order: those a build takes a part from. */
+export function readyServers(servers: readonly ServerHandle[], kind: ListKind): ServerHandle[] {
+  return servers.filter((h) => h.upstream.state === 'ready' && offers(h.upstream.capabilities, kind));
+}
+
+export class AggregateBuilds {
+  private readonly servers: () => readonly ServerHandle[];
+  private readonly built = new Map<string, Built>();
+  /** The tools aggregate built last (any partition), for lookups that must not reach upstreams. */
+  private latest: Built | undefined;
+  /** Principals whose tools aggregate buildSoon is building. */
+  private readonly building = new Set<string>();
+  /** `kind\0principal` → the memo key of the aggregate built last for that principal. */
+  private readonly lastBuilt = new Map<string, string>();
+  private forgotten = 0;
+
+  constructor(private readonly o: AggregateBuildsOptions) {
+    this.servers = o.servers;
+  }
+
+  /**
+   * Counts the servers forgotten (forget: removed, replaced by a reload or `servers restart`, or
+   * reconfigured): a route or aggregate looked up across a change of it may name a handle, and a
+   * connection, not in use any more (router/replaced.ts; build).
+   */
+  get generation(): number {
+    return this.forgotten;
+  }
+
+  /** A server was forgotten: no aggregate built so far is served or routed by again, nor one under way kept. */
+  forget(): void {
+    this.forgotten++;
+    this.drop();
+  }
+
+  /** No aggregate built so far is served or routed by again. */
+  drop(): void {
+    this.built.clear();
+    this.lastBuilt.clear();
+    this.latest = undefined;
+  }
+
+  /** The tools aggregate built last (any partition). */
+  get latestTools(): Built | undefined {
+    return this.latest;
+  }
+
+  /** The tools aggregate built last for this principal (readyTool: once per call, no allocation but the key). */
+  lastTools(principal: string | undefined): Built | undefined {
+    const mk = this.lastBuilt.get(`tools\0${principal ?? ''}`);
+    return mk === undefined ? undefined : this.built.get(mk);
+  }
+
+  /** The memo key of the aggregate of a kind built last for this principal (see build's memo key). */
+  lastKey(kind: ListKind, principal: string | undefined): string | undefined {
+    return this.lastBuilt.get(`${kind}\0${principal ?? ''}`);
+  }
+
+  /** The aggregate memoised under a memo key. */
+  memo(mk: string): Built | undefined {
+    return this.built.get(mk);
+  }
+
+  /** The tools aggregate of this principal built in the background (once at a time), for readyTool. */
+  buildSoon(principal: string | undefined): void {
+    const k = principal ?? '';
+    if (this.building.has(k)) return;
+    this.building.add(k);
+    void this.build('tools', principal)
+      .catch((err: unknown) => this.o.log.debug({ err: String((err as Error)?.message ?? err) }, 'tools list after a call routed by its server alone failed'))
+      .finally(() => this.building.delete(k));
+  }
+
+  async build(kind: ListKind, principal: string | undefined, again = 0): Promise<Built> {
+    const epoch = this.o.changes.epoch;
+    const generation = this.forgotten;
+    const ready = readyServers(this.servers(), kind);
+    // A server whose main connection is down, to a principal whose own connection needs none of
+    // it (standsAlone): listed from that connection (made now, as for a server that is up) once
+    // it is ready and offers the kind.
+    const standsAlone = this.o.standsAlone;
+    const alone = principal === undefined || !standsAlone ? [] : this.servers().filter((h) => h.upstream.state !== 'ready' && h.upstream.state !== 'stopped' && standsAlone(h, principal, false));
+    const handles = alone.length === 0 ? ready : [...ready, ...alone];
+    const connection = this.o.connection;
+    const settled = await Promise.allSettled(
+      handles.map(async (h, i): Promise<Part | undefined> => {
+        const conn = connection ? await connection(h, principal) : { credential: '', upstream: h.upstream };
+        if (i >= ready.length && (conn.upstream.state !== 'ready' || !offers(conn.upstream.capabilities, kind))) return undefined;
+        return this.o.parts.partFor(kind, h, conn);
+      }),
+    );
+    const parts: Part[] = [];
+    const failed: string[] = [];
+    settled.forEach((s, i) => {
+      if (s.status === 'fulfilled') {
+        if (s.value) parts.push(s.value);
+      } else {
+        failed.push(handles[i].id);
+        this.o.log.warn({ server: handles[i].id, kind, err: String(s.reason?.message ?? s.reason) }, 'list failed');
+      }
+    });
+    // A server replaced or reconfigured while the lists were fetched: its part is of the old
+    // connection (its process draining) or config. Built again from the servers as they are now;
+    // kept, it was listed, and calls routed by it went to the old process.
+    if (generation !== this.forgotten) {
+      if (again < MAX_BUILDS_AGAIN) return this.build(kind, principal, again + 1);
+      return assemble(this.o.names, this.servers, this.o.log, kind, parts, failed, '', epoch);
+    }
+    let key = '';
+    let creds = '';
+    for (const p of parts) {
+      // The scope is part of what a snapshot is: every page of one list carries the same one.
+      // Each part's own generation: a build that awaited parts judged before an approval must not
+      // pass for one after it (the next build would reuse it as current, the tool hidden for good).
+      key += `${p.h.id}:${p.e.version}.${p.pinGen}${p.e.scope === 'private' ? 'p' : ''}|`;
+      if (p.conn.credential !== '') creds += `${p.h.id}=${p.conn.credential},`;
+    }
+    const memoKey = `${kind}\0${creds}`;
+    if (this.lastBuilt.size > 10_000) this.lastBuilt.clear();
+    this.lastBuilt.set(`${kind}\0${principal ?? ''}`, memoKey);
+    const prev = this.built.get(memoKey);
+    if (prev && prev.key === key) {
+      prev.parts = parts; // same versions; fresher entries for the TTL hints
+      prev.failed = failed;
+      prev.epoch = epoch; // and checked again since any change
+      if (kind === 'tools') this.latest = prev;
+      return prev;
+    }
+    const built = assemble(this.o.names, this.servers, this.o.log, kind, parts, failed, key, epoch);
+    if (kind === 'tools') this.latest = built;
+    this.built.delete(memoKey);
+    this.built.set(memoKey, built);
+    if (this.built.size > BUILT_MEMO) this.built.delete(this.built.keys().next().value!);
+    return built;
+  }
+}
