@@ -5,27 +5,28 @@ import type { PluginRunner } from '../plugins/runner.js';
 import type { Upstream } from '../upstream/types.js';
 import type { Aggregate, Connection, Routed, ServerHandle, View } from './types.js';
 import { Groups } from './filters.js';
-import { LIST_RETRY_MS, ListCache } from './list-cache.js';
-import { LIST_KINDS, declaresListChanged, offers, type ListKind } from './lists.js';
+import { ListCache } from './list-cache.js';
+import { LIST_KINDS, offers, type ListKind } from './lists.js';
 import type { NameAssigner } from './names.js';
 import type { PartPolicy, PartRecord, CatalogEvent } from './part.js';
 import { MemoryPinStore, type ItemPinKind, type PinStore } from './pins.js';
 import { LinkedResources } from './linked-resources.js';
 import { ReadCache } from './read-cache.js';
 import { UpstreamWatch } from './upstream-watch.js';
-import type { ResourceRouteStore, RouteKind } from './resource-routes.js';
+import type { ResourceRouteStore } from './resource-routes.js';
 import { contentSnapshot } from './snapshot.js';
 import { uriKey } from './uri-key.js';
 import { ListenManager } from './upstream-listen.js';
 import { principalOfConn } from './principal-conn.js';
 import { PartStore } from './part-store.js';
 import { AggregateBuilds, readyServers } from './builds.js';
+import { listHints, type ListHintsOptions } from './list-hints.js';
+import { lastValid, type LastValidOptions } from './last-valid.js';
 import { ListChanges } from './changes.js';
 import { groupView, type Built, type Part } from './aggregate.js';
 import { downItem, downResource, readyOwner } from './owners.js';
 import { connOfListenKey, listenKeyOf, serverOfListenKey } from './keys.js';
 import { monotonicNow } from '../monotonic.js';
-import { MODERN } from '../protocol/era.js';
 
 export type { Aggregate, Connection, Routed, ServerHandle, View } from './types.js';
 export { refreshed } from './listed-names.js';
@@ -81,14 +82,7 @@ export interface CatalogOptions {
 
 export { DEFAULT_LEGACY_TTL_MS } from './fetch-list.js';
 
-/**
- * The most freshness a list lacking a server it shows (down, or its list failed) is given: the
- * next list may have that server's items, but not before the hub asks it again (a failed list
- * LIST_RETRY_MS after it failed; a server restarting within seconds, a failed one once a minute).
- * At 0, for as long as the server stayed down, a modern client keeping lists by their ttlMs
- * listed again at every turn.
- */
-export const LACKING_TTL_MS = LIST_RETRY_MS;
+export { LACKING_TTL_MS } from './list-hints.js';
 
 /**
  * Aggregates the lists of every upstream, names tools and prompts collision-free, and routes
@@ -108,6 +102,9 @@ export class Catalog extends EventEmitter {
   readonly listens: ListenManager;
   /** The aggregates built, and which each principal was given last (builds.ts). */
   private readonly builds: AggregateBuilds;
+  /** What list hints (list-hints.ts) and lastValid (last-valid.ts) read. */
+  private readonly hintSources: ListHintsOptions;
+  private readonly routeSources: LastValidOptions;
   /** Each server's lists, per authorization context, fetched and judged (part-store.ts). */
   private readonly parts: PartStore;
   /** What the catalog hears of each upstream connection (upstream-watch.ts). */
@@ -179,6 +176,17 @@ export class Catalog extends EventEmitter {
       connection: opts.connection,
       standsAlone: opts.standsAlone,
     });
+    this.hintSources = { groups: this.groups, cache: this.cache, servers, capabilitiesOf: opts.capabilitiesOf };
+    this.routeSources = {
+      builds: this.builds,
+      parts: this.parts,
+      cache: this.cache,
+      changes: this.changes,
+      listens: this.listens,
+      servers,
+      connection: opts.connection,
+      standsAlone: opts.standsAlone,
+    };
     this.watcher = new UpstreamWatch({
       servers,
       log,
@@ -324,7 +332,7 @@ export class Catalog extends EventEmitter {
       get snapshot() {
         return (v.snapshot ??= contentSnapshot(b.scopes, v.items));
       },
-      ...this.hints(kind, b, view.group),
+      ...listHints(kind, b, view.group, this.hintSources),
     };
   }
 
@@ -448,7 +456,7 @@ export class Catalog extends EventEmitter {
    */
   async routeUri(uri: string, view: View = {}): Promise<ServerHandle | undefined> {
     const ok = (h: ServerHandle) => this.groups.includes(view.group, 'resources', h.id, uri);
-    let resources = (await this.lastValid('resources', view.principal)) ?? (await this.builds.build('resources', view.principal));
+    let resources = (await lastValid('resources', view.principal, this.routeSources)) ?? (await this.builds.build('resources', view.principal));
     let exact = groupView(this.groups, 'resources', resources, view.group).byHubName.get(uri);
     // A server that came back while the list was built is in neither it nor what is down
     // (downResource): its URIs were routed nowhere, a read answered "not found" and a listen
@@ -461,7 +469,7 @@ export class Catalog extends EventEmitter {
     if (resources.hidden?.has(uriKey(uri))) return undefined;
     const down = await this.downResource(uri, view, true);
     if (down) return down;
-    const templates = (await this.lastValid('resourceTemplates', view.principal)) ?? (await this.builds.build('resourceTemplates', view.principal));
+    const templates = (await lastValid('resourceTemplates', view.principal, this.routeSources)) ?? (await this.builds.build('resourceTemplates', view.principal));
     for (const t of templates.templates) if (t.matcher.test(uri) && ok(t.routed.server)) return t.routed.server;
     // Neither listed nor templated: a link a tool of a server gave this principal (a server that
     // offers resources, ready, shown to this view; a URI its list hides was refused above).
@@ -477,74 +485,14 @@ export class Catalog extends EventEmitter {
    * read through a template with the hidden resource, and name it.
    */
   async hidesAny(uris: readonly string[], view: View = {}): Promise<boolean> {
-    const hidden = ((await this.lastValid('resources', view.principal)) ?? (await this.builds.build('resources', view.principal))).hidden;
+    const hidden = ((await lastValid('resources', view.principal, this.routeSources)) ?? (await this.builds.build('resources', view.principal))).hidden;
     return !!hidden && uris.some((u) => hidden.has(uriKey(u)));
   }
 
   /** The server owning a resource template, by its exact uriTemplate (completion refs name templates). */
   async templateOwner(uriTemplate: string, view: View = {}): Promise<ServerHandle | undefined> {
-    const templates = (await this.lastValid('resourceTemplates', view.principal)) ?? (await this.builds.build('resourceTemplates', view.principal));
+    const templates = (await lastValid('resourceTemplates', view.principal, this.routeSources)) ?? (await this.builds.build('resourceTemplates', view.principal));
     return groupView(this.groups, 'resourceTemplates', templates, view.group).byHubName.get(uriTemplate)?.server;
-  }
-
-  /**
-   * The resources (or templates) aggregate built last for this principal (its authorization
-   * contexts: see build's memo key), when building it now would make the same of it, without
-   * asking any server for its list: the ready servers that offer the kind are those it has
-   * parts of, in the same order (none came back, none left, none failed to list, none down that
-   * this principal's own connection would list instead), under the same config record, pins,
-   * policy and plugins (pinGen), over the connections this principal's calls use now; and each
-   * part's list is the one its cache holds, fresh (a build would serve it as it is), or else
-   * (kept 0 ms, or past its ttl) asked for after the last moment its server's lists may have
-   * changed unheard (ListChanges.resourcesChangedAt), over a connection whose list changes the hub hears
-   * now. Otherwise undefined: the caller builds, as every read did (a read waited for every
-   * server's list, the slowest one's too, and refetched each kept 0 ms).
-   */
-  private async lastValid(kind: RouteKind, principal: string | undefined): Promise<Built | undefined> {
-    const mk = this.builds.lastKey(kind, principal);
-    const last = mk === undefined ? undefined : this.builds.memo(mk);
-    if (!last || last.failed.length !== 0) return undefined;
-    const parts = last.parts;
-    // The connections first: what follows is checked after the last await, as of the answer.
-    if (this.opts.connection)
-      for (const p of parts) {
-        const conn = await this.connection(p.h, principal);
-        if (conn.credential !== p.conn.credential || conn.upstream !== p.conn.upstream) return undefined;
-      }
-    if (this.builds.memo(mk!) !== last || last.parts !== parts) return undefined;
-    const ready = readyServers(this.servers(), kind);
-    if (ready.length !== parts.length) return undefined;
-    for (let i = 0; i < parts.length; i++) if (!this.partHolds(kind, parts[i]!, ready[i]!)) return undefined;
-    const standsAlone = this.opts.standsAlone;
-    if (principal !== undefined && standsAlone && this.servers().some((h) => h.upstream.state !== 'ready' && h.upstream.state !== 'stopped' && standsAlone(h, principal, false))) return undefined;
-    return last;
-  }
-
-  /** Whether a build now would take part `p` as it is, for the ready server `h` in its place (lastValid). */
-  private partHolds(kind: RouteKind, p: Part, h: ServerHandle): boolean {
-    if (p.h !== h || p.pinGen !== this.parts.pinGen || p.conn.upstream.state !== 'ready') return false;
-    const e = this.cache.peek(p.key);
-    if (!e || e.version !== p.e.version || e.retryAt !== undefined) return false;
-    const shared = `${h.id}\0${kind}`;
-    if (p.conn.credential !== '') {
-      // A principal's connection given the shared public list keeps it only while a build would
-      // give it that list; one with a list of its own, only while it would not.
-      if (p.key === shared) return this.parts.sharedFor(shared) === e;
-      if (this.parts.sharedFor(shared)) return false;
-    }
-    if (this.cache.isFresh(e)) return true;
-    return (e.askedAt ?? -1) >= this.changes.resourcesChangedAt(h.id) && this.hearsResourceChanges(h, p.conn);
-  }
-
-  /**
-   * Whether a change of the server's resource lists on this connection would be heard: a modern
-   * connection's listen stream says them (acknowledged), a legacy one declared listChanged and
-   * has the stream that carries it.
-   */
-  private hearsResourceChanges(h: ServerHandle, conn: Connection): boolean {
-    const up = conn.upstream;
-    if (up.era === MODERN) return this.listens.hearsListChanges(listenKeyOf(h.id, conn.credential), 'resourcesListChanged');
-    return declaresListChanged(up.capabilities, 'resources') && up.hearsNotifications !== false;
   }
 
   /** The connection (and authorization context) a principal's requests to a server use. */
@@ -596,37 +544,6 @@ export class Catalog extends EventEmitter {
   /** Whether a server is ready now, offering the kind, that `b` (built before) neither has a part of nor failed to list. */
   private cameBack(kind: ListKind, b: Built): boolean {
     return readyServers(this.servers(), kind).some((h) => !b.parts.some((p) => p.h.id === h.id) && !b.failed.includes(h.id));
-  }
-
-  /** A server left out of lists of this kind only until it is back: not ready, not stopped, and offering the kind (capabilitiesOf). */
-  private isDown(h: ServerHandle, kind: ListKind): boolean {
-    const state = h.upstream.state;
-    return state !== 'ready' && state !== 'stopped' && offers(this.opts.capabilitiesOf ? this.opts.capabilitiesOf(h) : h.upstream.capabilities, kind);
-  }
-
-  private hints(kind: ListKind, b: Built, group: string | undefined): { ttlMs: number; scope: 'public' | 'private' } {
-    let ttlMs = Infinity;
-    let untilNotified = false;
-    let scope: 'public' | 'private' = 'public';
-    for (const p of b.parts) {
-      // A group's list is made of the servers it shows: another server's list neither dates it nor makes it private.
-      if (!this.groups.showsServer(group, p.h.id)) continue;
-      const left = this.cache.remainingMs(p.e);
-      if (Number.isFinite(left)) ttlMs = Math.min(ttlMs, left);
-      else untilNotified = true;
-      // A list fetched with a principal's own credentials is that principal's.
-      if (p.e.scope === 'private' || p.conn.credential !== '') scope = 'private';
-    }
-    // Nothing but a notification revalidates a part kept until list_changed: a client that does
-    // not listen must ask again, however long the other parts stay fresh. Nor may a list that
-    // lacks a server whose list failed be kept long, or one that lacks a server that is down
-    // (restarting, or failed and retried) and offered this list when it was up: the next list
-    // may have its items (clients are told when it is back, but only those that listen hear it).
-    const lacking = b.failed.some((id) => this.groups.showsServer(group, id)) || this.servers().some((h) => this.isDown(h, kind) && this.groups.showsServer(group, h.id));
-    if (untilNotified) ttlMs = 0;
-    else if (lacking) ttlMs = Math.min(ttlMs, LACKING_TTL_MS);
-    else if (!Number.isFinite(ttlMs)) ttlMs = 0;
-    return { ttlMs, scope };
   }
 
   /** Why a list of the server's own connection failed last (none since it succeeded). */
