@@ -6,7 +6,8 @@
  * came after the replacement: it waits for the new connection's first start, or is refused as
  * unavailable, like any call to a server starting. Only requests whose route took an await look;
  * the usual call, routed by the aggregate built last, cannot have been routed across a
- * replacement (Catalog.forget drops it, and no build across one is kept).
+ * replacement (Catalog.forget drops it, and no build across the replacement of a server it took a
+ * list from is kept: builds.ts).
  */
 import type { ServerHandle } from '../catalog/catalog.js';
 import { UpstreamUnavailableError } from '../protocol/errors.js';

@@ -7,7 +7,7 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { modernBody, modernHeaders, modernPost, post, waitForReady, type Json } from '../helpers/wire.js';
+import { modernBody, modernHeaders, modernPost, post, waitForReady, type Json, type RawReply } from '../helpers/wire.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { loggedTimes, setSection } from '../helpers/config-edit.js';
@@ -367,4 +367,38 @@ describe("a notification gap of a principal's own connection", () => {
     expect(await names(ALICE)).toEqual(['u__report']);
     expect((await upStats(up)).calls.alice?.['tools/list']).toBe(hers! + 1);
   }, 60_000);
+});
+
+describe("a list under way as a reload restarts a server it takes nothing from", () => {
+  let hub: HubProcess;
+  const gate = join(tmp(), 'unrelated-reload-gate');
+  const stats = join(tmp(), 'unrelated-reload-stats.json');
+  const lists = () => (JSON.parse(readFileSync(stats, 'utf8')) as Json)['tools/list'] as number;
+  // `slow`'s lists are kept 0 ms (every build asks it) and held while the gate is away; `other`
+  // does not offer tools, so no tools list takes a part of it, and a new TAG restarts it.
+  const servers = (tag: string) => ({
+    slow: nodeServer(MUTABLE, [], { ERA: 'modern', LIST_TTL_MS: '0', LIST_GATE: gate, STATS_FILE: stats }),
+    other: nodeServer(MUTABLE, [], { ERA: 'modern', TAG: tag, DISCOVER_CAPS: JSON.stringify({ resources: {} }) }),
+  });
+  beforeAll(async () => {
+    writeFileSync(gate, '');
+    hub = await startHub({ servers: servers('a') });
+    await waitForReady(hub.url, ['slow', 'other']);
+  }, 60_000);
+  afterAll(async () => void (await hub?.stop()));
+
+  it("is not built again, nor its servers' lists fetched again", async () => {
+    const names = (r: RawReply) => ((r.body!.result as Json).tools as Json[]).map((t) => t.name);
+    expect(names(await modernPost(hub.url, 'first', 'tools/list'))).toContain('slow__echo');
+    rmSync(gate);
+    const before = lists();
+    const held = modernPost(hub.url, 'held', 'tools/list');
+    await expect.poll(lists, { timeout: 10_000, interval: 20 }).toBe(before + 1);
+    setSection(hub, 'servers', servers('b'));
+    await loggedTimes(hub, 'config reloaded', 1);
+    writeFileSync(gate, '');
+    expect(names(await held)).toContain('slow__echo');
+    // Built again, it asked `slow` for its list once more (a wait of its slowest list, every time).
+    expect(lists()).toBe(before + 1);
+  });
 });
