@@ -81,7 +81,6 @@ export interface CatalogOptions {
 }
 
 export { DEFAULT_LEGACY_TTL_MS } from './fetch-list.js';
-
 export { LACKING_TTL_MS } from './list-hints.js';
 
 /**
@@ -124,7 +123,7 @@ export class Catalog extends EventEmitter {
   constructor(
     private readonly servers: () => readonly ServerHandle[],
     private readonly names: NameAssigner,
-    private readonly log: Logger,
+    log: Logger,
     private readonly opts: CatalogOptions = {},
   ) {
     super();
