@@ -14,7 +14,7 @@ import { routesOf, type ResourceRouteStore, type ResourceRoutes, type RouteKind 
 import { uriKey } from './uri-key.js';
 import { partKey } from './keys.js';
 
-/** The lists the catalog holds of each server, by partKey (Catalog.parts). */
+/** The lists the catalog holds of each server, by partKey (PartStore.judged). */
 type LastParts = ReadonlyMap<string, { records: Promise<PartRecord[]> }>;
 
 /**

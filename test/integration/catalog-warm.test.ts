@@ -1,5 +1,5 @@
 /**
- * A server that becomes ready has its tools listed and judged at once (Catalog.warm), not at
+ * A server that becomes ready has its tools listed and judged at once (UpstreamWatch.warm), not at
  * some client's first list: a tool changed while the hub was down is held back and audited
  * before anyone asks, the operator's views count the tools, and the first client list is served
  * from the cache. Real built hub, a raw stdio fixture that counts the requests it gets.
