@@ -72,6 +72,7 @@ import { LISTEN_ACK_WAIT_MS } from './catalog/upstream-listen.js';
 import { InstructionScreen, instructionChecks, type InstructionsEvent, type InstructionsVerdict } from './catalog/instructions.js';
 import type { Metrics, MetricsSources } from './metrics.js';
 import { specOf } from './hub/upstream-spec.js';
+import { ownReady, standsAlone, startsOwnProcess, usedBy } from './hub/own-connection.js';
 import { monotonicNow } from './monotonic.js';
 import { auditEvent, tapAudit } from './observe.js';
 
@@ -210,7 +211,7 @@ export class Hub implements HubCore {
       // same command, which would most likely fail alike: a crash loop per principal); its own
       // credentials to a URL server are tried (the URL may refuse only the shared ones).
       ownConnection: (h, principal) => this.upstreams.existing(h, principal),
-      standsAlone: (h, principal, ready) => (ready ? this.ownReady(h, principal) : this.standsAlone(h, principal) && (h.config.url !== undefined || this.upstreams.existing(h, principal) !== undefined)),
+      standsAlone: (h, principal, ready) => (ready ? ownReady(this.upstreams, h, principal) : standsAlone(this.upstreams, h, principal) && (h.config.url !== undefined || this.upstreams.existing(h, principal) !== undefined)),
     });
     this.routes = new ShownRoutes(this.catalog);
     // Said on a principal's own connection: for the subscriptions made on that connection only.
@@ -295,10 +296,10 @@ export class Hub implements HubCore {
       stopBegun: this.stopBegun.signal,
       confirmer: new Confirmer(policy as ConfirmPolicy),
       upstreamFor: (server, ctx) => this.upstreams.for(server, ctx.principal),
-      openConnection: (server, ctx) => this.usedBy(server, ctx),
+      openConnection: (server, ctx) => usedBy(this.upstreams, server, ctx.principal),
       connectionKnown: (server, principal) => this.upstreams.knownBeforeReady(server, principal),
       // As the catalog's standsAlone: a principal's own process is not started while the server's is down.
-      startsOwnProcess: (server, principal) => this.startsOwnProcess(server, principal),
+      startsOwnProcess: (server, principal) => startsOwnProcess(this.upstreams, server, principal),
       validator: this.validator,
       plugins: this.plugins,
       capabilitiesOf: (h) => this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities),
@@ -874,7 +875,7 @@ export class Hub implements HubCore {
       }
       // A modern client's retry (the user answered its round) to a server restarting after a crash: a short wait for it (hub/back-soon.ts).
       // isRetry first: the connection's lookup is paid by retries alone, not by every call.
-      const used = h && isRetry(params, ctx) ? this.usedBy(h, ctx) : undefined;
+      const used = h && isRetry(params, ctx) ? usedBy(this.upstreams, h, ctx.principal) : undefined;
       if (h && used && backSoon(used) && !(await this.answeredFromKey(method, params, ctx))) {
         waited = true;
         await this.backWithin(h, used, ctx);
@@ -882,7 +883,7 @@ export class Hub implements HubCore {
       if (waited) await this.endedWhileWaiting(method, params, ctx, h);
       // A tool of a server that is down is not listed any more, but it is not unknown either.
       // Not when the caller's own connection to it is ready (standsAlone): it needs nothing of the server's main one.
-      if (h && h.upstream.state !== 'ready' && !this.ownReady(h, ctx.principal) && !(await this.answeredFromKey(method, params, ctx))) return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
+      if (h && h.upstream.state !== 'ready' && !ownReady(this.upstreams, h, ctx.principal) && !(await this.answeredFromKey(method, params, ctx))) return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
     } else {
       // A prompt names its server as a tool does; so does the completion of a prompt's argument.
       const prompt = promptNamed(method, params);
@@ -896,7 +897,7 @@ export class Hub implements HubCore {
       // A read's or a prompt's round is answered as a tool call's is (the user answered it, and
       // its state names the server): its retry waits for that server back as a tool call's does.
       const back = ROUND_METHODS.has(method) && isRetry(params, ctx) ? this.handles.get(this.mrtr.sealer.serverOf(params.requestState, ctx.principal, method, method === 'resources/read' ? params.uri : params.name) ?? '') : undefined;
-      const used = back && this.usedBy(back, ctx);
+      const used = back && usedBy(this.upstreams, back, ctx.principal);
       if (back && used && backSoon(used)) {
         await this.backWithin(back, used, ctx);
         await this.endedWhileWaiting(method, params, ctx, back);
@@ -929,35 +930,6 @@ export class Hub implements HubCore {
     this.log.debug({ server: h.id, state: u.state }, 'a retry waits for its server to be back');
     // Not past the stop's beginning (stopBegun): the closing upstream ends readyWithin's own wait.
     return unlessAborted(() => readyWithin(u, Math.min(RETRY_WAIT_MS, callTimeoutMs(h.config, ctx.meta)), ctx.signal), this.stopBegun.signal, () => false);
-  }
-
-  /**
-   * The connection this principal's calls to `h` use, as far as it is known without making one:
-   * its own (processPerPrincipal, own credentials), which may restart after a crash while the
-   * server's is ready, or the server's. A retry there waited for nothing, and was refused.
-   * Undefined for an own one not open: an unsubscribe (Router.release) then starts none.
-   */
-  private usedBy(h: ServerHandle, ctx: CallContext): Upstream | undefined {
-    return this.upstreams.isolated(h, ctx.principal) ? this.upstreams.existing(h, ctx.principal) : h.upstream;
-  }
-
-  /**
-   * Whether `principal`'s calls to `h` go over a connection of its own that needs nothing of h's
-   * main one: a processPerPrincipal process, or its own credentials (not a legacy URL server's
-   * per-principal session, which the main connection's era decides).
-   */
-  private standsAlone(h: ServerHandle, principal: string): boolean {
-    return this.upstreams.knownBeforeReady(h, principal) && this.upstreams.isolated(h, principal);
-  }
-
-  /** Whether this principal's calls to a stdio server would go to a process of its own not started yet (as the catalog's standsAlone: not started while the server's is down). */
-  private startsOwnProcess(h: ServerHandle, principal: string): boolean {
-    return !h.config.url && this.upstreams.isolated(h, principal) && this.upstreams.existing(h, principal) === undefined;
-  }
-
-  /** standsAlone, and that connection is open and ready: h's main connection being down does not stop its calls. */
-  private ownReady(h: ServerHandle, principal: string): boolean {
-    return this.standsAlone(h, principal) && this.upstreams.existing(h, principal)?.state === 'ready';
   }
 
   /**
@@ -994,7 +966,7 @@ export class Hub implements HubCore {
     // The server's main connection down, this principal's own one (which needs nothing of it)
     // ready: that one is what its calls use, and what it offers and its era decide. They were
     // the main one's: never ready, it offered nothing, and the URI was left out.
-    const alone = h.upstream.state !== 'ready' && this.ownReady(h, principal);
+    const alone = h.upstream.state !== 'ready' && ownReady(this.upstreams, h, principal);
     const caps = alone ? this.upstreams.existing(h, principal)?.capabilities : this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities);
     if (!caps?.resources?.subscribe) return undefined;
     // A modern one in that connection's listen filter.
@@ -1036,7 +1008,7 @@ export class Hub implements HubCore {
       // while the server's is down: not honoured, as its legacy resources/subscribe is refused
       // (Router's unstarted). Held on the server's connection, it would watch that process's
       // resource, not this principal's.
-      if (conn === '' && h.upstream.state !== 'ready' && this.startsOwnProcess(h, principal)) continue;
+      if (conn === '' && h.upstream.state !== 'ready' && startsOwnProcess(this.upstreams, h, principal)) continue;
       if (era === MODERN) {
         // Past this principal's share of the filter: left out, as a legacy subscribe of it is refused.
         if (!this.subs.addToFilter(h.id, uri, subscriber, conn, principal)) continue;

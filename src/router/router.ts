@@ -77,7 +77,7 @@ export interface RouterOptions {
    * Whether upstreamFor would start a connection of `principal`'s own that is not open now (a
    * stdio server's processPerPrincipal process). Not done while the server's own connection is
    * down: the same command would most likely fail alike, a crash loop per user (as the catalog
-   * and tools/call do not, Hub.standsAlone).
+   * and tools/call do not, hub/own-connection.ts standsAlone).
    */
   startsOwnProcess?: (server: ServerHandle, principal: string) => boolean;
   /** Checks tool arguments and structured results against the tool's schemas. */

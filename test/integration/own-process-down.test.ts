@@ -1,7 +1,7 @@
 /**
  * A stdio server with processPerPrincipal whose own process is down: a principal without a
  * process of its own gets none started by a legacy resources/subscribe or a resources/read, as
- * by its list or its tools/call (Hub.standsAlone): the same command would most likely fail alike, a crash loop per
+ * by its list or its tools/call (hub/own-connection.ts standsAlone): the same command would most likely fail alike, a crash loop per
  * user. In-process hubs over loopback HTTP; the first (authentication off) lists the server's
  * resource, which the ledger keeps, so that the second routes the URI to it while it is down.
  */
