@@ -8,11 +8,10 @@ import { cursorKeyFrom } from './catalog/cursor.js';
 import { SessionIds } from './downstream/session-ids.js';
 import { NameAssigner } from './catalog/names.js';
 import { Groups } from './catalog/filters.js';
-import { ITEM_NOUN, type CatalogEvent, type DropEvent, type PoisonEvent } from './catalog/part.js';
 import type { ResourceRouteStore } from './catalog/resource-routes.js';
 import { loadPlugins, pluginSources } from './plugins/loader.js';
 import { PluginRunner, type PluginFailure } from './plugins/runner.js';
-import { LEGACY, MODERN } from './protocol/era.js';
+import { MODERN } from './protocol/era.js';
 import type { HubCore } from './downstream/core.js';
 import { AdminRoutes } from './downstream/admin.js';
 import { Endpoint } from './downstream/endpoint.js';
@@ -69,9 +68,10 @@ import type { AskClient, Upstream } from './upstream/types.js';
 import { VERSION } from './version.js';
 import { mergedInstructions, serverHealth, unionCapabilities, type ServerHealth } from './catalog/describe.js';
 import { LISTEN_ACK_WAIT_MS } from './catalog/upstream-listen.js';
-import { InstructionScreen, instructionChecks, type InstructionsEvent, type InstructionsVerdict } from './catalog/instructions.js';
+import { InstructionScreen, instructionChecks, type InstructionsVerdict } from './catalog/instructions.js';
 import type { Metrics, MetricsSources } from './metrics.js';
 import { specOf } from './hub/upstream-spec.js';
+import { reportCatalogEvent, reportInstructions, reportPluginFailure } from './hub/reports.js';
 import { ownReady, standsAlone, startsOwnProcess, usedBy } from './hub/own-connection.js';
 import { monotonicNow } from './monotonic.js';
 import { auditEvent, tapAudit } from './observe.js';
@@ -180,14 +180,14 @@ export class Hub implements HubCore {
     // (after the plugins, the state key and the upstream pool, which it looks at, are).
     const startedAt = monotonicNow();
     this.events.setMaxListeners(0);
-    const pluginFailed = (f: PluginFailure) => this.pluginFailed(f);
+    const pluginFailed = (f: PluginFailure) => reportPluginFailure(this, f);
     this.pluginSourcesLoaded = pluginSources(config.plugins, config.file);
     const notLoaded = (f: PluginFailure) => {
       this.pluginsNotLoaded.push(`${f.plugin}: ${f.message}`);
-      this.pluginFailed(f);
+      reportPluginFailure(this, f);
     };
     this.plugins = new PluginRunner(loadPlugins(config.plugins, config.file, log, notLoaded), log, pluginFailed);
-    this.instructionScreen = new InstructionScreen(instructionChecks(config.plugins), () => this.config.policy?.poisoning ?? 'warn', (e) => this.instructionsFlagged(e), () => this.handles.keys());
+    this.instructionScreen = new InstructionScreen(instructionChecks(config.plugins), () => this.config.policy?.poisoning ?? 'warn', (e) => reportInstructions(this, e), () => this.handles.keys());
     this.knownCapabilities = new KnownCapabilities(ledger.capabilityStore?.());
     this.resourceRoutes = ledger.resourceRouteStore?.();
     this.catalog = new Catalog(() => [...this.handles.values()], new NameAssigner({ mode: config.names.mode, store: ledger.nameStore?.() }), log, {
@@ -199,7 +199,7 @@ export class Hub implements HubCore {
       plugins: this.plugins,
       policy: { pinning: config.policy?.pinning, poisoning: config.policy?.poisoning },
       groups: new Groups(config.groups),
-      report: (e) => this.catalogEvent(e),
+      report: (e) => reportCatalogEvent(this, e, this.config.policy?.pinning),
       listAtReady: (h) => !this.upstreams.splits(h),
       capabilitiesOf: (h) => this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities),
       // A principal with its own upstream connection has its own private list partition.
@@ -429,33 +429,6 @@ export class Hub implements HubCore {
     if (ended) this.log.info({ server, uris: uris.length, streams: ended }, 'the server does not watch resource URIs listen streams were told it would: those streams ended, for their clients to listen again');
   }
 
-  /** Pin changes and poisoned descriptions: a log line, and an audit row when an item is held back or its change taken. */
-  private catalogEvent(e: CatalogEvent): void {
-    const base = { ts: Date.now(), requestId: 'catalog', principal: 'hub', clientEra: '-', server: e.server, upstreamName: e.tool };
-    if (e.kind === 'dropped' || e.kind === 'poisoning') return this.catalogCheckEvent(e, base);
-    // Tools keep the words they always had; the other kinds name themselves.
-    const noun = e.itemKind === undefined ? 'tool' : ITEM_NOUN[e.itemKind];
-    const who = { server: e.server, [e.itemKind === undefined ? 'tool' : e.itemKind === 'prompts' ? 'prompt' : 'item']: e.tool };
-    const kindSaid = e.itemKind === undefined ? '' : `${noun} `;
-    if (e.kind === 'first-seen') return void this.log.debug({ ...who, hash: e.hash.slice(0, 12) }, `${noun} pinned on first sight`);
-    if (e.kind === 'reverted') return void this.log.info(who, `${noun} definition is back to the approved one`);
-    if (e.kind === 'approved') {
-      this.log.info({ ...who, hash: e.hash.slice(0, 12) }, `${noun} change approved by an operator`);
-      return void this.ledger.record({ ...base, method: 'catalog/approve' }, { outcome: 'ok', errorMessage: `approved by the CLI; ${kindSaid}pin ${e.hash.slice(0, 12)}`, latencyMs: 0 }).catch(() => undefined);
-    }
-    const record = (method: string, outcome: 'ok' | 'denied', message: string) =>
-      void this.ledger.record({ ...base, method }, { outcome, errorKind: outcome === 'denied' ? 'policy' : null, errorMessage: message, latencyMs: 0 }).catch(() => undefined);
-    const what = e.reason === 'renamed' ? `the approved definition of "${e.renamedFrom}" under a new name` : 'definition changed since it was approved';
-    const pins = `pin ${e.previousHash ? e.previousHash.slice(0, 12) : '(none)'} -> ${e.hash.slice(0, 12)}`;
-    if (e.kind === 'auto-approved') {
-      this.log.info({ ...who, reason: e.reason }, `${noun} change approved automatically (trusted server)`);
-      return record('catalog/auto-approve', 'ok', `${kindSaid}${what}; ${pins}`);
-    }
-    const block = (this.config.policy?.pinning ?? 'block') === 'block';
-    this.log.warn({ ...who, reason: e.reason, renamedFrom: e.renamedFrom, blocked: block }, block ? `${noun} quarantined: hidden until approved (switchyard tools approve)` : `${noun} definition changed: passed with a warning`);
-    record('catalog/quarantine', block ? 'denied' : 'ok', `${kindSaid}${what}; ${pins}${block ? '' : ' (pinning: warn)'}`);
-  }
-
   /**
    * A tools/call the edge refused (a rate limit, a credential of the wrong group…) names the
    * server of its tool when the catalog showed that tool to the caller's group: its row is then
@@ -470,30 +443,6 @@ export class Hub implements HubCore {
   private toolServerOf(method: string, hubName: string | undefined, principal: string, group: string | undefined): BeginTarget {
     const known = method === 'tools/call' && hubName ? this.catalog.knownTool(hubName, { principal, group }) : undefined;
     return known ? { server: known.server.id, upstreamName: known.upstreamName, upstreamEra: known.server.upstream.era } : {};
-  }
-
-  /** A dropped tool or a poisoned description: a log line, and an audit row when it is held back. */
-  private catalogCheckEvent(e: DropEvent | PoisonEvent, base: Omit<AuditBegin, 'method'>): void {
-    const record = (method: string, outcome: 'ok' | 'denied', message: string) =>
-      void this.ledger.record({ ...base, method }, { outcome, errorKind: outcome === 'denied' ? 'policy' : null, errorMessage: message, latencyMs: 0 }).catch(() => undefined);
-    if (e.kind === 'dropped') {
-      if (e.rule === 'schema') this.log.warn({ server: e.server, tool: e.tool, reason: e.reason }, 'tool dropped: its schemas are not of the shape clients read (one such tool fails their whole list)');
-      else this.log.warn({ server: e.server, tool: e.tool, reason: e.reason }, 'tool dropped: its x-mcp-header annotation breaks the rules clients hold it to');
-      return record('catalog/drop', 'denied', `${e.rule}: ${e.reason}`);
-    }
-    const message = `${e.blocked ? 'hidden' : 'flagged'}: ${e.flags.map((f) => `${f.code} (${f.field ?? '?'}: ${f.message})`).join('; ')}`;
-    this.log.warn({ server: e.server, [e.itemKind === 'tools' ? 'tool' : 'item']: e.tool, flags: e.flags.map((f) => f.code), blocked: e.blocked }, 'description shows signs of poisoning');
-    if (e.blocked) record('catalog/quarantine', 'denied', `poisoning ${message}`);
-  }
-
-  /** A plugin failed: already logged by the runner; the ledger keeps a row. */
-  private pluginFailed(f: PluginFailure): void {
-    void this.ledger
-      .record(
-        { ts: Date.now(), requestId: 'plugin', principal: 'hub', clientEra: '-', method: `plugin/${f.hook}`, server: f.server, hubName: f.tool, group: f.group },
-        { outcome: 'rpc_error', errorKind: null, errorCode: -32603, errorMessage: `plugin ${f.plugin} failed in ${f.hook}: ${f.message}`, latencyMs: 0 },
-      )
-      .catch(() => undefined);
   }
 
   /** Start every upstream in the background; the endpoint serves at once. */
@@ -700,7 +649,7 @@ export class Hub implements HubCore {
     await this.plugins.replace(
       loadPlugins(plugins, this.config.file, this.log, (f) => {
         failed.push(`${f.plugin}: ${f.message}`);
-        this.pluginFailed(f);
+        reportPluginFailure(this, f);
       }),
     );
     this.pluginsNotLoaded = [...failed];
@@ -782,23 +731,6 @@ export class Hub implements HubCore {
   instructionsVerdict(h: ServerHandle): InstructionsVerdict | undefined {
     const text = h.upstream.instructions;
     return text ? this.instructionScreen.verdict(h.id, text) : undefined;
-  }
-
-  /** Flagged instructions: a log line, and an audit row when they are withheld. Changed ones: a log line. */
-  private instructionsFlagged(e: InstructionsEvent): void {
-    if (e.flags.length === 0) return void this.log.info({ server: e.server }, 'server instructions changed since the server last gave them (instructions are not pinned)');
-    const flags = e.flags.map((f) => `${f.code} (${f.message})`).join('; ');
-    this.log.warn(
-      { server: e.server, flags: e.flags.map((f) => f.code), blocked: e.blocked, changed: e.changed },
-      e.blocked ? 'server instructions show signs of poisoning: left out of what clients get' : 'server instructions show signs of poisoning: passed on with a warning (policy.poisoning: warn)',
-    );
-    if (!e.blocked) return;
-    void this.ledger
-      .record(
-        { ts: Date.now(), requestId: 'catalog', principal: 'hub', clientEra: '-', method: 'catalog/quarantine', server: e.server },
-        { outcome: 'denied', errorKind: 'policy', errorMessage: `poisoning: instructions withheld: ${flags}`, latencyMs: 0 },
-      )
-      .catch(() => undefined);
   }
 
   handle(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>> {
