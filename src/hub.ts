@@ -11,11 +11,9 @@ import { Groups } from './catalog/filters.js';
 import type { ResourceRouteStore } from './catalog/resource-routes.js';
 import { loadPlugins, pluginSources } from './plugins/loader.js';
 import { PluginRunner, type PluginFailure } from './plugins/runner.js';
-import { MODERN } from './protocol/era.js';
 import type { HubCore } from './downstream/core.js';
 import { AdminRoutes } from './downstream/admin.js';
 import { Endpoint } from './downstream/endpoint.js';
-import { isListenKey } from './downstream/listen.js';
 import { HttpServer } from './downstream/http-server.js';
 import { takeSocketPath, type AdminSocket } from './downstream/admin-socket.js';
 import type { Admission } from './downstream/admin-events.js';
@@ -36,8 +34,8 @@ import { SchemaValidator } from './policy/validate.js';
 import { Mrtr } from './router/mrtr.js';
 import { Confirmer, type ConfirmPolicy } from './policy/confirm.js';
 import { RequestStateSealer, loadStateKey } from './router/request-state.js';
-import { MAX_SUBSCRIBED_URI_LENGTH, Subscriptions } from './router/subscriptions.js';
-import { principalConn, principalOfConn } from './catalog/principal-conn.js';
+import { Subscriptions } from './router/subscriptions.js';
+import { principalConn } from './catalog/principal-conn.js';
 import { PrincipalRestartTotals, RestartTotals } from './hub/restart-totals.js';
 import { KnownCapabilities } from './hub/known-capabilities.js';
 import { SessionMemory } from './downstream/session-memory.js';
@@ -46,7 +44,7 @@ import { failClosedBlocker, GUARDED_METHODS, refuseClosed, UNNAMED_BLOCKER } fro
 import { InFlight } from './router/inflight.js';
 import { RouteReplacedError } from './router/replaced.js';
 import { refuseDownTool } from './router/down-tools.js';
-import { beginInCallTrace, inCallTrace, isRetry, knownLegacy, type BeginTarget } from './router/forwarding.js';
+import { beginInCallTrace, inCallTrace, isRetry, type BeginTarget } from './router/forwarding.js';
 import { callTimeoutMs } from './router/call-policy.js';
 import { backSoon, RETRY_WAIT_MS, ROUND_METHODS } from './hub/back-soon.js';
 import { readyWithin } from './upstream/ready-within.js';
@@ -67,12 +65,12 @@ import { createUpstream } from './upstream/index.js';
 import type { AskClient, Upstream } from './upstream/types.js';
 import { VERSION } from './version.js';
 import { mergedInstructions, serverHealth, unionCapabilities, type ServerHealth } from './catalog/describe.js';
-import { LISTEN_ACK_WAIT_MS } from './catalog/upstream-listen.js';
 import { InstructionScreen, instructionChecks, type InstructionsVerdict } from './catalog/instructions.js';
 import type { Metrics, MetricsSources } from './metrics.js';
 import { specOf } from './hub/upstream-spec.js';
 import { reportCatalogEvent, reportInstructions, reportPluginFailure } from './hub/reports.js';
 import { ownReady, standsAlone, startsOwnProcess, usedBy } from './hub/own-connection.js';
+import { UpstreamSubscriptions } from './hub/upstream-subscriptions.js';
 import { monotonicNow } from './monotonic.js';
 import { auditEvent, tapAudit } from './observe.js';
 
@@ -112,6 +110,8 @@ export class Hub implements HubCore {
   readonly mrtr: Mrtr;
   readonly endpoint: Endpoint;
   readonly subs = new Subscriptions();
+  /** The subscriptions as the upstreams hold them (made, renewed, carried, let go). */
+  private readonly upstreamSubs: UpstreamSubscriptions;
   private http: HttpServer | undefined;
   /** The admin listener (listen.admin), made by listenAdmin(). */
   private adminHttp: HttpServer | undefined;
@@ -192,7 +192,7 @@ export class Hub implements HubCore {
     this.resourceRoutes = ledger.resourceRouteStore?.();
     this.catalog = new Catalog(() => [...this.handles.values()], new NameAssigner({ mode: config.names.mode, store: ledger.nameStore?.() }), log, {
       subscribedUris: (id, conn) => this.subs.uris(id, conn),
-      listenLeftOut: (id, conn, uris) => this.unwatched(id, conn, uris),
+      listenLeftOut: (id, conn, uris) => this.upstreamSubs.unwatched(id, conn, uris),
       pins: ledger.pinStore?.(),
       itemPins: ledger.itemPinStores?.(),
       resourceRoutes: this.resourceRoutes,
@@ -275,7 +275,7 @@ export class Hub implements HubCore {
         this.principalRestarts.opened(h.id, upstream);
         // Its subscriptions, like the main connection's, are asked for again when it is back.
         upstream.on('state', (state: string) => {
-          if (state === 'ready') this.resubscribe(h, upstream, principalConn(principal));
+          if (state === 'ready') this.upstreamSubs.resubscribe(h, upstream, principalConn(principal));
           else if (state === 'stopped') this.principalRestarts.closed(h.id, upstream);
         });
       },
@@ -283,6 +283,16 @@ export class Hub implements HubCore {
       inUse: (serverId, principal) => this.subs.uris(serverId, principalConn(principal)).length > 0,
       // A call routed before a reload or `servers restart` replaced its server opens none.
       handleOf: (id) => this.handles.get(id),
+    });
+    this.upstreamSubs = new UpstreamSubscriptions({
+      handles: this.handles,
+      upstreams: this.upstreams,
+      subs: this.subs,
+      catalog: this.catalog,
+      knownCapabilities: this.knownCapabilities,
+      // The endpoint is made last, and is there before any connection is.
+      endStreamsHolding: (streams) => this.endpoint.listen.endStreamsHolding(streams),
+      log,
     });
     this.grace = new StartupGrace({ startedAt, handles: this.handles, catalog: this.catalog, routes: this.routes, upstreams: this.upstreams, stop: this.stopBegun.signal, log });
     this.validator = new SchemaValidator(log);
@@ -304,7 +314,7 @@ export class Hub implements HubCore {
       plugins: this.plugins,
       capabilitiesOf: (h) => this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities),
       server: (id) => this.handles.get(id),
-      carrySubscription: (id, conn, made, uri) => this.carrySubscription(id, conn, made, uri),
+      carrySubscription: (id, conn, made, uri) => this.upstreamSubs.carrySubscription(id, conn, made, uri),
     });
     const { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal } = config.listen;
     const memory = ledger.sessionMemoryStore?.();
@@ -357,76 +367,8 @@ export class Hub implements HubCore {
       // Checked as the server comes up, so the operator hears of flagged instructions before a client connects.
       if (state === 'ready') this.instructionsVerdict(h);
       this.events.emit('serverState', { type: 'serverState', ts: Date.now(), id: s.id, state, era: upstream.era ?? null, detail });
-      if (state === 'ready') this.resubscribe(h);
+      if (state === 'ready') this.upstreamSubs.resubscribe(h);
     });
-  }
-
-  /**
-   * A legacy upstream that restarted, or whose HTTP session the hub renewed (it reports 'ready'
-   * again, "session renewed"), has forgotten its resource subscriptions, while the count here
-   * still says they are held: ask again for every URI that has subscribers. So is a server
-   * started afresh under its id (`servers restart`, a reload), and one subscribed to while it
-   * was down. (A modern upstream's listen stream is opened again with its filter: ListenManager.)
-   */
-  private resubscribe(h: ServerHandle, upstream: Upstream = h.upstream, conn = ''): void {
-    if (upstream.era === MODERN) return;
-    const uris = this.subs.uris(h.id, conn);
-    // Back without resources.subscribe: nothing it holds is watched any more.
-    if (!upstream.capabilities?.resources?.subscribe) return this.unwatched(h.id, conn, uris);
-    // Made for its holders, as their own subscribes were (Subscriptions.heldFor): on a fresh
-    // connection the hub's own request would leave it one principal's, and a line the server
-    // writes about it would go to that principal's call.
-    for (const uri of uris)
-      upstream.request('resources/subscribe', { uri }, { hubOwn: true, principal: this.subs.heldFor(h.id, uri, conn) }).catch((err: unknown) => {
-        this.log.warn({ server: h.id, uri, err: String((err as Error)?.message ?? err) }, 'resource subscription not renewed after a restart');
-        // Still the connection it was made on (not one opened since, which renews it itself).
-        if (this.subs.uris(h.id, conn).includes(uri) && (conn === '' ? h.upstream : this.upstreams.existing(h, principalOfConn(conn))) === upstream) this.unwatched(h.id, conn, [uri]);
-      });
-  }
-
-  /**
-   * A legacy subscription of `uri`, counted on connection `conn` of `serverId` once `made` held
-   * it. Should `made` have been replaced meanwhile (`servers restart`, a reload: its subscribe
-   * sent before, answered as it drained), the connection open now was asked at its start for
-   * the URIs counted then (resubscribe), not this one, and the old one takes it away when it
-   * closes: the client would never hear of the resource again. Asked now, the hub's own request;
-   * one not ready yet is asked when it is (resubscribe), a modern one listens for it.
-   */
-  private async carrySubscription(serverId: string, conn: string, made: Upstream, uri: string): Promise<void> {
-    const h = this.handles.get(serverId);
-    const now = this.connectionNow(serverId, conn);
-    if (h === undefined || now === undefined || now === made || now.state !== 'ready') return;
-    if (now.era === MODERN) return this.catalog.subscriptionsChanged(serverId, conn);
-    if (!now.capabilities?.resources?.subscribe) return this.unwatched(serverId, conn, [uri]);
-    // For its holders, as resubscribe's.
-    await now.request('resources/subscribe', { uri }, { hubOwn: true, principal: this.subs.heldFor(serverId, uri, conn) }).catch((err: unknown) => {
-      this.log.warn({ server: serverId, uri, err: String((err as Error)?.message ?? err) }, 'resource subscription made on a replaced connection not carried to the new one');
-      // Still the connection it is held on (not one opened since, which renews it itself).
-      const current = this.handles.get(serverId);
-      if (current && this.subs.uris(serverId, conn).includes(uri) && (conn === '' ? current.upstream : this.upstreams.existing(current, principalOfConn(conn))) === now) this.unwatched(serverId, conn, [uri]);
-    });
-  }
-
-  /** Connection `conn` of server `serverId` (Subscriptions' names) open now, if any (none is made). */
-  private connectionNow(serverId: string, conn: string): Upstream | undefined {
-    const h = this.handles.get(serverId);
-    return h === undefined ? undefined : conn === '' ? h.upstream : this.upstreams.existing(h, principalOfConn(conn));
-  }
-
-  /**
-   * Resource URIs a server does not watch (its listen acknowledgement left them out, it refused
-   * to listen, its resources/subscribe failed or is no longer offered) though clients hold them:
-   * made while it was down, they were told they are watched (a listen stream's acknowledgement,
-   * subscribeResources). A modern client's listen stream holding one ends, gracefully (its
-   * request answered, digest §4.1): an acknowledgement cannot be taken back, and the client,
-   * listening again, is told what is watched now. A legacy session cannot be told: its count stays.
-   */
-  private unwatched(server: string, conn: string, uris: readonly string[]): void {
-    const streams = new Set<string>();
-    for (const uri of uris) for (const s of this.subs.holders(server, uri, conn)) if (isListenKey(s)) streams.add(s);
-    if (streams.size === 0) return;
-    const ended = this.endpoint.listen.endStreamsHolding(streams);
-    if (ended) this.log.info({ server, uris: uris.length, streams: ended }, 'the server does not watch resource URIs listen streams were told it would: those streams ended, for their clients to listen again');
   }
 
   /**
@@ -885,109 +827,11 @@ export class Hub implements HubCore {
   }
 
   /**
-   * Where `principal`'s subscription of `uri` lives: its server (one that offers
-   * resources.subscribe), the connection this principal's calls use (as Router's) and that
-   * connection's key in `subs`, and the era that decides how it is made. Undefined: not honoured.
-   * `routedBefore`: the server it was routed to before a wait for that server.
-   */
-  private async subscriptionPlace(uri: string, principal: string, view: { principal: string; group?: string }, routedBefore?: string): Promise<{ h: ServerHandle; upstream: Upstream; conn: string; era: string | undefined } | undefined> {
-    const routed = (await this.catalog.routeUri(uri, view)) ?? (await this.catalog.downResource(uri, view));
-    const id = routed?.id ?? routedBefore;
-    const h = id === undefined ? undefined : this.handles.get(id);
-    if (!h) return undefined;
-    // The server's main connection down, this principal's own one (which needs nothing of it)
-    // ready: that one is what its calls use, and what it offers and its era decide. They were
-    // the main one's: never ready, it offered nothing, and the URI was left out.
-    const alone = h.upstream.state !== 'ready' && ownReady(this.upstreams, h, principal);
-    const caps = alone ? this.upstreams.existing(h, principal)?.capabilities : this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities);
-    if (!caps?.resources?.subscribe) return undefined;
-    // A modern one in that connection's listen filter.
-    const own = (h.upstream.state === 'ready' || alone) && this.upstreams.isolated(h, principal);
-    const upstream = own ? await this.upstreams.for(h, principal) : h.upstream;
-    return { h, upstream, conn: own ? principalConn(principal) : '', era: (alone ? upstream : h.upstream).era };
-  }
-
-  /**
    * A modern listen stream's resourceSubscriptions: routed, reference-counted, subscribed
-   * upstream. A URI of a server that is down (Catalog.downResource) is counted only: it is
-   * subscribed when the server is ready (Hub.resubscribe, or a modern upstream's listen filter);
-   * a modern one is waited for a while first (LISTEN_ACK_WAIT_MS), so that its acknowledgement decides.
+   * upstream (hub/upstream-subscriptions.ts).
    */
-  async subscribeResources(subscriber: string, uris: string[], principal: string, group?: string): Promise<string[]> {
-    const honoured: string[] = [];
-    const view = { principal, group };
-    /** Modern servers whose listen filter gained URIs, and those URIs (`conn`: the connection whose filter, as Subscriptions names it). */
-    const modern = new Map<ServerHandle, { conn: string; list: string[] }>();
-    /** Until when a modern server restarting is waited for (set at the first such wait). */
-    let waitUntil: number | undefined;
-    for (const uri of uris) {
-      // Not honoured (the acknowledgement leaves it out), as a legacy subscribe of it is refused.
-      if (uri.length > MAX_SUBSCRIBED_URI_LENGTH) continue;
-      let at = await this.subscriptionPlace(uri, principal, view);
-      // Restarting, not known to be legacy (whose subscription is kept and made when it is back,
-      // resubscribe): what a modern one watches only its listen acknowledgement says, once it is
-      // back (told honoured at once, a URI it leaves out, or every URI when it does not listen, had
-      // the client wait for updates that never come). Waited for as an acknowledgement is, this
-      // stream's servers all within one such wait, then routed again (as Router's, which waits timeoutMs).
-      if (at && at.upstream.state !== 'ready' && !knownLegacy(at.h, at.upstream)) {
-        waitUntil ??= monotonicNow() + LISTEN_ACK_WAIT_MS;
-        // Routed again: its lists, just fetched, may not name the URI yet (as Router's, its own server then).
-        if (await readyWithin(at.upstream, waitUntil - monotonicNow())) at = await this.subscriptionPlace(uri, principal, view, at.h.id);
-      }
-      if (!at) continue;
-      const { h, upstream, conn, era } = at;
-      // Still down, and this principal's calls would go to a process of its own, not started
-      // while the server's is down: not honoured, as its legacy resources/subscribe is refused
-      // (Router's unstarted). Held on the server's connection, it would watch that process's
-      // resource, not this principal's.
-      if (conn === '' && h.upstream.state !== 'ready' && startsOwnProcess(this.upstreams, h, principal)) continue;
-      if (era === MODERN) {
-        // Past this principal's share of the filter: left out, as a legacy subscribe of it is refused.
-        if (!this.subs.addToFilter(h.id, uri, subscriber, conn, principal)) continue;
-        // Not back in time: in its filter when it is back (as Router's).
-        if (upstream.state !== 'ready') {
-          honoured.push(uri);
-          continue;
-        }
-        const list = modern.get(h) ?? { conn, list: [] };
-        list.list.push(uri);
-        modern.set(h, list);
-        continue;
-      }
-      // As Router's: counted once the upstream holds it; a connection that is down is subscribed when it is back.
-      // Made for `principal`, as Router's is: a connection that carried it has served them
-      // (UpstreamBase.servedFor), and a line the server writes about it goes to no other principal's call.
-      // Not on a connection replaced while it waited to be made (`servers restart` or a reload
-      // while an unsubscribe of the URI there was on its way): the old one drains only what it was
-      // sent, and takes the subscription away as it closes. Counted, it is made on the one open
-      // now (carrySubscription, or resubscribe once that one is ready).
-      const make = (): Promise<unknown> => (upstream.state === 'ready' && this.connectionNow(h.id, conn) === upstream ? upstream.request('resources/subscribe', { uri }, { principal }) : Promise.resolve(undefined));
-      if (this.subs.leavingNow(h.id, conn, uri)) this.log.debug({ server: h.id }, 'a subscribe waits for the unsubscribe of its URI on its way there');
-      // Let go when nobody stays for it once made (a session taken back, ended meanwhile): the hub's own request (hubOwn), no client's call.
-      const joined = await this.subs.join(h.id, uri, subscriber, conn, make, () => upstream.request('resources/unsubscribe', { uri }, { hubOwn: true }), principal).catch(() => undefined);
-      // Nobody stays for it (unheld: a session taken back unsubscribed, or ended, while it was
-      // made; let go on that connection): not carried to a connection opened since, which would
-      // hold it for nobody, for good (as Router's subscribeLegacy).
-      if (!joined || joined.left || joined.unheld) continue;
-      await this.carrySubscription(h.id, conn, upstream, uri);
-      honoured.push(uri);
-    }
-    // A modern server says in its listen acknowledgement which URIs it honours (digest §4.1):
-    // one re-listen per server with all of them, and what it leaves out is not honoured here.
-    for (const [h, { conn, list }] of modern) {
-      this.catalog.subscriptionsChanged(h.id, conn);
-      const ok = await this.catalog.listenHonours(h.id, conn, list, LISTEN_ACK_WAIT_MS);
-      const refused = ok === undefined ? [] : list.filter((u) => !ok.includes(u));
-      for (const u of refused) this.subs.remove(h.id, u, subscriber, conn);
-      if (refused.length) {
-        this.log.info({ server: h.id, refused: refused.length }, 'upstream did not honour resource subscriptions in its listen acknowledgement');
-        this.catalog.subscriptionsChanged(h.id, conn);
-      }
-      for (const u of list) if (!refused.includes(u)) honoured.push(u);
-    }
-    // In the order asked for.
-    const yes = new Set(honoured);
-    return uris.filter((u) => yes.has(u));
+  subscribeResources(subscriber: string, uris: string[], principal: string, group?: string): Promise<string[]> {
+    return this.upstreamSubs.subscribeResources(subscriber, uris, principal, group);
   }
 
   /**
@@ -1008,17 +852,7 @@ export class Hub implements HubCore {
   }
 
   sessionClosed(sessionKey: string): void {
-    for (const { server, conn, uri } of this.subs.removeSubscriber(sessionKey)) {
-      const h = this.handles.get(server);
-      if (!h) continue;
-      // On the connection it was made on (a principal's own one may have been closed since:
-      // its upstream session, and the subscription, went with it), whose era decides (the
-      // main one's may never have been ready).
-      const upstream = conn === '' ? h.upstream : this.upstreams.existing(h, principalOfConn(conn));
-      if ((upstream?.era ?? h.upstream.era) === MODERN) this.catalog.subscriptionsChanged(server, conn);
-      // The hub's own request (hubOwn), for a session gone: unanswered, no call left unanswered.
-      else if (upstream?.state === 'ready' && upstream.capabilities?.resources?.subscribe) this.subs.unsubscribing(server, conn, uri, () => upstream.request('resources/unsubscribe', { uri }, { hubOwn: true })).catch(() => {});
-    }
+    this.upstreamSubs.sessionClosed(sessionKey);
   }
 
   /**

@@ -237,7 +237,7 @@ export class ListenHub {
     return this.endWhere((l) => l.group !== undefined && gone(l.group));
   }
 
-  /** The streams whose subscriber key is among `keys` end now, gracefully (Hub.unwatched); how many. */
+  /** The streams whose subscriber key is among `keys` end now, gracefully (UpstreamSubscriptions.unwatched); how many. */
   endStreamsHolding(keys: ReadonlySet<string>): number {
     return this.endWhere((l) => keys.has(l.key));
   }

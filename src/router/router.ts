@@ -94,7 +94,7 @@ export interface RouterOptions {
   /**
    * A legacy subscription of `uri` just counted on connection `conn` of server `serverId`, made
    * on `made`: should that connection have been replaced meanwhile (`servers restart`, a reload),
-   * the one open now holds it too once this settles (Hub.carrySubscription).
+   * the one open now holds it too once this settles (UpstreamSubscriptions.carrySubscription).
    */
   carrySubscription?: (serverId: string, conn: string, made: Upstream, uri: string) => Promise<void>;
 }
@@ -586,7 +586,7 @@ export class Router {
     let server = await this.ownerOf(uri, ctx);
     if (!server) throw await this.notFound(method, uri, ctx);
     // A server starting or restarting, unless known to be legacy (whose subscription is kept and
-    // made when it is back, Hub.resubscribe): what a modern one watches only its listen
+    // made when it is back, UpstreamSubscriptions.resubscribe): what a modern one watches only its listen
     // acknowledgement says, once it is back. Answered {} meanwhile, a URI it leaves out (or every
     // URI, when it does not listen) had the client wait for updates that never come. The
     // subscribe waits for it, as long as a call waits for an answer (timeoutMs), and is then
@@ -689,7 +689,7 @@ export class Router {
     // what it was sent. Nothing is sent, recorded or counted yet, and a subscribe changes nothing
     // but the subscription: routed again from the start (Hub.route), to the connection open now.
     // A connection that is down holds nothing to change: the count here is the subscription, and
-    // the hub subscribes again for every counted URI when it is back (Hub.resubscribe).
+    // the hub subscribes again for every counted URI when it is back (UpstreamSubscriptions.resubscribe).
     const make = (): Promise<Result> => {
       if (reroutesLeft(ctx) && connectionReplaced(server, this.opts.server)) return Promise.reject(new RouteReplacedError(server.id));
       return conn.upstream.state === 'ready' ? this.forward(method, { uri }, ctx, server, { hubName: uri, upstreamName: uri }, t0, { judged }) : local();

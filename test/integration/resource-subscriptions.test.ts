@@ -383,7 +383,7 @@ describe('resource subscriptions', () => {
     };
 
     expect(await c.subscribeResource({ uri: 'slow://doc' })).toEqual({});
-    // Held throughout: made again with slow://doc's in one pass (Hub.resubscribe) down one pipe.
+    // Held throughout: made again with slow://doc's in one pass (UpstreamSubscriptions.resubscribe) down one pipe.
     expect(await c.subscribeResource({ uri: 'slow://t/kept' })).toEqual({});
     await anUpdate('an update before the restart');
     await restart();
@@ -847,7 +847,7 @@ describe("a modern upstream's listen acknowledgement", () => {
     try {
       expect((await fetch(new URL('/admin/servers/flaky/restart', h2.url), { method: 'POST' })).status).toBe(200);
       expect((await waitForState(h2.url, 'flaky', ['starting', 'restarting'], 1_000)).state).not.toBe('ready');
-      // Known to be legacy: held at once, made when it is back (Hub.resubscribe).
+      // Known to be legacy: held at once, made when it is back (UpstreamSubscriptions.resubscribe).
       sub = await m.listen({ resourceSubscriptions: ['flaky://doc'] });
     } finally {
       rmSync(FLAKY_HOLD, { force: true });
@@ -891,7 +891,7 @@ describe("a modern upstream's listen acknowledgement", () => {
     }
     expect(sub.honoredFilter.resourceSubscriptions).toEqual(['pinned://doc']);
     await waitForState(h2.url, 'pinned', ['ready']);
-    // Made upstream when it was back (Hub.resubscribe): its update reaches the legacy client.
+    // Made upstream when it was back (UpstreamSubscriptions.resubscribe): its update reaches the legacy client.
     await c.callTool({ name: 'pinned__touch', arguments: { uri: 'pinned://doc' } });
     await expect.poll(() => updates, { timeout: 5_000, interval: 20 }).toEqual(['pinned://doc']);
     await sub.close();
