@@ -2,12 +2,12 @@
  * A request whose route was looked up (a list fetched, every server's aggregate built) while
  * `servers restart` or a reload replaced its server: the route it got may name the old connection,
  * which drains the calls it was sent and nothing more, or miss the server altogether. Nothing is
- * recorded or sent yet, so the hub routes it again from the start (Hub.route), as a request that
- * came after the replacement: it waits for the new connection's first start, or is refused as
- * unavailable, like any call to a server starting. Only requests whose route took an await look;
- * the usual call, routed by the aggregate built last, cannot have been routed across a
- * replacement (Catalog.forget drops it, and no build across the replacement of a server it took a
- * list from is kept: builds.ts).
+ * recorded or sent yet, so the hub routes it again from the start (Dispatch.route,
+ * hub/dispatch.ts), as a request that came after the replacement: it waits for the new
+ * connection's first start, or is refused as unavailable, like any call to a server starting.
+ * Only requests whose route took an await look; the usual call, routed by the aggregate built
+ * last, cannot have been routed across a replacement (Catalog.forget drops it, and no build
+ * across the replacement of a server it took a list from is kept: builds.ts).
  */
 import type { ServerHandle } from '../catalog/catalog.js';
 import { UpstreamUnavailableError } from '../protocol/errors.js';
@@ -21,7 +21,7 @@ export function reroutesLeft(ctx: CallContext): boolean {
   return (ctx.rerouted ?? 0) < MAX_REROUTES;
 }
 
-/** Thrown by the router before anything of a request is recorded or sent; Hub.route routes it again. */
+/** Thrown by the router before anything of a request is recorded or sent; Dispatch.route (hub/dispatch.ts) routes it again. */
 export class RouteReplacedError extends Error {
   override readonly name = 'RouteReplacedError';
   /** The server the route named, replaced since; undefined when the route found none. */

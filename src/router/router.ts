@@ -687,7 +687,7 @@ export class Router {
     // Its server replaced while it waited to be made (for an unsubscribe of the URI there on its
     // way, or for another session's subscribe of it, which failed): the old connection drains only
     // what it was sent. Nothing is sent, recorded or counted yet, and a subscribe changes nothing
-    // but the subscription: routed again from the start (Hub.route), to the connection open now.
+    // but the subscription: routed again from the start (Dispatch.route, hub/dispatch.ts), to the connection open now.
     // A connection that is down holds nothing to change: the count here is the subscription, and
     // the hub subscribes again for every counted URI when it is back (UpstreamSubscriptions.resubscribe).
     const make = (): Promise<Result> => {

@@ -91,7 +91,7 @@ async function restart(hub: HubProcess, id = 'r'): Promise<void> {
   await waitForReady(hub.url, [id]);
 }
 
-/** The hub's debug lines saying a request of `method` to `server` was routed again (Hub.route). */
+/** The hub's debug lines saying a request of `method` to `server` was routed again (Dispatch.route, hub/dispatch.ts). */
 function reroutes(hub: HubProcess, method: string, server: string): number {
   return hub.logs.filter((l) => l.includes('while the request was routed: routed again') && l.includes(`"method":"${method}"`) && l.includes(`"server":"${server}"`)).length;
 }
