@@ -12,21 +12,14 @@ import type { ResourceRouteStore } from './catalog/resource-routes.js';
 import { loadPlugins, pluginSources } from './plugins/loader.js';
 import { PluginRunner, type PluginFailure } from './plugins/runner.js';
 import type { HubCore } from './downstream/core.js';
-import { AdminRoutes } from './downstream/admin.js';
 import { Endpoint } from './downstream/endpoint.js';
-import { HttpServer } from './downstream/http-server.js';
-import { takeSocketPath, type AdminSocket } from './downstream/admin-socket.js';
-import type { Admission } from './downstream/admin-events.js';
-import { adminMaxConnections, defaultMaxConnections } from './transport/connection-cap.js';
-import type { IncomingMessage } from 'node:http';
 import { openLedger } from './ledger/open.js';
 import type { AuditSink } from './ledger/sink.js';
 import type { AuditBegin, AuditEnd, LedgerCounters } from './ledger/types.js';
 import type { Implementation, ServerCapabilities } from './protocol/types.js';
 import type { CallContext } from './router/context.js';
 import { Router } from './router/router.js';
-import { Authenticator, credentialHeaders } from './auth/authenticator.js';
-import { exposureProblem } from './auth/exposure.js';
+import { Authenticator } from './auth/authenticator.js';
 import { PrincipalUpstreams } from './auth/upstream-pool.js';
 import { EdgeGate } from './policy/gate.js';
 import { RateLimiter } from './policy/rate-limit.js';
@@ -42,13 +35,7 @@ import { SessionMemory } from './downstream/session-memory.js';
 import { ServerHandles } from './hub/server-handles.js';
 import { failClosedBlocker, UNNAMED_BLOCKER } from './router/fail-mode.js';
 import { InFlight } from './router/inflight.js';
-
-
 import { beginInCallTrace, inCallTrace } from './router/forwarding.js';
-
-
-
-
 import { StartupGrace } from './hub/startup-grace.js';
 import { configSecretValues } from './config/secret-values.js';
 import { ignoredSettings } from './config/ignored-settings.js';
@@ -68,6 +55,7 @@ import { InstructionScreen, instructionChecks, type InstructionsVerdict } from '
 import type { Metrics, MetricsSources } from './metrics.js';
 import { specOf } from './hub/upstream-spec.js';
 import { Dispatch, toolServerOf } from './hub/dispatch.js';
+import { Listeners } from './hub/listeners.js';
 import { reportCatalogEvent, reportInstructions, reportPluginFailure } from './hub/reports.js';
 import { ownReady, standsAlone, startsOwnProcess, usedBy } from './hub/own-connection.js';
 import { UpstreamSubscriptions } from './hub/upstream-subscriptions.js';
@@ -112,18 +100,14 @@ export class Hub implements HubCore {
   readonly subs = new Subscriptions();
   /** The subscriptions as the upstreams hold them (made, renewed, carried, let go). */
   private readonly upstreamSubs: UpstreamSubscriptions;
-  private http: HttpServer | undefined;
-  /** The admin listener (listen.admin), made by listenAdmin(). */
-  private adminHttp: HttpServer | undefined;
-  /** The admin listener's socket file (listen.admin.path), removed at stop. */
-  private adminSocket: AdminSocket | undefined;
+  /** The MCP listener and the operator's own (hub/listeners.ts). */
+  private readonly listeners: Listeners;
   /**
    * Prometheus metrics for /metrics, made by listen(): `switchyard stdio` has no listener, and
    * does not load prom-client (as it loads no jose) at each start an IDE makes.
    */
   metrics: Metrics | undefined;
   private readonly metricsSources: MetricsSources;
-  private admin: AdminRoutes | undefined;
   readonly auth: Authenticator;
   /** Authentication, tool scopes and rate limits at the HTTP edge. */
   readonly gate: EdgeGate;
@@ -334,6 +318,19 @@ export class Hub implements HubCore {
     const memory = ledger.sessionMemoryStore?.();
     const limits = { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal, inputTimeoutMs };
     this.endpoint = new Endpoint(this, log, limits, new SessionIds(stateKey, memory?.home), memory && new SessionMemory(memory));
+    this.listeners = new Listeners({
+      config,
+      hub: this,
+      endpoint: this.endpoint,
+      auth: this.auth,
+      gate: this.gate,
+      catalog: this.catalog,
+      // Before the listener serves (and before startUpstreams): no call is missed.
+      metricsReady: async () => {
+        this.metrics ??= new (await import('./metrics.js')).Metrics(this.metricsSources);
+      },
+      log,
+    });
   }
 
   static create(config: HubConfig, log: Logger): Hub {
@@ -415,75 +412,19 @@ export class Hub implements HubCore {
   }
 
   async listen(host = this.config.listen.host, port = this.config.listen.port): Promise<AddressInfo> {
-    const exposed = exposureProblem(host, this.auth.required);
-    if (exposed) throw new Error(exposed);
-    await this.prepareListener();
-    // Before the listener serves (and before startUpstreams): no call is missed.
-    this.metrics ??= new (await import('./metrics.js')).Metrics(this.metricsSources);
-    const policy = { listenHost: host, allowedOrigins: this.config.listen.allowedOrigins };
-    const admin = (this.admin = new AdminRoutes(this, policy, this.log, this.auth.required));
-    // With an admin listener of its own, its connections come out of the default cap's share.
-    const maxConnections = this.config.listen.maxConnections ?? (this.config.listen.admin ? defaultMaxConnections(undefined, adminMaxConnections()) : undefined);
-    // listen.admin.exclusive: the operator routes only where the operator alone can reach them.
-    const operatorRoutesElsewhere = this.config.listen.admin?.exclusive === true;
-    this.http = new HttpServer(
-      this.endpoint,
-      this,
-      { ...this.config.listen, maxConnections, listenHost: host, port, routes: (req, res, path, who) => admin.route(req, res, path, who), gate: this.gate, groups: this.catalog.groups, operatorRoutesElsewhere },
-      this.log,
-    );
-    if (!operatorRoutesElsewhere) admin.attach(this.http.server, this.authorizeAdminEvents);
-    const addr = await this.http.listen(host, port);
-    this.auth.bindAudience(`http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}/mcp`);
-    return addr;
+    return this.listeners.listen(host, port);
   }
 
-  /** The live feed shows every principal's calls: with authentication on, only to an admin. */
-  private readonly authorizeAdminEvents = async (req: IncomingMessage): Promise<Admission> => {
-    const who = await this.auth.authenticate(credentialHeaders(req));
-    if (!who.ok) return { status: who.status };
-    return this.auth.checkAdmin(who) ? { status: 403 } : { status: 200, expiresAt: who.expiresAt };
-  };
-
-  /**
-   * The operator's own listener (listen.admin), once listen() has run: the admin routes and
-   * /healthz, on connections counted apart from the MCP listener's (a flood of MCP clients at
-   * listen.maxConnections does not lock the operator out). Its address (a socket's path, or
-   * its http:// base); undefined without one. Authentication is as on the main listener; without it,
-   * a connection over the socket (mode 0600) is the operator's, as a loopback one is.
-   */
-  async listenAdmin(): Promise<string | undefined> {
-    const at = this.config.listen.admin;
-    const admin = this.admin;
-    if (!at || !admin) return undefined;
-    const local = 'path' in at;
-    const host = local ? 'localhost' : (at.host ?? '127.0.0.1');
-    if (!local) {
-      const exposed = exposureProblem(host, this.auth.required);
-      if (exposed) throw new Error(`listen.admin: ${exposed}`);
-    }
-    const policy = { listenHost: host, allowedOrigins: this.config.listen.allowedOrigins };
-    const http = (this.adminHttp = new HttpServer(
-      this.endpoint,
-      this,
-      { ...this.config.listen, ...policy, port: local ? 0 : at.port, adminOnly: true, routes: (req, res, path, who) => admin.route(req, res, path, who, local), gate: this.gate, groups: this.catalog.groups },
-      this.log,
-    ));
-    admin.attach(http.server, this.authorizeAdminEvents, local);
-    if (local) {
-      this.adminSocket = await takeSocketPath(at.path, (p) => http.listenPath(p));
-      return at.path;
-    }
-    const addr = await http.listen(host, at.port);
-    return `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`;
+  /** The operator's own listener (listen.admin), once listen() has run (hub/listeners.ts); its address, undefined without one. */
+  listenAdmin(): Promise<string | undefined> {
+    return this.listeners.listenAdmin();
   }
 
   /** Refuse new work from now on (answered: the hub is shutting down), as stop() does first; calls in flight go on. */
   stopAccepting(): void {
     this.draining = true;
     this.stopBegun.abort(new HubStoppingError(true));
-    this.http?.stopAccepting();
-    this.adminHttp?.stopAccepting();
+    this.listeners.stopAccepting();
   }
 
   /**
@@ -503,7 +444,7 @@ export class Hub implements HubCore {
     this.catalog.close();
     // What waits for a client's answer (a parked call, a legacy client's question) ends now, before the upstreams close.
     this.mrtr.close();
-    this.admin?.close();
+    this.listeners.admin?.close();
     // The principals' own connections alongside the servers' (nothing of one waits on the other):
     // closed after them, their calls were answered only once every server's process had exited,
     // 2 s and more for one that ignores the end of its stdin. From here on the pool opens none (a
@@ -514,10 +455,9 @@ export class Hub implements HubCore {
     this.endpoint.stopCalls();
     // The calls failed by the closing upstreams still write their answers and audit rows.
     await this.inflight.idle(1_000);
-    await this.http?.close();
-    await this.adminHttp?.close();
+    await this.listeners.close();
     this.metrics?.close();
-    await this.adminSocket?.release();
+    await this.listeners.releaseSocket();
     this.validator.close();
     await this.plugins.close();
     await beforeLedgerClose?.();
@@ -578,8 +518,8 @@ export class Hub implements HubCore {
 
   private credentialsRevoked(principals: ReadonlySet<string>, keys: ReadonlySet<string>, narrowed: ReadonlyMap<string, ReadonlySet<string>>): void {
     // Any key change: a viewer's socket, or a ticket not yet used, does not say which credential opened it.
-    this.admin?.events.dropViewers();
-    this.admin?.tickets.revokeAll();
+    this.listeners.admin?.events.dropViewers();
+    this.listeners.admin?.tickets.revokeAll();
     const lost = lostEndpoint(keys, narrowed);
     const ended = this.endpoint.endSessionsOf(principals, keys, lost);
     const streams = this.endpoint.listen.endStreamsOf(principals, lost);
