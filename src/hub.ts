@@ -40,9 +40,9 @@ import { StartupGrace } from './hub/startup-grace.js';
 import { configSecretValues } from './config/secret-values.js';
 import { ignoredSettings } from './config/ignored-settings.js';
 import { dropConfigSecrets, useConfigSecrets } from './policy/config-secrets.js';
-import { applyReload, changedAnything, restartServer, type ReloadReport, type ReloadTarget } from './hub/reload.js';
+import { applyReload, restartServer, type ReloadReport, type ReloadTarget } from './hub/reload.js';
 import type { ReloadOutcome } from './config/watch.js';
-import { lostEndpoint, restartOnlyValues } from './config/reload.js';
+import { lostEndpoint } from './config/reload.js';
 import { ShownRoutes } from './hub/shown-routes.js';
 import { ChangeCoalescer } from './hub/change-coalescer.js';
 import { HubStoppingError, INTERNAL_ERROR, RpcError } from './protocol/errors.js';
@@ -56,6 +56,7 @@ import type { Metrics, MetricsSources } from './metrics.js';
 import { specOf } from './hub/upstream-spec.js';
 import { Dispatch, toolServerOf } from './hub/dispatch.js';
 import { Listeners } from './hub/listeners.js';
+import { ReloadHistory } from './hub/reload-history.js';
 import { reportCatalogEvent, reportInstructions, reportPluginFailure } from './hub/reports.js';
 import { ownReady, standsAlone, startsOwnProcess, usedBy } from './hub/own-connection.js';
 import { UpstreamSubscriptions } from './hub/upstream-subscriptions.js';
@@ -145,10 +146,8 @@ export class Hub implements HubCore {
   private pluginsNotLoaded: string[] = [];
   /** The poisoning checks on upstream instructions. */
   private readonly instructionScreen: InstructionScreen;
-  /** The last reload that changed anything, and when: a reload that finds nothing new says it. */
-  private lastChange: { at: string; report: ReloadReport } | undefined;
-  /** What the file held for the sections the last reload left for a restart (restartOnlyValues). */
-  private restartPending = restartOnlyValues({} as HubConfig, []);
+  /** What a reload's report says beyond what it applied (hub/reload-history.ts). */
+  private readonly reloads = new ReloadHistory();
   /**
    * The config's secret values (config/secret-values.ts), redacted in logs, errors, the ledger
    * and the admin views while the hub runs (policy/config-secrets.ts, registered under `config`).
@@ -476,16 +475,8 @@ export class Hub implements HubCore {
     useConfigSecrets(this.config, this.secretValues);
     for (const m of ignoredSettings(next)) this.log.warn(m);
     const report = await applyReload(this.reloadTarget(), next);
-    const kept = { at: new Date().toISOString(), report: { ...report } };
-    report.pluginsNotLoaded = [...this.pluginsNotLoaded];
-    // A reload that found a new restart-only change changed something too: an earlier reload's
-    // report, shown as "nothing new since", would pass for this one's (the CLI prints it so).
-    const pending = restartOnlyValues(next, report.restartOnly);
-    const fresh = pending !== this.restartPending;
-    this.restartPending = pending;
-    if (changedAnything(report) || fresh) this.lastChange = kept;
-    else if (this.lastChange) report.earlier = this.lastChange;
-    return report;
+    // Read once it is done: its plugins' load replaced the list.
+    return this.reloads.complete(report, next, this.pluginsNotLoaded);
   }
 
   /** A fresh connection for one running server, its config unchanged (POST /admin/servers/<id>/restart). */
