@@ -33,7 +33,6 @@ import { PrincipalRestartTotals, RestartTotals } from './hub/restart-totals.js';
 import { KnownCapabilities } from './hub/known-capabilities.js';
 import { SessionMemory } from './downstream/session-memory.js';
 import { ServerHandles } from './hub/server-handles.js';
-import { failClosedBlocker, UNNAMED_BLOCKER } from './router/fail-mode.js';
 import { InFlight } from './router/inflight.js';
 import { beginInCallTrace, inCallTrace } from './router/forwarding.js';
 import { StartupGrace } from './hub/startup-grace.js';
@@ -50,13 +49,14 @@ import { Canceller } from './cancel.js';
 import { createUpstream } from './upstream/index.js';
 import type { AskClient } from './upstream/types.js';
 import { VERSION } from './version.js';
-import { mergedInstructions, serverHealth, unionCapabilities, type ServerHealth } from './catalog/describe.js';
+import { mergedInstructions, unionCapabilities } from './catalog/describe.js';
 import { InstructionScreen, instructionChecks, type InstructionsVerdict } from './catalog/instructions.js';
 import type { Metrics, MetricsSources } from './metrics.js';
 import { specOf } from './hub/upstream-spec.js';
 import { Dispatch, toolServerOf } from './hub/dispatch.js';
 import { Listeners } from './hub/listeners.js';
 import { ReloadHistory } from './hub/reload-history.js';
+import { hubHealth, type HealthSources, type HubHealth } from './hub/health.js';
 import { reportCatalogEvent, reportInstructions, reportPluginFailure } from './hub/reports.js';
 import { ownReady, standsAlone, startsOwnProcess, usedBy } from './hub/own-connection.js';
 import { UpstreamSubscriptions } from './hub/upstream-subscriptions.js';
@@ -65,13 +65,6 @@ import { auditEvent, tapAudit } from './observe.js';
 
 /** The families currentCapabilities offers whatever the servers do (Hub.offers). */
 const LIST_FAMILIES: ReadonlySet<keyof ServerCapabilities> = new Set(['tools', 'prompts', 'resources']);
-/**
- * How long /healthz answers "refusing" after a ledger write failed (none succeeding since).
- * Only a write finds out that the disk has room again, and a load balancer that took the hub
- * out of rotation on the 503 sends it none: past this, the hub is shown serving again, so that
- * the next call tries.
- */
-const LEDGER_FAILURE_SHOWN_MS = 10_000;
 
 /**
  * The composition root: upstreams, catalog, router, ledger and the downstream endpoint, wired
@@ -146,6 +139,8 @@ export class Hub implements HubCore {
   private pluginsNotLoaded: string[] = [];
   /** The poisoning checks on upstream instructions. */
   private readonly instructionScreen: InstructionScreen;
+  /** What /healthz looks at (hub/health.ts). */
+  private readonly healthSources: HealthSources;
   /** What a reload's report says beyond what it applied (hub/reload-history.ts). */
   private readonly reloads = new ReloadHistory();
   /**
@@ -280,6 +275,12 @@ export class Hub implements HubCore {
       log,
     });
     this.grace = new StartupGrace({ startedAt, handles: this.handles, catalog: this.catalog, routes: this.routes, upstreams: this.upstreams, stop: this.stopBegun.signal, log });
+    this.healthSources = {
+      handles: this.handles,
+      catalog: this.catalog,
+      grace: this.grace,
+      ledgerWriteFailing: () => this.metricsSources.ledgerCounters()?.writeFailing,
+    };
     this.validator = new SchemaValidator(log);
     this.router = new Router(this.catalog, observed, this.subs, this.mrtr, log, {
       pageSize: config.pageSize,
@@ -652,28 +653,8 @@ export class Hub implements HubCore {
     this.upstreamSubs.sessionClosed(sessionKey);
   }
 
-  /**
-   * "ok" only while the hub serves calls: "stopping" while it drains, "refusing" while a
-   * failMode "closed" server is not ready (every call is refused then, whatever its server),
-   * and while the ledger cannot write (every call it would forward is refused then).
-   * `shows`: the servers the caller may know of (a key limited to tool groups); undefined: all.
-   * `groups`: that key's groups, whose tools alone its counts count.
-   */
-  health(shows?: (server: string) => boolean, groups?: ReadonlySet<string>): { status: string; reason?: string; servers: ServerHealth[] } {
-    const servers = [...this.handles.values()].filter((h) => !shows || shows(h.id)).map((h) => serverHealth(h, this.catalog, groups));
-    if (this.draining) return { status: 'stopping', servers };
-    const down = failClosedBlocker(this.handles.values());
-    // A call waits then rather than being refused (StartupGrace.waitsForClosed): "starting", not
-    // "refusing", still 503.
-    if (down && this.grace.waitsForClosed()) {
-      const who = !shows || shows(down.server) ? `server "${down.server}" (failMode "closed")` : 'a server it depends on (failMode "closed")';
-      return { status: 'starting', reason: `the hub is starting: calls wait for ${who} to be ready, up to ${this.grace.ms / 1000} s from the hub's start`, servers };
-    }
-    if (down) return { status: 'refusing', reason: !shows || shows(down.server) ? down.message : UNNAMED_BLOCKER, servers };
-    const ledger = this.metricsSources.ledgerCounters()?.writeFailing;
-    if (ledger && monotonicNow() - ledger.at < LEDGER_FAILURE_SHOWN_MS) {
-      return { status: 'refusing', reason: `the audit ledger cannot write (${ledger.code}); the hub does not run calls it cannot record`, servers };
-    }
-    return { status: 'ok', servers };
+  /** /healthz and `switchyard status` (hub/health.ts). */
+  health(shows?: (server: string) => boolean, groups?: ReadonlySet<string>): HubHealth {
+    return hubHealth(this.healthSources, this.draining, shows, groups);
   }
 }
