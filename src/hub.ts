@@ -43,7 +43,6 @@ import { applyReload, restartServer, type ReloadReport, type ReloadTarget } from
 import type { ReloadOutcome } from './config/watch.js';
 import { lostEndpoint } from './config/reload.js';
 import { ShownRoutes } from './hub/shown-routes.js';
-import { ChangeCoalescer } from './hub/change-coalescer.js';
 import { HubStoppingError, INTERNAL_ERROR, RpcError } from './protocol/errors.js';
 import { Canceller } from './cancel.js';
 import { createUpstream } from './upstream/index.js';
@@ -60,6 +59,7 @@ import { hubHealth, type HealthSources, type HubHealth } from './hub/health.js';
 import { reportCatalogEvent, reportInstructions, reportPluginFailure } from './hub/reports.js';
 import { ownReady, standsAlone, startsOwnProcess, usedBy } from './hub/own-connection.js';
 import { UpstreamSubscriptions } from './hub/upstream-subscriptions.js';
+import { relayCatalogChanges } from './hub/change-notices.js';
 import { monotonicNow } from './monotonic.js';
 import { auditEvent, tapAudit } from './observe.js';
 
@@ -86,7 +86,8 @@ export class Hub implements HubCore {
    */
   private readonly restartTotals = new RestartTotals();
   private readonly principalRestarts = new PrincipalRestartTotals();
-  private readonly listChanges: ChangeCoalescer<[kind: string, principal: string | undefined, servers: readonly string[] | undefined]>;
+  /** The catalog's changes as clients hear them (hub/change-notices.ts); closed at stop. */
+  private readonly listChanges: { close(): void };
   readonly catalog: Catalog;
   readonly router: Router;
   readonly mrtr: Mrtr;
@@ -194,30 +195,7 @@ export class Hub implements HubCore {
       standsAlone: (h, principal, ready) => (ready ? ownReady(this.upstreams, h, principal) : standsAlone(this.upstreams, h, principal) && (h.config.url !== undefined || this.upstreams.existing(h, principal) !== undefined)),
     });
     this.routes = new ShownRoutes(this.catalog);
-    // Said on a principal's own connection: for the subscriptions made on that connection only.
-    // A subscription outlives a reload of `groups`: a client whose group no longer shows the
-    // server is not told of its resources (seenBy), as it could no longer subscribe to them.
-    this.catalog.on('resourceUpdated', (u: { server: string; uri: string; principal?: string }) =>
-      this.events.emit('resourceUpdated', {
-        uri: u.uri,
-        subscribers: this.subs.subscribers(u.server, u.uri, u.principal === undefined ? '' : principalConn(u.principal)),
-        seenBy: (group?: string) => this.catalog.groups.showsServer(group, u.server),
-      }),
-    );
-    // `principal`: a change of that principal's own list only (its own upstream connection).
-    // `servers`: changes of those servers' parts only, which clients of a group without any of
-    // them do not see (undefined: of the whole list). One key per kind and principal, not per
-    // server: a burst of changes (an upstream's storm of list_changed, or forty servers coming
-    // ready after a start or a reload) reaches each client as a few, not one per server.
-    this.listChanges = new ChangeCoalescer(
-      (kind: string, principal: string | undefined, servers: readonly string[] | undefined) =>
-        this.events.emit('listChanged', kind, principal, servers === undefined ? undefined : (group?: string) => servers.some((s) => this.catalog.groups.showsServer(group, s))),
-      undefined,
-      (earlier, later) => [later[0], later[1], earlier[2] === undefined || later[2] === undefined ? undefined : [...new Set([...earlier[2], ...later[2]])]],
-    );
-    this.catalog.on('changed', (kind: string, principal?: string, server?: string) =>
-      this.listChanges.change(JSON.stringify([kind, principal ?? null]), kind, principal, server === undefined ? undefined : [server]),
-    );
+    this.listChanges = relayCatalogChanges(this.catalog, this.subs, this.events);
     const policy = (config.policy ?? {}) as { requestStateKey?: string; inputTimeoutMs?: number; requestStateTtlMs?: number };
     const base = config.file ? dirname(config.file) : process.cwd();
     const keyFile = config.ledger.enabled ? join(dirname(resolve(base, config.ledger.path)), 'state.key') : join(base, 'data', 'state.key');

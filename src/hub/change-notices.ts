@@ -1,0 +1,42 @@
+/**
+ * What clients hear of the catalog's changes: its 'resourceUpdated' and 'changed' events said
+ * again as the hub's 'resourceUpdated' and 'listChanged' (HubCore.events), which the endpoint
+ * sends to the sessions and streams each concerns.
+ */
+import type { EventEmitter } from 'node:events';
+import type { Catalog } from '../catalog/catalog.js';
+import { principalConn } from '../catalog/principal-conn.js';
+import type { Subscriptions } from '../router/subscriptions.js';
+import { ChangeCoalescer } from './change-coalescer.js';
+
+/** A list change: its kind, the principal whose own list it is (undefined: everyone's), the servers whose parts changed (undefined: the whole list). */
+type ListChange = [kind: string, principal: string | undefined, servers: readonly string[] | undefined];
+
+/** Relays `catalog`'s changes to `events` from now on; the returned coalescer's close() ends the windows still open (the hub's stop). */
+export function relayCatalogChanges(catalog: Pick<Catalog, 'on' | 'groups'>, subs: Pick<Subscriptions, 'subscribers'>, events: EventEmitter): { close(): void } {
+  // Said on a principal's own connection: for the subscriptions made on that connection only.
+  // A subscription outlives a reload of `groups`: a client whose group no longer shows the
+  // server is not told of its resources (seenBy), as it could no longer subscribe to them.
+  catalog.on('resourceUpdated', (u: { server: string; uri: string; principal?: string }) =>
+    events.emit('resourceUpdated', {
+      uri: u.uri,
+      subscribers: subs.subscribers(u.server, u.uri, u.principal === undefined ? '' : principalConn(u.principal)),
+      seenBy: (group?: string) => catalog.groups.showsServer(group, u.server),
+    }),
+  );
+  // `principal`: a change of that principal's own list only (its own upstream connection).
+  // `servers`: changes of those servers' parts only, which clients of a group without any of
+  // them do not see (undefined: of the whole list). One key per kind and principal, not per
+  // server: a burst of changes (an upstream's storm of list_changed, or forty servers coming
+  // ready after a start or a reload) reaches each client as a few, not one per server.
+  const listChanges = new ChangeCoalescer<ListChange>(
+    (kind: string, principal: string | undefined, servers: readonly string[] | undefined) =>
+      events.emit('listChanged', kind, principal, servers === undefined ? undefined : (group?: string) => servers.some((s) => catalog.groups.showsServer(group, s))),
+    undefined,
+    (earlier, later) => [later[0], later[1], earlier[2] === undefined || later[2] === undefined ? undefined : [...new Set([...earlier[2], ...later[2]])]],
+  );
+  catalog.on('changed', (kind: string, principal?: string, server?: string) =>
+    listChanges.change(JSON.stringify([kind, principal ?? null]), kind, principal, server === undefined ? undefined : [server]),
+  );
+  return listChanges;
+}
