@@ -121,8 +121,8 @@ export class Hub implements HubCore {
   /**
    * Aborted as the stop begins (stopAccepting): a request waiting for a server to start (its first
    * start, or back after a crash for a retry) ends then, answered as the stop ends a request
-   * (endedWhileWaiting). Nothing runs upstream for it, and the drain waited for it, its whole
-   * listen.drainTimeoutMs for a server slow to start.
+   * (Dispatch.endedWhileWaiting). Nothing runs upstream for it, and the drain waited for it, its
+   * whole listen.drainTimeoutMs for a server slow to start.
    */
   private readonly stopBegun = new Canceller();
   /** stop() is past its drain deadline, closing the upstreams (a list built now may lack them). */
