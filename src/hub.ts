@@ -9,8 +9,7 @@ import { SessionIds } from './downstream/session-ids.js';
 import { NameAssigner } from './catalog/names.js';
 import { Groups } from './catalog/filters.js';
 import type { ResourceRouteStore } from './catalog/resource-routes.js';
-import { loadPlugins, pluginSources } from './plugins/loader.js';
-import { PluginRunner, type PluginFailure } from './plugins/runner.js';
+import { PluginRunner } from './plugins/runner.js';
 import type { HubCore } from './downstream/core.js';
 import { Endpoint } from './downstream/endpoint.js';
 import { openLedger } from './ledger/open.js';
@@ -55,6 +54,7 @@ import { specOf } from './hub/upstream-spec.js';
 import { Dispatch, toolServerOf } from './hub/dispatch.js';
 import { Listeners } from './hub/listeners.js';
 import { ReloadHistory } from './hub/reload-history.js';
+import { PluginLoads } from './hub/plugin-loads.js';
 import { hubHealth, type HealthSources, type HubHealth } from './hub/health.js';
 import { reportCatalogEvent, reportInstructions, reportPluginFailure } from './hub/reports.js';
 import { ownReady, standsAlone, startsOwnProcess, usedBy } from './hub/own-connection.js';
@@ -134,10 +134,8 @@ export class Hub implements HubCore {
   private readonly resourceRoutes: ResourceRouteStore | undefined;
   /** Read the config file again and apply it: set by `switchyard start` (POST /admin/reload). */
   reloadConfigFile: (() => Promise<ReloadOutcome<ReloadReport>>) | undefined;
-  /** The plugin files of the last load and what they held (a reload loads them again when this differs). */
-  private pluginSourcesLoaded: string;
-  /** Plugins of the last load (at the start or a reload) that could not be loaded ("<file>: <why>"). */
-  private pluginsNotLoaded: string[] = [];
+  /** The plugins' loads, at the start and by reloads (hub/plugin-loads.ts). */
+  private readonly pluginLoads: PluginLoads;
   /** The poisoning checks on upstream instructions. */
   private readonly instructionScreen: InstructionScreen;
   /** What /healthz looks at (hub/health.ts). */
@@ -161,13 +159,8 @@ export class Hub implements HubCore {
     // (after the plugins, the state key and the upstream pool, which it looks at, are).
     const startedAt = monotonicNow();
     this.events.setMaxListeners(0);
-    const pluginFailed = (f: PluginFailure) => reportPluginFailure(this, f);
-    this.pluginSourcesLoaded = pluginSources(config.plugins, config.file);
-    const notLoaded = (f: PluginFailure) => {
-      this.pluginsNotLoaded.push(`${f.plugin}: ${f.message}`);
-      reportPluginFailure(this, f);
-    };
-    this.plugins = new PluginRunner(loadPlugins(config.plugins, config.file, log, notLoaded), log, pluginFailed);
+    this.pluginLoads = new PluginLoads(config, log, (f) => reportPluginFailure(this, f));
+    this.plugins = this.pluginLoads.runner;
     this.instructionScreen = new InstructionScreen(instructionChecks(config.plugins), () => this.config.policy?.poisoning ?? 'warn', (e) => reportInstructions(this, e), () => this.handles.keys());
     this.knownCapabilities = new KnownCapabilities(ledger.capabilityStore?.());
     this.resourceRoutes = ledger.resourceRouteStore?.();
@@ -455,7 +448,7 @@ export class Hub implements HubCore {
     for (const m of ignoredSettings(next)) this.log.warn(m);
     const report = await applyReload(this.reloadTarget(), next);
     // Read once it is done: its plugins' load replaced the list.
-    return this.reloads.complete(report, next, this.pluginsNotLoaded);
+    return this.reloads.complete(report, next, this.pluginLoads.notLoaded);
   }
 
   /** A fresh connection for one running server, its config unchanged (POST /admin/servers/<id>/restart). */
@@ -479,7 +472,7 @@ export class Hub implements HubCore {
       applyPolicy: (p) => this.applyPolicy(p),
       applyGroups: (g) => this.applyGroups(g),
       applyPlugins: (p) => this.applyPlugins(p),
-      pluginFilesChanged: (p) => pluginSources(p, this.config.file) !== this.pluginSourcesLoaded,
+      pluginFilesChanged: (p) => this.pluginLoads.filesChanged(p),
       applyPageSize: (n) => this.router.setPageSize(n),
       credentialsRevoked: (p, k, n) => this.credentialsRevoked(p, k, n),
       forgetUnconfigured: () => this.forgetUnconfigured(),
@@ -503,16 +496,8 @@ export class Hub implements HubCore {
   }
 
   private async applyPlugins(plugins: NonNullable<HubConfig['plugins']>): Promise<string[]> {
-    this.pluginSourcesLoaded = pluginSources(plugins, this.config.file);
     this.instructionScreen.setChecks(instructionChecks(plugins));
-    const failed: string[] = [];
-    await this.plugins.replace(
-      loadPlugins(plugins, this.config.file, this.log, (f) => {
-        failed.push(`${f.plugin}: ${f.message}`);
-        reportPluginFailure(this, f);
-      }),
-    );
-    this.pluginsNotLoaded = [...failed];
+    const failed = await this.pluginLoads.reload(plugins);
     this.catalog.pluginsChanged();
     return failed;
   }
