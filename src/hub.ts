@@ -40,7 +40,6 @@ import { ignoredSettings } from './config/ignored-settings.js';
 import { dropConfigSecrets, useConfigSecrets } from './policy/config-secrets.js';
 import { applyReload, restartServer, type ReloadReport, type ReloadTarget } from './hub/reload.js';
 import type { ReloadOutcome } from './config/watch.js';
-import { lostEndpoint } from './config/reload.js';
 import { ShownRoutes } from './hub/shown-routes.js';
 import { HubStoppingError, INTERNAL_ERROR, RpcError } from './protocol/errors.js';
 import { Canceller } from './cancel.js';
@@ -54,6 +53,7 @@ import { specOf } from './hub/upstream-spec.js';
 import { Dispatch, toolServerOf } from './hub/dispatch.js';
 import { Listeners } from './hub/listeners.js';
 import { ReloadHistory } from './hub/reload-history.js';
+import { endRemovedGroups, endRevoked } from './hub/reload-endings.js';
 import { PluginLoads } from './hub/plugin-loads.js';
 import { hubHealth, type HealthSources, type HubHealth } from './hub/health.js';
 import { reportCatalogEvent, reportInstructions, reportPluginFailure } from './hub/reports.js';
@@ -474,19 +474,9 @@ export class Hub implements HubCore {
       applyPlugins: (p) => this.applyPlugins(p),
       pluginFilesChanged: (p) => this.pluginLoads.filesChanged(p),
       applyPageSize: (n) => this.router.setPageSize(n),
-      credentialsRevoked: (p, k, n) => this.credentialsRevoked(p, k, n),
+      credentialsRevoked: (p, k, n) => endRevoked(this.endpoint, this.listeners.admin, this.log, p, k, n),
       forgetUnconfigured: () => this.forgetUnconfigured(),
     };
-  }
-
-  private credentialsRevoked(principals: ReadonlySet<string>, keys: ReadonlySet<string>, narrowed: ReadonlyMap<string, ReadonlySet<string>>): void {
-    // Any key change: a viewer's socket, or a ticket not yet used, does not say which credential opened it.
-    this.listeners.admin?.events.dropViewers();
-    this.listeners.admin?.tickets.revokeAll();
-    const lost = lostEndpoint(keys, narrowed);
-    const ended = this.endpoint.endSessionsOf(principals, keys, lost);
-    const streams = this.endpoint.listen.endStreamsOf(principals, lost);
-    if (ended || streams) this.log.info({ sessions: ended, listenStreams: streams, principals: [...principals] }, 'config reload: sessions and streams of revoked credentials ended');
   }
 
   private applyPolicy(p: PolicyConfig): void {
@@ -507,10 +497,7 @@ export class Hub implements HubCore {
     // Names remembered per group for servers that are down: a group that no longer shows one
     // must answer "unknown tool" for it, not "unavailable".
     this.routes.forgetAll();
-    const gone = (group: string) => !this.catalog.groups.has(group);
-    const ended = this.endpoint.endSessionsOfGroups(gone);
-    const streams = this.endpoint.listen.endStreamsOfGroups(gone);
-    if (ended || streams) this.log.info({ sessions: ended, listenStreams: streams }, 'config reload: sessions and streams of removed groups ended');
+    endRemovedGroups(this.endpoint, this.log, (group) => !this.catalog.groups.has(group));
   }
 
   namesFirstStarting(method: string, params: Record<string, unknown>, group?: string): boolean {
