@@ -22,7 +22,7 @@ import { monotonicNow } from '../monotonic.js';
  * newer ones only the URIs added since, each at most half as many as the one before it. New
  * URIs go into a new stream together with the newest streams that would otherwise break that
  * rule, which it replaces once acknowledged (closed only then: a change said in between reaches
- * one of them); so the streams are a few (about log2 of the URIs), and a URI is sent again a
+ * one of them; over HTTP read a little longer, see ListenHandle.retire); so the streams are a few (about log2 of the URIs), and a URI is sent again a
  * few times, not at each later subscribe. Subscribes awaited one by one (an IDE opening files)
  * each sent the whole filter: 64 of them 237 KB of filters, 64 more by another user of the same
  * connection 659 KB. A URI unsubscribed stays in its stream until that stream holds more such
@@ -104,6 +104,11 @@ interface Stream {
   flags: ReadonlySet<string>;
   /** The acknowledged stream that took its place. */
   replacedBy?: Stream;
+  /**
+   * The changes it passed on (their held-copy keys) while a stream it replaced is still read
+   * (retiring): a copy that comes there later is of a change no later than this one's.
+   */
+  told?: Set<string>;
 }
 
 interface Tracked {
@@ -122,6 +127,8 @@ interface Tracked {
   waiters: Set<(final?: boolean) => boolean>;
   /** Copies said on replaced streams, by change (the method, and an update's URI). */
   held: Map<string, Held>;
+  /** Streams replaced, still read for what the server said on them before (ListenHandle.retire). */
+  retiring: Set<Stream>;
 }
 
 /** How long a client's subscription waits for a modern upstream to acknowledge its resource URIs. */
@@ -178,7 +185,7 @@ export class ListenManager {
 
   track(id: string, upstream: Upstream): void {
     this.untrack(id);
-    const t: Tracked = { id, upstream, streams: [], failures: 0, refused: false, onState: () => this.sync(t), waiters: new Set(), held: new Map() };
+    const t: Tracked = { id, upstream, streams: [], failures: 0, refused: false, onState: () => this.sync(t), waiters: new Set(), held: new Map(), retiring: new Set() };
     this.tracked.set(id, t);
     upstream.on('state', t.onState);
     this.sync(t);
@@ -282,6 +289,8 @@ export class ListenManager {
     t.streams = [];
     t.opening = undefined;
     for (const s of all) s.handle.close();
+    for (const s of t.retiring) s.handle.close();
+    t.retiring.clear();
     // No replacement will say them now.
     for (const key of [...t.held.keys()]) this.release(t, key);
   }
@@ -296,6 +305,11 @@ export class ListenManager {
     if (key === undefined) return true;
     const next = s.replacedBy ?? (t.opening && t.streams.indexOf(s) >= t.opening.from ? t.opening.stream : undefined);
     if (next && says(next, m)) {
+      // Its replacement said it since: what it told stands for this (a twin, or an earlier change).
+      if (next.told?.has(key)) {
+        this.log.debug({ server: t.id, method: m.method }, 'a change said on a replaced listen stream after its replacement said it: passed on once');
+        return false;
+      }
       const held = t.held.get(key);
       // The later copy, passed on no later than the earlier one was due.
       if (held) held.n = m;
@@ -306,6 +320,7 @@ export class ListenManager {
       }
       return false;
     }
+    s.told?.add(key);
     // Said again, now: the copy held stands for nothing this one does not.
     const held = t.held.get(key);
     if (held) {
@@ -406,7 +421,13 @@ export class ListenManager {
       t.opening = undefined;
       for (const s of replaced) {
         s.replacedBy = stream;
-        s.handle.close();
+        // Read a little longer where a change said on it just before may still be on its way (HTTP).
+        if (s.handle.retire === undefined) s.handle.close();
+        else {
+          t.retiring.add(s);
+          stream.told ??= new Set();
+          s.handle.retire();
+        }
       }
       // Held for it, and it does not say them after all.
       for (const [key, held] of [...t.held]) if (held.by === stream && !says(stream, held.n)) this.release(t, key);
@@ -429,6 +450,10 @@ export class ListenManager {
     slow.unref();
     void stream.handle.ended.then((end) => {
       clearTimeout(slow);
+      if (t.retiring.delete(stream)) {
+        const by = stream.replacedBy!;
+        if (![...t.retiring].some((r) => r.replacedBy === by)) by.told = undefined;
+      }
       if (!mine()) return; // closed by us, or replaced
       // Any stream's end is a drop of them all: listened to again from the whole filter.
       this.closeStreams(t);

@@ -51,6 +51,14 @@ const NOTICE_TIMEOUT_MS = 5_000;
 const UNTAKEN_CANCEL_WAIT_MS = 2_000;
 /** How long an answer stream may stay open after its response before the hub closes it. */
 const ANSWERED_STREAM_LINGER_MS = 1_000;
+/**
+ * How long a modern listen stream another replaced is still read (ListenHandle.retire). A change
+ * the server said before it took the new stream went on the old one only, and nothing orders two
+ * connections: its bytes may come after the new stream's acknowledgement (a busy hub reading its
+ * sockets in another order, a proxy that buffers one of them). Closed at the acknowledgement,
+ * as it was, that change was lost.
+ */
+const RETIRED_LISTEN_MS = 1_000;
 /** How long to wait before resuming a stream whose server named no `retry:` (the SSE default is the client's). */
 const RESUME_WAIT_MS = 1_000;
 /** A resumption that brings nothing new waits longer each time, from this, up to GET_RETRY_MAX_MS. */
@@ -716,6 +724,10 @@ export class HttpUpstream extends HandshakingUpstream {
       return;
     }
     this.handleMessage(c);
+  }
+
+  protected override retiredListenMs(): number {
+    return this._era === MODERN ? RETIRED_LISTEN_MS : 0;
   }
 
   protected cancelUpstream(p: Pending, reason: string): void {

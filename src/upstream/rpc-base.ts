@@ -975,7 +975,23 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       () => settle({ reason: 'ended by the server' }),
       (err: unknown) => settle(ac.signal.aborted ? { reason: 'closed' } : { reason: errMessage(err), error: err instanceof Error ? err : new Error(String(err)) }),
     );
-    return { close: () => ac.abort('listen closed'), ended };
+    const close = (): void => ac.abort('listen closed');
+    const retire = (): void => {
+      const ms = this.retiredListenMs();
+      if (ms <= 0) return close();
+      const t = setTimeout(close, ms);
+      t.unref();
+      void ended.then(() => clearTimeout(t));
+    };
+    return { close, retire, ended };
+  }
+
+  /**
+   * How long a listen stream another replaced is still read (ListenHandle.retire): 0 where the
+   * server's messages come in the order it wrote them, as on one pipe.
+   */
+  protected retiredListenMs(): number {
+    return 0;
   }
 
   /**

@@ -271,6 +271,13 @@ export interface ListenEnd {
 export interface ListenHandle {
   /** Stop listening: closes the stream (HTTP) or sends notifications/cancelled (stdio). */
   close(): void;
+  /**
+   * Stop listening once what the server said on this stream before now has come (another stream
+   * took its place): at once where the server's messages come in the order it wrote them (stdio,
+   * one pipe), a little later over HTTP, where each stream is a connection of its own and one
+   * written to before another's acknowledgement may still bring it after. Without it, close().
+   */
+  retire?(): void;
   /** Settles (never rejects) when the subscription is over, for whatever reason. */
   readonly ended: Promise<ListenEnd>;
 }
