@@ -129,7 +129,23 @@ interface Tracked {
   held: Map<string, Held>;
   /** Streams replaced, still read for what the server said on them before (ListenHandle.retire). */
   retiring: Set<Stream>;
+  /**
+   * Resource URIs an acknowledged stream honoured before all of them closed: a change said until
+   * a new stream is acknowledged is not heard. When the connection lapsed meanwhile (the upstream
+   * down, or its connection replaced: see GAPS_KEPT), their subscribers are told they updated
+   * then; after a drop alone (a proxy's stream time limit, every minute perhaps), not.
+   */
+  unheard: Set<string>;
+  /** The connection was not ready, or was replaced, since the streams closed. */
+  lapsed: boolean;
 }
+
+/**
+ * How many keys' unheard URIs are kept between untrack() and the next track() of the key (a
+ * reload or `servers restart` untracks the old connection before the new one is tracked). A key
+ * untracked for good (a server removed) is not tracked again: the oldest are let go.
+ */
+const GAPS_KEPT = 256;
 
 /** How long a client's subscription waits for a modern upstream to acknowledge its resource URIs. */
 export const LISTEN_ACK_WAIT_MS = 2_000;
@@ -174,6 +190,8 @@ function flagsKeyOf(f: ListenFilter): string {
 
 export class ListenManager {
   private readonly tracked = new Map<string, Tracked>();
+  /** Unheard URIs of keys untracked, for their next track() (see Tracked.unheard). */
+  private readonly gaps = new Map<string, Set<string>>();
   private readonly ackTimeoutMs: number;
 
   constructor(
@@ -185,7 +203,9 @@ export class ListenManager {
 
   track(id: string, upstream: Upstream): void {
     this.untrack(id);
-    const t: Tracked = { id, upstream, streams: [], failures: 0, refused: false, onState: () => this.sync(t), waiters: new Set(), held: new Map(), retiring: new Set() };
+    const unheard = this.gaps.get(id) ?? new Set<string>();
+    this.gaps.delete(id);
+    const t: Tracked = { id, upstream, streams: [], failures: 0, refused: false, onState: () => this.sync(t), waiters: new Set(), held: new Map(), retiring: new Set(), unheard, lapsed: unheard.size > 0 };
     this.tracked.set(id, t);
     upstream.on('state', t.onState);
     this.sync(t);
@@ -198,6 +218,10 @@ export class ListenManager {
     this.tracked.delete(id);
     t.upstream.off('state', t.onState);
     this.stop(t);
+    if (t.unheard.size === 0) return;
+    this.gaps.delete(id);
+    this.gaps.set(id, t.unheard);
+    if (this.gaps.size > GAPS_KEPT) this.gaps.delete(this.gaps.keys().next().value!);
   }
 
   /** The filter of a server may have changed (a resource subscription came or went). */
@@ -275,6 +299,7 @@ export class ListenManager {
 
   closeAll(): void {
     for (const id of [...this.tracked.keys()]) this.untrack(id);
+    this.gaps.clear();
   }
 
   /** Every stream closed, and a re-listen scheduled is not made. */
@@ -286,6 +311,7 @@ export class ListenManager {
 
   private closeStreams(t: Tracked): void {
     const all = t.opening ? [...t.streams, t.opening.stream] : t.streams;
+    for (const s of t.streams) for (const u of s.honoured ?? []) t.unheard.add(u);
     t.streams = [];
     t.opening = undefined;
     for (const s of all) s.handle.close();
@@ -331,6 +357,20 @@ export class ListenManager {
     return true;
   }
 
+  /**
+   * The URIs heard again after the connection lapsed (t.unheard) that `stream` honours are said updated, as the
+   * upstream would have said a change of them: their subscribers read them again. Once each,
+   * whatever was said in the gap (nothing of it was heard).
+   */
+  private toldUnheard(t: Tracked, stream: Stream): void {
+    const uris = t.lapsed ? [...t.unheard].filter((u) => stream.honoured!.has(u)) : [];
+    t.unheard.clear();
+    t.lapsed = false;
+    if (uris.length === 0 || this.tracked.get(t.id) !== t) return;
+    this.log.info({ server: t.id, uris: uris.length }, 'listening again after a gap: subscribed resources said updated, since a change in the gap was not heard');
+    for (const uri of uris) t.upstream.emit('notification', { method: UPDATED, params: { uri } });
+  }
+
   /** A copy held is passed on, as the upstream would have said it. */
   private release(t: Tracked, key: string): void {
     const held = t.held.get(key);
@@ -344,7 +384,10 @@ export class ListenManager {
   private sync(t: Tracked): void {
     const u = t.upstream;
     if (u.state !== 'ready' || u.era !== MODERN || typeof u.listen !== 'function') {
-      if (u.state !== 'ready') t.refused = false; // a restart may bring a server that listens
+      if (u.state !== 'ready') {
+        t.refused = false; // a restart may bring a server that listens
+        t.lapsed = true;
+      }
       this.stop(t);
       return;
     }
@@ -417,6 +460,7 @@ export class ListenManager {
       if (flagsKey !== '{}') stream.heard = new Set(Object.keys(notifications ?? {}).filter((k) => k !== 'resourceSubscriptions' && notifications![k] === true));
       // It takes the place of those it replaces, closed only now: a change said while it was
       // opened reached one of them.
+      const whole = t.opening.from === 0;
       const replaced = t.streams.splice(t.opening.from, t.streams.length, stream);
       t.opening = undefined;
       for (const s of replaced) {
@@ -432,6 +476,8 @@ export class ListenManager {
       // Held for it, and it does not say them after all.
       for (const [key, held] of [...t.held]) if (held.by === stream && !says(stream, held.n)) this.release(t, key);
       this.log.debug({ server: t.id, honoured: m.params.notifications, streams: t.streams.length }, 'upstream listen acknowledged');
+      // Heard again after a gap (the whole filter: all streams had closed): what changed in it was not.
+      if (whole) this.toldUnheard(t, stream);
       if (stream.heard && this.tracked.get(t.id) === t) this.opts.onHearing?.(t.id);
       // Said before the waiters hear it: a subscriber still waiting for this answer is not yet
       // told anything, and is answered by it (honours).

@@ -5,7 +5,9 @@
  * (test/fixtures/catalog/sdk2-listen-gap.mjs), SDK v1 and v2 clients.
  *  - A stream replaced (a subscribe changed the filter): the change said just before the server
  *    took the new stream went on the old one only, and its bytes come after the new stream's
- *    acknowledgement (the fixture holds them back until it has written that acknowledgement).
+ *    acknowledgement (held back by the fixture, as a buffering proxy would).
+ *  - The connection replaced (`servers restart`): the change said after the old connection's
+ *    stream closed and before the new one's was acknowledged went on no stream at all.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
@@ -92,5 +94,25 @@ describe('a modern upstream over HTTP, between two of the hub\'s listen streams'
     await trigger.callTool({ name: 'g__touch', arguments: { uri: doc('a') } });
     await expect.poll(() => [s.legacyHeard.length, s.modernHeard.length], { timeout: 5000, interval: 20 }).toEqual([2, 2]);
     expect({ legacy: s.legacyHeard, modern: s.modernHeard }).toEqual({ legacy: [doc('a'), doc('a')], modern: [doc('a'), doc('a')] });
+  }, 60_000);
+
+  it('`servers restart`: once the new connection\'s stream is acknowledged, subscribers are told the resources they watch updated', async () => {
+    up = await startHttpFixture(FIXTURE, { GAP_WHEN: 'gap', WATCHED_URI: doc('a') });
+    hub = await startHub({ servers: { g: { url: up.url } } });
+    await waitForReady(hub.url, ['g']);
+    const s = await subscribers(hub.url);
+    // Nothing is said at the first stream's acknowledgement: a marker said after it comes alone.
+    await s.legacy.callTool({ name: 'g__touch', arguments: { uri: doc('m') } });
+    const restarted = await fetch(new URL('/admin/servers/g/restart', hub.url), { method: 'POST', signal: AbortSignal.timeout(10_000) });
+    expect(restarted.status).toBe(200);
+    await waitForReady(hub.url, ['g']);
+    // The server said a updated once the old connection's stream closed, before the new one's was open.
+    await expect.poll(async () => firstText(await s.legacy.callTool({ name: 'g__said', arguments: {} })), { timeout: 10_000, interval: 50 }).toBe('said');
+    await within(s.both, 10_000, 'an update after the gap');
+    // Once each: a marker said on the new stream after its acknowledgement comes after it.
+    await s.legacy.callTool({ name: 'g__touch', arguments: { uri: doc('a') } });
+    await expect.poll(() => [s.legacyHeard.length, s.modernHeard.length], { timeout: 5000, interval: 20 }).toEqual([2, 2]);
+    expect({ legacy: s.legacyHeard, modern: s.modernHeard }).toEqual({ legacy: [doc('a'), doc('a')], modern: [doc('a'), doc('a')] });
+    expect(hub.logs.filter((l) => l.includes('listening again after a gap'))).toHaveLength(1);
   }, 60_000);
 });

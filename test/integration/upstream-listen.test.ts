@@ -109,6 +109,30 @@ describe('ListenManager', () => {
     await waitFor(() => seen.length === 3, 1000, 'change after restart');
   });
 
+  it('says the URIs it watched updated once listening again after the upstream restarted, not after a drop alone', async () => {
+    const u = (await started(stdio('w', MUTABLE))) as StdioUpstream;
+    const updated: string[] = [];
+    u.on('notification', (n: { method: string; params: { uri?: string } }) => void (n.method === 'notifications/resources/updated' && updated.push(n.params.uri!)));
+    const gaps: string[] = [];
+    const m = new ListenManager(silentLogger, { subscribedUris: () => ['x://w'], onGap: (id) => void gaps.push(id) });
+    managers.push(m);
+    m.track('w', u);
+    expect(await m.honours('w', ['x://w'], 3000)).toEqual(['x://w']);
+    // A drop on a connection that stays up: listened to again, nothing said for the gap (a marker
+    // said after the new stream's acknowledgement comes alone).
+    await u.request('tools/call', { name: 'drop', arguments: {} });
+    await waitFor(() => gaps.length === 1, 2000, 'the drop');
+    expect(await m.honours('w', ['x://w'], 3000)).toEqual(['x://w']);
+    await u.request('tools/call', { name: 'touch', arguments: { uri: 'x://w' } });
+    await waitFor(() => updated.length >= 1, 2000, 'the marker');
+    expect(updated).toEqual(['x://w']);
+    // The process dies and is started again: what it said meanwhile was not heard.
+    process.kill(u.pid!, 'SIGKILL');
+    await waitFor(() => u.state !== 'ready', 3000, 'restart begins');
+    await waitFor(() => updated.length >= 2, 10_000, 'the update after the restart');
+    expect(updated).toEqual(['x://w', 'x://w']);
+  });
+
   it('a server that ends every stream right after acknowledging it is listened to again with a growing wait', async () => {
     const { log, records } = captureLogger();
     const u = await started(stdio('e', MUTABLE, { LISTEN_ENDS: '1' }));
