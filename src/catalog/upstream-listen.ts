@@ -132,11 +132,11 @@ interface Tracked {
   /**
    * Resource URIs an acknowledged stream honoured before all of them closed: a change said until
    * a new stream is acknowledged is not heard. When the connection lapsed meanwhile (the upstream
-   * down, or its connection replaced: see GAPS_KEPT), their subscribers are told they updated
-   * then; after a drop alone (a proxy's stream time limit, every minute perhaps), not.
+   * down, or its connection replaced: see GAPS_KEPT) or the streams dropped, their subscribers
+   * are told they updated then: a re-read too many is cheaper than a change missed.
    */
   unheard: Set<string>;
-  /** The connection was not ready, or was replaced, since the streams closed. */
+  /** The streams dropped, or the connection was not ready or was replaced, since they closed. */
   lapsed: boolean;
 }
 
@@ -501,8 +501,11 @@ export class ListenManager {
         if (![...t.retiring].some((r) => r.replacedBy === by)) by.told = undefined;
       }
       if (!mine()) return; // closed by us, or replaced
-      // Any stream's end is a drop of them all: listened to again from the whole filter.
+      // Any stream's end is a drop of them all: listened to again from the whole filter. What
+      // was said until then is not heard, as when the connection lapses: the lists are fetched
+      // again (onGap) and the URIs watched said updated once listened to again (toldUnheard).
       this.closeStreams(t);
+      t.lapsed = true;
       if (this.tracked.get(t.id) !== t || t.upstream.state !== 'ready') return;
       if (notSupported(end.error)) {
         t.refused = true;

@@ -109,7 +109,7 @@ describe('ListenManager', () => {
     await waitFor(() => seen.length === 3, 1000, 'change after restart');
   });
 
-  it('says the URIs it watched updated once listening again after the upstream restarted, not after a drop alone', async () => {
+  it('says the URIs it watched updated once listening again after a drop, and after the upstream restarted', async () => {
     const u = (await started(stdio('w', MUTABLE))) as StdioUpstream;
     const updated: string[] = [];
     u.on('notification', (n: { method: string; params: { uri?: string } }) => void (n.method === 'notifications/resources/updated' && updated.push(n.params.uri!)));
@@ -118,19 +118,22 @@ describe('ListenManager', () => {
     managers.push(m);
     m.track('w', u);
     expect(await m.honours('w', ['x://w'], 3000)).toEqual(['x://w']);
-    // A drop on a connection that stays up: listened to again, nothing said for the gap (a marker
-    // said after the new stream's acknowledgement comes alone).
-    await u.request('tools/call', { name: 'drop', arguments: {} });
-    await waitFor(() => gaps.length === 1, 2000, 'the drop');
-    expect(await m.honours('w', ['x://w'], 3000)).toEqual(['x://w']);
+    // Nothing is said while the stream stands (a marker said now comes alone).
     await u.request('tools/call', { name: 'touch', arguments: { uri: 'x://w' } });
     await waitFor(() => updated.length >= 1, 2000, 'the marker');
     expect(updated).toEqual(['x://w']);
-    // The process dies and is started again: what it said meanwhile was not heard.
+    // A drop on a connection that stays up: what was said in the backoff was not heard, so the
+    // URI is said updated once the new stream is acknowledged, once.
+    await u.request('tools/call', { name: 'drop', arguments: {} });
+    await waitFor(() => gaps.length === 1, 2000, 'the drop');
+    await waitFor(() => updated.length >= 2, 5000, 'the update after the drop');
+    expect(await m.honours('w', ['x://w'], 3000)).toEqual(['x://w']);
+    expect(updated).toEqual(['x://w', 'x://w']);
+    // The process dies and is started again: what it said meanwhile was not heard either.
     process.kill(u.pid!, 'SIGKILL');
     await waitFor(() => u.state !== 'ready', 3000, 'restart begins');
-    await waitFor(() => updated.length >= 2, 10_000, 'the update after the restart');
-    expect(updated).toEqual(['x://w', 'x://w']);
+    await waitFor(() => updated.length >= 3, 10_000, 'the update after the restart');
+    expect(updated).toEqual(['x://w', 'x://w', 'x://w']);
   });
 
   it('a server that ends every stream right after acknowledging it is listened to again with a growing wait', async () => {
@@ -383,8 +386,12 @@ describe('ListenManager: subscribes one by one', () => {
     expect(filters.slice(before)).toHaveLength(1);
     expect(filters[before]!.resourceSubscriptions).toEqual([...uris].sort());
     expect(filters[before]!.toolsListChanged).toBe(true);
+    // What was said in the gap was not heard: every URI is said updated once, then heard again.
+    await waitFor(() => updated.length >= 2 * N, 2000, 'the gap said');
+    expect(updated.slice(N).sort()).toEqual([...uris].sort());
     await u.request('tools/call', { name: 'touch', arguments: { uri: 'x://s/7' } });
-    await waitFor(() => updated.length === N + 1, 2000, 'an update after the drop');
+    await waitFor(() => updated.length === 2 * N + 1, 2000, 'an update after the drop');
+    expect(updated.at(-1)).toBe('x://s/7');
   });
 });
 
