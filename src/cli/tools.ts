@@ -9,7 +9,7 @@ import { screenJson, screenText, table } from '../ledger/format.js';
 import { itemsAnswer, pinsChangedAnswer, toolsAnswer } from './admin-answers.js';
 import { getJson, postJson } from './admin-request.js';
 import { daemonBase, withDaemon } from './daemon-client.js';
-import { resolveLedgerPath, sqliteSaysOf } from './ledger.js';
+import { resolveLedgerPath, sqliteSaysOf } from './ledger/ledger-file.js';
 import { UsageError } from './usage-error.js';
 import { ledgerWriterText } from './ledger-lock.js';
 import { diffLines, formatDiff } from './line-diff.js';

@@ -5,7 +5,7 @@ import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ledgerFinding } from '../../src/cli/doctor.js';
-import { resolveLedgerPath } from '../../src/cli/ledger.js';
+import { resolveLedgerPath } from '../../src/cli/ledger/ledger-file.js';
 import { processStart } from '../../src/process-alive.js';
 import type { HubConfig } from '../../src/config/types.js';
 import { ChainWriter, rowDigest } from '../../src/ledger/chain.js';
