@@ -1,167 +1,29 @@
-import { existsSync } from 'node:fs';
 import type { Argv, CommandModule } from 'yargs';
-import { csvRow, CSV_COLUMNS, csvLine, inFlightNote, KEY_HEADER, keyCells, keyJson, ROW_HEADER, rowCells, rowJson, screenJson, screenText, STATS_HEADER, statsCells, table, tableCells } from '../ledger/format.js';
-import { alignedLine, widen } from '../text-columns.js';
+import { csvRow, CSV_COLUMNS, csvLine, inFlightNote, KEY_HEADER, keyCells, keyJson, rowJson, screenJson, screenText, STATS_HEADER, statsCells, table } from '../ledger/format.js';
 import { LineChunks } from './line-chunks.js';
-import { recordRow, type PendingRecord } from '../ledger/audit-apply.js';
-import { PendingFiles } from '../ledger/pending-files.js';
-import { PendingLog } from '../ledger/pending-log.js';
-import { LedgerReader, type KeyRow } from '../ledger/reader.js';
+import type { KeyRow } from '../ledger/reader.js';
 import { formatWitness, parseWitness } from '../ledger/chain.js';
-import type { AuditFilter, AuditRow } from '../ledger/rows.js';
-import { ledgerWriter, ledgerWriterText, linkedLedger } from './ledger-lock.js';
-import { realLedgerPath } from '../ledger/real-path.js';
-import { hasTable } from '../ledger/migrate.js';
 import { counted } from '../counted.js';
 import { commandNeeded } from './command-needed.js';
 import { UsageError } from './usage-error.js';
-import { type CommonArgs, ledgerOff, resolveKeyTtlMs, resolveLedgerPath, sqliteSaysOf } from './ledger/ledger-file.js';
-import { type FilterArgs, filterOf, filterOptions, nameFilter, oneText, requestIdOption, timeOption, wholeNumber } from './ledger/options.js';
+import { type CommonArgs, resolveKeyTtlMs } from './ledger/ledger-file.js';
+import { clockOf, processIo, type LedgerCliIo } from './ledger/io.js';
+import { ledgerNotes } from './ledger/notes.js';
+import { rowsOut } from './ledger/rows-out.js';
+import { subcommandRunner } from './ledger/run.js';
+import { type FilterArgs, filterOf, filterOptions, nameFilter, oneText, timeOption, wholeNumber } from './ledger/options.js';
 
-/** Where the command writes; tests pass their own. */
-export interface LedgerCliIo {
-  /**
-   * A promise when the output takes no more for now: a command with more to write waits for it.
-   * Export writes bytes, UTF-8 of whole lines.
-   */
-  out(text: string | Buffer): void | Promise<void>;
-  err(text: string): void;
-  setExitCode(code: number): void;
-  /** Ends `tail -f` (the real binary just gets SIGINT). */
-  signal?: AbortSignal;
-  now?: () => number;
-  pollMs?: number;
-}
-
-const processIo: LedgerCliIo = {
-  // A pipe's reader slower than the ledger is read (gzip, ssh, a pager) would otherwise leave
-  // every row not yet taken queued in this process: an export of the whole ledger in memory.
-  // A reader that goes ends the process (broken-pipe.ts), so no wait is left hanging.
-  out: (t) => (process.stdout.write(t) ? undefined : new Promise((res) => process.stdout.once('drain', res))),
-  err: (t) => void process.stderr.write(t),
-  setExitCode: (c) => {
-    process.exitCode = c;
-  },
-};
-
-/** Rows of JSON lines written at a time. */
-const JSON_CHUNK = 500;
+export type { LedgerCliIo } from './ledger/io.js';
 
 /** Rows `tail -f` reads at a time. */
 const TAIL_PAGE = 1000;
 
 /** Builds `ledger <sub>`; `ledgerCommand` is the one main.ts mounts. */
 export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
-  const now = (): number => (io.now ?? Date.now)();
-
-  /**
-   * Runs a subcommand: errors become one line on stderr and an exit code, never a stack.
-   * `usage` reads the options first (throwing UsageError), so a bad option is exit 2 whatever
-   * the state of the ledger file, and nothing is opened for it.
-   */
-  const run =
-    <A extends CommonArgs, U>(sub: string, writable: boolean, usage: (args: A) => U, body: (reader: LedgerReader, args: A, opts: U) => Promise<void> | void) =>
-    async (args: A): Promise<void> => {
-      let reader: LedgerReader | null = null;
-      let path: string | undefined;
-      try {
-        const opts = usage(args);
-        path = resolveLedgerPath(args);
-        // A writer (prune) under another name of the file would write beside the hub's -wal (ledger-lock.ts).
-        const linked = writable ? linkedLedger(path) : undefined;
-        if (linked) throw linked;
-        // The config's ledger (not a --db named on purpose) not made yet: a first run, before any `start`.
-        if (!args.db && !existsSync(path)) throw new Error(`no ledger database at ${path} (ledger.path): ${ledgerOff(args) ? 'the config has ledger.enabled false, so its hub keeps none' : 'the hub makes it when it starts'}, or give one with --db`);
-        // A writer beside a running hub of an older Switchyard must not upgrade its ledger.
-        reader = LedgerReader.open({ path, writable, heldBy: writable ? ledgerWriterText(path) : undefined });
-        const left = leftBehind(path, reader);
-        if (left.calls) {
-          const calls = counted(left.calls, 'call');
-          io.err(`switchyard ledger ${sub}: note: ${calls} (begun or finished) that a hub wrote before it stopped ${left.calls === 1 ? 'is' : 'are'} in ${left.files.join(' and ')}, not yet in the database; the hub's next start applies them\n`);
-        }
-        await body(reader, args, opts);
-      } catch (err) {
-        io.err(`switchyard ledger ${sub}: ${sqliteSaysOf(path, err).message}\n`);
-        io.setExitCode(err instanceof UsageError ? 2 : 1);
-      } finally {
-        reader?.close();
-      }
-    };
-
-  /** A table row's line in the table's columns, widened first to it if it is wider (never narrowed). */
-  const tableLine = (r: AuditRow, widths: number[]): string => lineOf(tableCells(rowCells(r)), widths);
-  const lineOf = (cells: string[], widths: number[]): string => {
-    widen(widths, cells);
-    return alignedLine(cells, widths);
-  };
-
-  /**
-   * A page of `tail -f`'s new rows, in the columns of the lines before (`widths`, the table's so
-   * far): aligned among themselves only, each page had columns of its own, narrower than the
-   * header's or wider, jumping from one page to the next. A column is widened for a wider cell
-   * (the rows to come are unknown) and kept so: never narrowed again.
-   */
-  const printRows = async (rows: AuditRow[], json: boolean, widths: number[]): Promise<void> => {
-    // JSON lines a chunk at a time, each waited for: a page as one string, its lines and the
-    // bytes written were three copies of it at once.
-    if (json) {
-      for (let i = 0; i < rows.length; i += JSON_CHUNK) {
-        await io.out(rows.slice(i, i + JSON_CHUNK).map((r) => screenJson(JSON.stringify(rowJson(r))) + '\n').join(''));
-      }
-    } else if (rows.length) return io.out(rows.map((r) => tableLine(r, widths) + '\n').join(''));
-  };
-
-  /**
-   * Rows with their header, written as read, a page at a time, each write waited for (query,
-   * tail's first rows): up to 100,000 rows with their bodies were held at once before the first
-   * line. The caller holds only the ids (tail's, 8 bytes a row; query's in SQLite's temporary
-   * database, see MatchedIds); a table's columns are measured over every row first, in a pass of
-   * its own, so it reads as table() writes it (a row that finished between the passes, its cells
-   * wider now, widens its columns from there on). How many were written, and the table's column
-   * widths (`tail -f` goes on in them).
-   */
-  const writeRows = (pages: () => Iterable<AuditRow[]>, json: boolean): Promise<{ shown: number; widths: number[] }> =>
-    writePaged(pages, json ? rowJson : undefined, ROW_HEADER, rowCells);
-
-  /** writeRows for any rows: as JSON lines (`json` their object) or a table of `header` and `cells`. */
-  const writePaged = async <R>(pages: () => Iterable<R[]>, json: ((r: R) => unknown) | undefined, header: string[], cells: (r: R) => string[]): Promise<{ shown: number; widths: number[] }> => {
-    const widths: number[] = [];
-    if (!json) {
-      widen(widths, header);
-      for (const page of pages()) for (const r of page) widen(widths, tableCells(cells(r)));
-      await io.out(alignedLine(header, widths) + '\n');
-    }
-    let shown = 0;
-    for (const page of pages()) {
-      shown += page.length;
-      await io.out(page.map((r) => (json ? screenJson(JSON.stringify(json(r))) : lineOf(tableCells(cells(r)), widths)) + '\n').join(''));
-    }
-    return { shown, widths };
-  };
-
-  /**
-   * A table with only its header reads as output cut short, or as a filter that was not
-   * applied: said in words, on stderr (stdout stays the table). JSON lines stay silent: no
-   * line is the answer there.
-   */
-  const noRows = (sub: string, json: boolean, what: string): void => {
-    if (!json) io.err(`switchyard ledger ${sub}: note: no ${what} match\n`);
-  };
-
-  /**
-   * `--request-id 1` selects the number 1; rows of the string "1" (another request) are not
-   * listed, but said to be there, with the option that lists them (and the other way round).
-   * An id longer than a row keeps is matched by the start kept: said, as other ids with that
-   * start are listed too.
-   */
-  const requestIdNotes = (sub: string, reader: LedgerReader, a: FilterArgs, filter: AuditFilter): void => {
-    const q = requestIdOption(a.requestId);
-    if (q?.cut !== undefined) {
-      io.err(screenJson(`switchyard ledger ${sub}: note: request id ${q.what} is longer than a ledger row keeps: rows hold its first ${q.cut} characters, and the rows of every id that starts with them are listed (requestIdCut in --json)\n`));
-    }
-    if (!q?.other || !reader.queryIds({ ...filter, requestId: q.other.stored, limit: 1 }).length) return;
-    io.err(screenJson(`switchyard ledger ${sub}: note: request id ${q.what} only; ${q.other.what}, a different request id, has rows too: --request-id ${q.other.option} lists them\n`));
-  };
+  const now = clockOf(io);
+  const run = subcommandRunner(io);
+  const { writeRows, writePaged, printRows } = rowsOut(io);
+  const { noRows, requestIdNotes } = ledgerNotes(io);
 
   const query: CommandModule<CommonArgs, FilterArgs & { limit: number; json: boolean }> = {
     command: 'query',
@@ -421,34 +283,6 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
 }
 
 export const ledgerCommand: CommandModule = makeLedgerCommand();
-
-/**
- * Calls a stopped hub left in its pending files (see src/ledger/pending-files.ts) that its next
- * start would change the database for: a row not there (and not pruned, see audit_pruned), or
- * one still in flight there whose finish is in a file. The files also hold lines of rows
- * already committed (a file is emptied only after its batch commits): those are not counted.
- * While a hub runs, the files hold only the last moments of calls, on their way in: no note.
- */
-function leftBehind(dbPath: string, reader: LedgerReader): { calls: number; files: string[] } {
-  const left = { calls: 0, files: [] as string[] };
-  if (ledgerWriter(dbPath)) return left;
-  const outcome = reader.db.prepare('SELECT outcome FROM audit WHERE id = ?').pluck();
-  // An older Switchyard's ledger (read as it is) may have no audit_pruned yet: nothing pruned is listed.
-  const pruned = hasTable(reader.db, 'audit_pruned') ? reader.db.prepare('SELECT 1 FROM audit_pruned WHERE id = ?').pluck() : { get: (_id: number): unknown => undefined };
-  const counted = new Set<number>();
-  for (const file of PendingFiles.paths(realLedgerPath(dbPath))) {
-    const before = counted.size;
-    for (const r of PendingLog.read(file) as PendingRecord[]) {
-      const row = recordRow(r);
-      if (!row || counted.has(row.id)) continue;
-      const now = outcome.get(row.id);
-      if (now === undefined ? pruned.get(row.id) === undefined : now === 'in_flight' && row.done) counted.add(row.id);
-    }
-    if (counted.size > before) left.files.push(file);
-  }
-  left.calls = counted.size;
-  return left;
-}
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((res) => {
