@@ -19,6 +19,8 @@ import { askedWaitMs } from './lifecycle.js';
 import { replayable } from './retry.js';
 import { monotonicNow } from '../monotonic.js';
 import { tcpReachable } from '../transport/tcp-reachable.js';
+import { timeoutSignal } from '../transport/timeout-signal.js';
+import { InFlight } from './in-flight.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { upstreamError } from './upstream-error.js';
 import { answerProblem, answers, bodyError, sessionNotFound, unauthorizedAdvice } from './http-answers.js';
@@ -75,12 +77,6 @@ const REFUSAL_REPROBE_MS = 30_000;
 /** A health check answered 5xx short of the breaker's limit is repeated this soon (or at healthCheckMs if sooner). */
 const HEALTH_RECHECK_MS = 1_000;
 
-function timeoutSignal(ms: number): { signal: AbortSignal; clear: () => void; timedOut: () => boolean } {
-  const ctl = new AbortController();
-  const t = setTimeout(() => ctl.abort(), ms);
-  return { signal: ctl.signal, clear: () => clearTimeout(t), timedOut: () => ctl.signal.aborted };
-}
-
 /** The server's tokens: a user's stored login (grant authorization_code), else the hub's own client credentials. */
 function tokenSource(spec: UpstreamSpec, oauth: UpstreamOAuthConfig, url: string, log: Logger): TokenSource {
   if (oauth.grant !== 'authorization_code') return OAuthClient.acquire(oauth, url, log);
@@ -96,11 +92,11 @@ export class HttpUpstream extends HandshakingUpstream {
   private legacyHeaders: Record<string, string> = {};
   private renewing: Promise<void> | undefined;
   /** Legacy handshakes under way (initialize: a renewal, a reconnect), each settled once a session it opened is the upstream's or ended. */
-  private readonly handshaking = new Set<Promise<void>>();
+  private readonly handshaking = new InFlight();
   /** Session DELETEs under way (endSession). */
-  private readonly ending = new Set<Promise<void>>();
+  private readonly ending = new InFlight();
   /** Legacy cancellations under way (their POSTs), and those waiting for their request to be taken (cancelUpstream). */
-  private readonly cancelling = new Set<Promise<void>>();
+  private readonly cancelling = new InFlight();
   private readonly untaken = new Set<() => void>();
   /** The session a 404 said is gone (renew): nothing to end there. */
   private gone: string | undefined;
@@ -282,12 +278,7 @@ export class HttpUpstream extends HandshakingUpstream {
    */
   protected initialize(): Promise<void> {
     const run = this.legacyHandshake();
-    const over = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.handshaking.add(over);
-    void over.then(() => this.handshaking.delete(over));
+    this.handshaking.add(run);
     return run;
   }
 
@@ -396,15 +387,8 @@ export class HttpUpstream extends HandshakingUpstream {
   /** DELETE a session (`headers` name it), bounded, best effort; a close waits for it before it drops the connections. */
   private endSession(headers: Record<string, string>): Promise<void> {
     const t = timeoutSignal(DELETE_TIMEOUT_MS);
-    const done: Promise<void> = this.http.delete({ headers, signal: t.signal }).then(
-      () => undefined,
-      () => undefined,
-    );
-    this.ending.add(done);
-    void done.then(() => {
-      t.clear();
-      this.ending.delete(done);
-    });
+    const done = this.ending.add(this.http.delete({ headers, signal: t.signal }));
+    void done.then(() => t.clear());
     return done;
   }
 
@@ -414,12 +398,8 @@ export class HttpUpstream extends HandshakingUpstream {
    * opens is ended rather than left open on the server; and every DELETE sent.
    */
   private async closeWaits(): Promise<void> {
-    if (this.handshaking.size > 0) {
-      let t: NodeJS.Timeout | undefined;
-      await Promise.race([Promise.all(this.handshaking), new Promise<void>((r) => (t = setTimeout(r, DELETE_TIMEOUT_MS)))]);
-      clearTimeout(t);
-    }
-    while (this.ending.size > 0) await Promise.all(this.ending);
+    await this.handshaking.within(DELETE_TIMEOUT_MS);
+    await this.ending.drained();
   }
 
   /** The legacy headers of a session, current or not. */
@@ -737,15 +717,7 @@ export class HttpUpstream extends HandshakingUpstream {
     const frame = JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: p.id, reason } });
     // To the session the request went to, which a reconnect may have replaced since.
     const headers = this.sessionHeaders(p.session);
-    const send = (): Promise<void> => {
-      const sent = this.postNotice(frame, headers).then(
-        () => undefined,
-        () => undefined,
-      );
-      this.cancelling.add(sent);
-      void sent.then(() => this.cancelling.delete(sent));
-      return sent;
-    };
+    const send = (): Promise<void> => this.cancelling.add(this.postNotice(frame, headers));
     const wait = ctl instanceof ExchangeAbort && !ctl.heard ? this.untakenWait(p, ctl) : 0;
     if (wait <= 0 || !(ctl instanceof ExchangeAbort)) {
       p.cancelSent = send();
@@ -974,10 +946,7 @@ export class HttpUpstream extends HandshakingUpstream {
    */
   private async closeCancels(): Promise<void> {
     for (const go of [...this.untaken]) go();
-    if (this.cancelling.size === 0) return;
-    let t: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.all(this.cancelling), new Promise<void>((r) => (t = setTimeout(r, DELETE_TIMEOUT_MS)))]);
-    clearTimeout(t);
+    await this.cancelling.within(DELETE_TIMEOUT_MS);
   }
 
   protected async disconnect(): Promise<void> {
