@@ -9,7 +9,7 @@ import { LEGACY, LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
 import { CancelledError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
 import { parseFrame, type Classified, type Message } from '../protocol/jsonrpc.js';
 import type { Logger } from '../log.js';
-import { ExchangeAbort, HttpClient, StreamCutError, type HttpAnswer } from '../transport/http-client.js';
+import { ExchangeAbort, StreamCutError, type HttpAnswer } from '../transport/http-client.js';
 import { LEGACY_CLIENT_CAPABILITIES, mcpNameFor } from './envelope.js';
 import { httpVerdict, refusedAsModern, type ProbeVerdict } from './era-probe.js';
 import { evidenceOf, FailureStreak, type CircuitState } from './breaker.js';
@@ -25,10 +25,8 @@ import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { upstreamError } from './upstream-error.js';
 import { answerProblem, answers, bodyError, sessionNotFound, unauthorizedAdvice } from './http-answers.js';
 import { retryAfterSeconds, statusError, statusText } from './status-text.js';
-import { OAuthClient, OAuthHttp, parseBearerChallenge, type HttpExchanges, type TokenSource } from './oauth-client.js';
-import { StoredTokenSource } from './oauth-stored-client.js';
-import { shellArg } from '../shell-arg.js';
-import type { UpstreamOAuthConfig } from '../config/types.js';
+import { parseBearerChallenge, type HttpExchanges } from './oauth-client.js';
+import { httpExchanges, refusalText } from './http-credentials.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
 import { counted } from '../counted.js';
 
@@ -77,13 +75,6 @@ const REFUSAL_REPROBE_MS = 30_000;
 /** A health check answered 5xx short of the breaker's limit is repeated this soon (or at healthCheckMs if sooner). */
 const HEALTH_RECHECK_MS = 1_000;
 
-/** The server's tokens: a user's stored login (grant authorization_code), else the hub's own client credentials. */
-function tokenSource(spec: UpstreamSpec, oauth: UpstreamOAuthConfig, url: string, log: Logger): TokenSource {
-  if (oauth.grant !== 'authorization_code') return OAuthClient.acquire(oauth, url, log);
-  if (spec.oauthTokenFile === undefined) throw new Error(`server "${spec.id}": oauth.grant authorization_code needs the token file (the config's state directory)`);
-  return StoredTokenSource.acquire(spec.oauthTokenFile, spec.id, url, oauth.clientSecret, log);
-}
-
 export class HttpUpstream extends HandshakingUpstream {
   /** The HttpClient, or OAuthHttp around it when the server has `oauth`. */
   private readonly http: HttpExchanges;
@@ -122,8 +113,7 @@ export class HttpUpstream extends HandshakingUpstream {
     // probed with growing backoff (up to maxMs) so that it is back soon after it is.
     super(spec, log, { ...opts, backoff: { crashLimit: Infinity, ...opts?.backoff } });
     if (!spec.url) throw new Error(`server "${spec.id}": an HTTP upstream needs a url`);
-    const http = new HttpClient({ url: spec.url, headers: spec.headers, maxFrameBytes: spec.maxFrameBytes, log: this.log });
-    this.http = spec.oauth ? new OAuthHttp(http, tokenSource(spec, spec.oauth, spec.url, this.log)) : http;
+    this.http = httpExchanges(spec, spec.url, this.log);
     this.streak = new FailureStreak(spec.circuitBreaker?.failures ?? Infinity);
     this.on('state', (s: string) => {
       if (s !== 'ready') return;
@@ -475,7 +465,7 @@ export class HttpUpstream extends HandshakingUpstream {
       const why = refusedAsModern(s, a.body, p.id);
       if (why !== undefined) return this.refusedModern(p, s, why);
     }
-    if (s === 401 || s === 403) return this.failCall(p, new TransportError(`HTTP ${s}: ${this.refusal(a)}`, s));
+    if (s === 401 || s === 403) return this.failCall(p, new TransportError(`HTTP ${s}: ${refusalText(this.spec, a)}`, s));
     const rpc = bodyError(a.body);
     // A 5xx is the server failing, whatever its body says: transport trouble (and breaker evidence).
     if (s >= 500) {
@@ -484,24 +474,6 @@ export class HttpUpstream extends HandshakingUpstream {
       return this.failCall(p, err);
     }
     this.failCall(p, rpc ?? (problem ? new TransportError(problem, s) : statusError(s, a.headers)));
-  }
-
-  /** What a 401 or 403 means, in words an operator can act on. */
-  private refusal(a: HttpAnswer): string {
-    if (!this.spec.oauth) return "the upstream refused the hub's credentials";
-    const c = parseBearerChallenge(a.headers['www-authenticate']);
-    if (this.spec.oauth.grant === 'authorization_code') {
-      if (a.status === 401) return `the upstream refused the stored login's token, a refreshed one too; run \`switchyard login ${this.id}\``;
-      // Digest §7: a step-up is a new authorization with the scopes held and the challenged ones,
-      // which needs the user: `login --scope` asks for that union.
-      if (c?.error === 'insufficient_scope' && c.scope !== undefined && c.scope.length > 0)
-        return `the upstream wants scopes the login did not grant (it names: ${c.scope.join(' ')}); run \`switchyard login ${this.id} --scope ${shellArg(c.scope.join(' '))}\` (to ask for them at every login, add them to servers.${this.id}.oauth.scopes)`;
-      const more = c?.error === 'insufficient_scope' ? ' wants scopes the login did not grant (it names none)' : " refused the stored login's token (403)";
-      return `the upstream${more}; add what it needs to servers.${this.id}.oauth.scopes and run \`switchyard login ${this.id}\` again`;
-    }
-    if (a.status === 403 && c?.error === 'insufficient_scope')
-      return `the upstream wants scopes the hub's OAuth token lacks even after asking for more${c.scope ? ` (it names: ${c.scope.join(' ')})` : ''}; set servers.${this.id}.oauth.scopes or grant the client those scopes`;
-    return a.status === 401 ? "the upstream refused the hub's OAuth token, a freshly obtained one too" : "the upstream refused the hub's OAuth token (403)";
   }
 
   /**
