@@ -7,11 +7,12 @@
  */
 import { LEGACY, LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
 import { CancelledError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
-import { parseFrame, type Classified, type Message } from '../protocol/jsonrpc.js';
+import type { Classified } from '../protocol/jsonrpc.js';
 import type { Logger } from '../log.js';
 import { ExchangeAbort, StreamCutError, type HttpAnswer } from '../transport/http-client.js';
 import { LEGACY_CLIENT_CAPABILITIES, mcpNameFor } from './envelope.js';
-import { httpVerdict, refusedAsModern, type ProbeVerdict } from './era-probe.js';
+import { refusedAsModern, type ProbeVerdict } from './era-probe.js';
+import { probeHttpEra } from './http-probe.js';
 import { evidenceOf, FailureStreak, type CircuitState } from './breaker.js';
 import { ParamHeaderIndex } from './param-headers.js';
 import { errMessage, hubsOwn, type Pending, type UpstreamOptions } from './rpc-base.js';
@@ -23,9 +24,9 @@ import { timeoutSignal } from '../transport/timeout-signal.js';
 import { InFlight } from './in-flight.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { upstreamError } from './upstream-error.js';
-import { answerProblem, answers, bodyError, sessionNotFound, unauthorizedAdvice } from './http-answers.js';
+import { answerProblem, answers, bodyError, sessionNotFound } from './http-answers.js';
 import { retryAfterSeconds, statusError, statusText } from './status-text.js';
-import { parseBearerChallenge, type HttpExchanges } from './oauth-client.js';
+import type { HttpExchanges } from './oauth-client.js';
 import { httpExchanges, refusalText } from './http-credentials.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
 import { counted } from '../counted.js';
@@ -218,46 +219,8 @@ export class HttpUpstream extends HandshakingUpstream {
   }
 
 
-  protected async probe(): Promise<ProbeVerdict> {
-    const id = `sy-${++this.internalIds}`;
-    const body = JSON.stringify({
-      jsonrpc: '2.0',
-      id,
-      method: 'server/discover',
-      params: this.discoverParams(),
-    });
-    const t = timeoutSignal(this.spec.probeTimeoutMs);
-    const msgs: Message[] = [];
-    let v: ProbeVerdict;
-    try {
-      const a = await this.http.post(body, {
-        headers: { 'mcp-protocol-version': MODERN, 'mcp-method': 'server/discover' },
-        signal: t.signal,
-        replay: true,
-        onMessage: (c) => {
-          if (c.kind === 'response') msgs.push(c.msg);
-        },
-      });
-      if (a.body !== undefined) {
-        const c = parseFrame(a.body);
-        if (c.kind === 'response') msgs.push(c.msg);
-      }
-      v = httpVerdict(a.status, msgs, id);
-      if (v.kind === 'no-evidence' && (a.status === 429 || a.status === 503)) {
-        const busy = statusError(a.status, a.headers);
-        v = { kind: 'no-evidence', reason: busy.message, retryAfterMs: busy.retryAfterMs };
-      }
-      if (v.kind === 'no-evidence' && a.status === 401 && !this.spec.oauth) {
-        const advice = unauthorizedAdvice(parseBearerChallenge(a.headers['www-authenticate']), this.id, this.spec.headers);
-        if (advice) v = { kind: 'no-evidence', reason: `${v.reason} (${advice})` };
-      }
-    } catch (err) {
-      v = { kind: 'no-evidence', reason: t.timedOut() ? `no answer within ${this.spec.probeTimeoutMs} ms` : errMessage(err) };
-    } finally {
-      t.clear();
-    }
-    this.log.info({ verdict: v.kind, reason: 'reason' in v ? v.reason : undefined }, 'era probe');
-    return v;
+  protected probe(): Promise<ProbeVerdict> {
+    return probeHttpEra(this.http, this.spec, `sy-${++this.internalIds}`, this.discoverParams(), this.log);
   }
 
   /**

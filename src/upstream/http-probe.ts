@@ -1,0 +1,64 @@
+/**
+ * The era probe of a Streamable HTTP server: a modern `server/discover` POST (digest §2.3),
+ * whose answer era-probe.ts reads. Auth trouble, a busy server, network errors and timeouts say
+ * nothing about the era: they are `no-evidence`, with what the operator needs to know (how
+ * long a busy server asked to be left, how to fix a refused credential).
+ */
+import { MODERN } from '../protocol/era.js';
+import { parseFrame, type Message } from '../protocol/jsonrpc.js';
+import type { Logger } from '../log.js';
+import { timeoutSignal } from '../transport/timeout-signal.js';
+import { httpVerdict, type ProbeVerdict } from './era-probe.js';
+import { unauthorizedAdvice } from './http-answers.js';
+import { parseBearerChallenge, type HttpExchanges } from './oauth-client.js';
+import { errMessage } from './lifecycle.js';
+import { statusError } from './status-text.js';
+import type { UpstreamSpec } from './types.js';
+
+/** Sends `server/discover` (request id `id`, `params` the hub's discover params) and reads the verdict. */
+export async function probeHttpEra(
+  http: HttpExchanges,
+  spec: Pick<UpstreamSpec, 'id' | 'probeTimeoutMs' | 'oauth' | 'headers'>,
+  id: string,
+  params: Record<string, unknown>,
+  log: Logger,
+): Promise<ProbeVerdict> {
+  const body = JSON.stringify({
+    jsonrpc: '2.0',
+    id,
+    method: 'server/discover',
+    params,
+  });
+  const t = timeoutSignal(spec.probeTimeoutMs);
+  const msgs: Message[] = [];
+  let v: ProbeVerdict;
+  try {
+    const a = await http.post(body, {
+      headers: { 'mcp-protocol-version': MODERN, 'mcp-method': 'server/discover' },
+      signal: t.signal,
+      replay: true,
+      onMessage: (c) => {
+        if (c.kind === 'response') msgs.push(c.msg);
+      },
+    });
+    if (a.body !== undefined) {
+      const c = parseFrame(a.body);
+      if (c.kind === 'response') msgs.push(c.msg);
+    }
+    v = httpVerdict(a.status, msgs, id);
+    if (v.kind === 'no-evidence' && (a.status === 429 || a.status === 503)) {
+      const busy = statusError(a.status, a.headers);
+      v = { kind: 'no-evidence', reason: busy.message, retryAfterMs: busy.retryAfterMs };
+    }
+    if (v.kind === 'no-evidence' && a.status === 401 && !spec.oauth) {
+      const advice = unauthorizedAdvice(parseBearerChallenge(a.headers['www-authenticate']), spec.id, spec.headers);
+      if (advice) v = { kind: 'no-evidence', reason: `${v.reason} (${advice})` };
+    }
+  } catch (err) {
+    v = { kind: 'no-evidence', reason: t.timedOut() ? `no answer within ${spec.probeTimeoutMs} ms` : errMessage(err) };
+  } finally {
+    t.clear();
+  }
+  log.info({ verdict: v.kind, reason: 'reason' in v ? v.reason : undefined }, 'era probe');
+  return v;
+}
