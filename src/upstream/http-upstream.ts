@@ -10,7 +10,8 @@ import { CancelledError, RpcError, TimeoutError, TransportError, UpstreamUnavail
 import type { Classified } from '../protocol/jsonrpc.js';
 import type { Logger } from '../log.js';
 import { ExchangeAbort, StreamCutError, type HttpAnswer } from '../transport/http-client.js';
-import { LEGACY_CLIENT_CAPABILITIES, mcpNameFor } from './envelope.js';
+import { LEGACY_CLIENT_CAPABILITIES } from './envelope.js';
+import { legacySessionHeaders, legacySessionVersion, modernRequestHeaders } from './request-headers.js';
 import { refusedAsModern, type ProbeVerdict } from './era-probe.js';
 import { probeHttpEra } from './http-probe.js';
 import { evidenceOf, FailureStreak, type CircuitState } from './breaker.js';
@@ -267,9 +268,7 @@ export class HttpUpstream extends HandshakingUpstream {
     }
     const sid = a.headers['mcp-session-id'];
     const session = typeof sid === 'string' && sid.length > 0 ? sid : undefined;
-    const said = (result?.protocolVersion ?? LEGACY) as string;
-    const headers: Record<string, string> = { 'mcp-protocol-version': (LEGACY_VERSIONS as readonly string[]).includes(said) ? said : LEGACY };
-    if (session !== undefined) headers['mcp-session-id'] = session;
+    const headers = legacySessionHeaders(legacySessionVersion(result?.protocolVersion), session);
     try {
       await this.adopt(a, result, error, session, headers);
     } catch (err) {
@@ -358,18 +357,13 @@ export class HttpUpstream extends HandshakingUpstream {
   /** The legacy headers of a session, current or not. */
   private sessionHeaders(session: string | undefined): Record<string, string> {
     if (session === this.session) return this.legacyHeaders;
-    const h: Record<string, string> = { 'mcp-protocol-version': this._protocolVersion ?? LEGACY };
-    if (session !== undefined) h['mcp-session-id'] = session;
-    return h;
+    return legacySessionHeaders(this._protocolVersion ?? LEGACY, session);
   }
 
   protected transmit(p: Pending, frame: string, params: Record<string, unknown>): void {
     let headers: Record<string, string>;
     if (this._era === MODERN) {
-      headers = { 'mcp-protocol-version': MODERN, 'mcp-method': p.method };
-      const name = mcpNameFor(p.method, params);
-      if (name !== undefined) headers['mcp-name'] = name;
-      if (p.method === 'tools/call') this.paramHeaders.apply(params, headers);
+      headers = modernRequestHeaders(p.method, params, this.paramHeaders);
     } else {
       headers = this.legacyHeaders;
       p.session = this.session;
