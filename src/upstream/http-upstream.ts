@@ -23,6 +23,8 @@ import { monotonicNow } from '../monotonic.js';
 import { tcpReachable } from '../transport/tcp-reachable.js';
 import { timeoutSignal } from '../transport/timeout-signal.js';
 import { InFlight } from './in-flight.js';
+import { postNotice } from './http-notice.js';
+import { UntakenCancels, untakenWaitMs } from './untaken-cancels.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { upstreamError } from './upstream-error.js';
 import { answerProblem, answers, bodyError, sessionNotFound } from './http-answers.js';
@@ -40,17 +42,6 @@ const GET_RETRY_MAX_MS = 30_000;
  */
 const GET_RETRY_MIN_MS = 1_000;
 const DELETE_TIMEOUT_MS = 2_000;
-/**
- * The most a POST that expects no answer of substance (a cancellation, a notification, the
- * hub's answer to a server's request) may stay unanswered, or the server's timeoutMs if
- * shorter. A server that never answers them would otherwise hold one socket for each, for good.
- */
-const NOTICE_TIMEOUT_MS = 5_000;
-/**
- * The most a legacy cancellation waits for its request's POST to be answered (the server to have
- * taken the request: see cancelUpstream), or the server's timeoutMs if shorter.
- */
-const UNTAKEN_CANCEL_WAIT_MS = 2_000;
 /** How long an answer stream may stay open after its response before the hub closes it. */
 const ANSWERED_STREAM_LINGER_MS = 1_000;
 /**
@@ -90,7 +81,7 @@ export class HttpUpstream extends HandshakingUpstream {
   private readonly ending = new InFlight();
   /** Legacy cancellations under way (their POSTs), and those waiting for their request to be taken (cancelUpstream). */
   private readonly cancelling = new InFlight();
-  private readonly untaken = new Set<() => void>();
+  private readonly untaken = new UntakenCancels();
   /** The session a 404 said is gone (renew): nothing to end there. */
   private gone: string | undefined;
   /** Sessions replaced while calls still ran on them: ended (DELETE) once the last of those is over. */
@@ -646,64 +637,16 @@ export class HttpUpstream extends HandshakingUpstream {
     const frame = JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: p.id, reason } });
     // To the session the request went to, which a reconnect may have replaced since.
     const headers = this.sessionHeaders(p.session);
-    const send = (): Promise<void> => this.cancelling.add(this.postNotice(frame, headers));
-    const wait = ctl instanceof ExchangeAbort && !ctl.heard ? this.untakenWait(p, ctl) : 0;
+    const send = (): Promise<void> => this.cancelling.add(postNotice(this.http, frame, headers, this.spec.timeoutMs));
+    const wait = ctl instanceof ExchangeAbort && !ctl.heard ? untakenWaitMs(this.spec.timeoutMs, p, ctl, this.spec.oauth !== undefined) : 0;
     if (wait <= 0 || !(ctl instanceof ExchangeAbort)) {
       p.cancelSent = send();
       return void ctl?.abort();
     }
     // The request's POST is unanswered still: the server may not have it yet (it dispatches a
-    // request before it answers its POST), and a cancellation that came first would find no such
-    // request, the call then running on unasked. It goes once the answer begins, or once
-    // UNTAKEN_CANCEL_WAIT_MS have passed since the request was sent (a server answering in JSON
-    // answers only at the end), or at the close (closeCancels). Its POST is cut then, not now: a
-    // POST cut before its answer began ends at once, and so would the wait.
-    p.cancelSent = new Promise<void>((done) => {
-      const go = (): void => {
-        clearTimeout(t);
-        if (!this.untaken.delete(go)) return;
-        void send().then(done);
-        ctl.abort();
-      };
-      this.untaken.add(go);
-      const t = setTimeout(go, wait);
-      t.unref();
-      ctl.whenHeard(go);
-    });
-  }
-
-  /**
-   * How long a cancellation of a request whose POST is unanswered still waits (cancelUpstream):
-   * what is left of UNTAKEN_CANCEL_WAIT_MS (timeoutMs if shorter) since the request was sent.
-   * A call that ran that long has its cancellation sent at once (a JSON-answering server's calls
-   * waited the whole 2 s whatever their age). When it was sent is told by the hard cap's timer
-   * (hardSince, armed as the request goes, again when a paused call resumes: never before the
-   * send), so no call pays a clock read for it. Without one (no maxTotalTimeoutMs), for a
-   * request sent again since (a renewed session, OAuthHttp after a 401), or with OAuth (a POST
-   * may wait for a token before it goes), the whole wait.
-   */
-  private untakenWait(p: Pending, ctl: ExchangeAbort): number {
-    const most = Math.min(this.spec.timeoutMs, UNTAKEN_CANCEL_WAIT_MS);
-    if (p.hardSince === undefined || p.retried || ctl.resent || this.spec.oauth !== undefined) return most;
-    return most - (monotonicNow() - p.hardSince);
-  }
-
-  /**
-   * POST a message that expects no answer of substance, bounded in time: aborting it closes its
-   * socket (a connection whose request is unanswered cannot serve another), so an upstream that
-   * leaves these unanswered cannot pile up sockets until the hub runs out of descriptors.
-   */
-  private postNotice(frame: string, headers: Record<string, string>): Promise<HttpAnswer> {
-    const ms = Math.min(this.spec.timeoutMs, NOTICE_TIMEOUT_MS);
-    const t = timeoutSignal(ms);
-    // A notification, a cancellation, an answer: harmless twice.
-    return this.http.post(frame, { headers, signal: t.signal, replay: true }).then(
-      (a) => (t.clear(), a),
-      (err: unknown) => {
-        t.clear();
-        throw t.timedOut() ? new TransportError(`no answer within ${ms} ms`) : err;
-      },
-    );
+    // request before it answers its POST). It goes once that POST is taken, or once it waited
+    // enough, or at the close (closeCancels).
+    p.cancelSent = this.untaken.after(ctl, wait, send);
   }
 
   /**
@@ -714,7 +657,7 @@ export class HttpUpstream extends HandshakingUpstream {
   protected reply(frame: string, via: Pending | undefined): void {
     if (this.closed) return void this.log.debug('answer to the upstream request dropped: the upstream closed');
     const headers = this.era !== LEGACY ? { 'mcp-protocol-version': MODERN } : via?.session !== undefined ? this.sessionHeaders(via.session) : this.legacyHeaders;
-    this.postNotice(frame, headers).then(
+    postNotice(this.http, frame, headers, this.spec.timeoutMs).then(
       (a) => {
         if (a.status >= 300) this.log.warn({ status: a.status }, 'the upstream did not accept our answer to its request');
       },
@@ -732,7 +675,7 @@ export class HttpUpstream extends HandshakingUpstream {
     }
     const frame = JSON.stringify(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params });
     const send = (): void =>
-      void this.postNotice(frame, this.legacyHeaders).catch((err: unknown) =>
+      void postNotice(this.http, frame, this.legacyHeaders, this.spec.timeoutMs).catch((err: unknown) =>
         this.closed ? this.log.debug({ method }, 'notification dropped: the upstream closed before it was taken') : this.log.warn({ err: errMessage(err), method }, 'notification failed'),
       );
     // The session is being renewed: the old one is gone, and the new one is the calls' only once
@@ -874,7 +817,7 @@ export class HttpUpstream extends HandshakingUpstream {
    * server ran it on), and those under way are waited for, DELETE_TIMEOUT_MS at most.
    */
   private async closeCancels(): Promise<void> {
-    for (const go of [...this.untaken]) go();
+    this.untaken.sendAll();
     await this.cancelling.within(DELETE_TIMEOUT_MS);
   }
 
