@@ -23,6 +23,7 @@ import { monotonicNow } from '../monotonic.js';
 import { tcpReachable } from '../transport/tcp-reachable.js';
 import { timeoutSignal } from '../transport/timeout-signal.js';
 import { InFlight } from './in-flight.js';
+import { getStreamWaitMs, resumeWaitMs, RESUME_FAILURES } from './stream-waits.js';
 import { postNotice } from './http-notice.js';
 import { UntakenCancels, untakenWaitMs } from './untaken-cancels.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
@@ -34,13 +35,10 @@ import { httpExchanges, refusalText } from './http-credentials.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
 import { counted } from '../counted.js';
 
-const GET_RETRY_MAX_MS = 30_000;
 /**
- * The least wait (±20 %) before the GET stream is opened again after the server ended it, even
- * one that brought messages and asked for less (`retry: 0`): a server ending every stream at
- * once would have the hub reconnect, and act on what each brought, in a busy loop.
+ * The most a session's DELETE takes, and the most a close waits for a legacy handshake or a
+ * cancellation under way: a server that holds them open must not hold the hub's stop.
  */
-const GET_RETRY_MIN_MS = 1_000;
 const DELETE_TIMEOUT_MS = 2_000;
 /** How long an answer stream may stay open after its response before the hub closes it. */
 const ANSWERED_STREAM_LINGER_MS = 1_000;
@@ -52,12 +50,6 @@ const ANSWERED_STREAM_LINGER_MS = 1_000;
  * as it was, that change was lost.
  */
 const RETIRED_LISTEN_MS = 1_000;
-/** How long to wait before resuming a stream whose server named no `retry:` (the SSE default is the client's). */
-const RESUME_WAIT_MS = 1_000;
-/** A resumption that brings nothing new waits longer each time, from this, up to GET_RETRY_MAX_MS. */
-const RESUME_IDLE_MIN_MS = 100;
-/** Resumptions of a call's answer stream that may fail outright (no answer: the network) in a row. */
-const RESUME_FAILURES = 3;
 /**
  * After a refused modern request had the era probed again and the server was found modern
  * still, its refusals are relayed as plain errors this long before another one reconnects: a
@@ -496,7 +488,7 @@ export class HttpUpstream extends HandshakingUpstream {
    * RESUME_FAILURES times in a row.
    */
   private resume(p: Pending, lastEventId: string, retryMs: number | undefined, idle: number, failed = 0): void {
-    const wait = Math.min(GET_RETRY_MAX_MS, Math.max(retryMs ?? RESUME_WAIT_MS, idle === 0 ? 0 : RESUME_IDLE_MIN_MS * 2 ** (idle - 1)));
+    const wait = resumeWaitMs(retryMs, idle);
     this.log.debug({ wait, idle }, 'answer stream ended after an event id; resuming');
     const stream = p.session;
     setTimeout(() => {
@@ -540,11 +532,7 @@ export class HttpUpstream extends HandshakingUpstream {
     this.getStream = ctl;
     const session = this.session;
     const again = (why: string, from?: string, retryMs?: number, atLeastMs = 0): void => {
-      const backoff = Math.min(GET_RETRY_MAX_MS, 1000 * 2 ** this.getFailures++);
-      const delay = Math.max(
-        Math.min(GET_RETRY_MAX_MS, atLeastMs),
-        retryMs === undefined ? backoff : Math.min(GET_RETRY_MAX_MS, Math.max(retryMs, GET_RETRY_MIN_MS * (0.8 + 0.4 * Math.random()))),
-      );
+      const delay = getStreamWaitMs(this.getFailures++, retryMs, atLeastMs);
       this.log.debug({ why, delay }, 'GET stream ended');
       setTimeout(() => {
         if (this.getStream !== ctl || this.closed || this.session !== session || this._era !== LEGACY) return;
