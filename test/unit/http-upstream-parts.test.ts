@@ -1,0 +1,68 @@
+import { describe, expect, it } from 'vitest';
+import { getStreamWaitMs, resumeWaitMs } from '../../src/upstream/stream-waits.js';
+import { legacySessionHeaders, legacySessionVersion, modernRequestHeaders } from '../../src/upstream/request-headers.js';
+import { ParamHeaderIndex } from '../../src/upstream/param-headers.js';
+import { refusalText } from '../../src/upstream/http-credentials.js';
+
+describe('resumeWaitMs', () => {
+  it("waits what the server's retry asked, else 1 s, longer after resumptions that brought nothing, 30 s at most", () => {
+    expect(resumeWaitMs(undefined, 0)).toBe(1000);
+    expect(resumeWaitMs(0, 0)).toBe(0);
+    expect(resumeWaitMs(0, 1)).toBe(100);
+    expect(resumeWaitMs(0, 4)).toBe(800);
+    expect(resumeWaitMs(250, 2)).toBe(250);
+    expect(resumeWaitMs(0, 20)).toBe(30_000);
+    expect(resumeWaitMs(90_000, 0)).toBe(30_000);
+  });
+});
+
+describe('getStreamWaitMs', () => {
+  it('backs off from 1 s when the server named no retry, up to 30 s, and never under a Retry-After', () => {
+    expect(getStreamWaitMs(0, undefined, 0)).toBe(1000);
+    expect(getStreamWaitMs(3, undefined, 0)).toBe(8000);
+    expect(getStreamWaitMs(10, undefined, 0)).toBe(30_000);
+    expect(getStreamWaitMs(0, undefined, 5000)).toBe(5000);
+    expect(getStreamWaitMs(0, undefined, 120_000)).toBe(30_000);
+  });
+
+  it("waits a named retry, but never under 1 s ± 20 %, and draws the jitter only then", () => {
+    let draws = 0;
+    const random = (): number => (draws++, 0.5);
+    expect(getStreamWaitMs(0, 0, 0, random)).toBe(1000);
+    expect(getStreamWaitMs(0, 5000, 0, random)).toBe(5000);
+    expect(getStreamWaitMs(0, 0, 0, () => 0)).toBe(800);
+    expect(getStreamWaitMs(0, 0, 0, () => 1)).toBeCloseTo(1200);
+    expect(draws).toBe(2);
+    getStreamWaitMs(0, undefined, 0, random);
+    expect(draws).toBe(2);
+  });
+});
+
+describe('request headers', () => {
+  it('a modern request names its version and method, its target, and a tools/call its mirrored arguments', () => {
+    const idx = new ParamHeaderIndex();
+    idx.learn({ tools: [{ name: 'deploy', inputSchema: { type: 'object', properties: { region: { type: 'string', 'x-mcp-header': 'Region' } } } }] });
+    expect(modernRequestHeaders('tools/list', {}, idx)).toEqual({ 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/list' });
+    const h = modernRequestHeaders('tools/call', { name: 'deploy', arguments: { region: 'eu' } }, idx);
+    expect(h['mcp-name']).toBe('deploy');
+    expect(Object.keys(h).filter((k) => k.toLowerCase() === 'mcp-param-region').map((k) => h[k])).toEqual(['eu']);
+  });
+
+  it('a legacy session speaks the version initialize answered if the hub speaks it, and names its id if it has one', () => {
+    expect(legacySessionVersion('2025-06-18')).toBe('2025-06-18');
+    expect(legacySessionVersion('1999-01-01')).toBe('2025-11-25');
+    expect(legacySessionVersion(undefined)).toBe('2025-11-25');
+    expect(legacySessionHeaders('2025-11-25', 'abc')).toEqual({ 'mcp-protocol-version': '2025-11-25', 'mcp-session-id': 'abc' });
+    expect(legacySessionHeaders('2025-11-25', undefined)).toEqual({ 'mcp-protocol-version': '2025-11-25' });
+  });
+});
+
+describe('refusalText', () => {
+  const refused = (status: number, challenge?: string) => ({ status, headers: challenge === undefined ? {} : { 'www-authenticate': challenge } });
+  it('tells the operator what to do about a refused credential', () => {
+    expect(refusalText({ id: 'a' }, refused(401))).toBe("the upstream refused the hub's credentials");
+    const login = { id: 'a', oauth: { grant: 'authorization_code' } } as Parameters<typeof refusalText>[0];
+    expect(refusalText(login, refused(401))).toContain('run `switchyard login a`');
+    expect(refusalText(login, refused(403, 'Bearer error="insufficient_scope", scope="read write"'))).toContain("switchyard login a --scope 'read write'");
+  });
+});
