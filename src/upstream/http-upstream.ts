@@ -23,13 +23,14 @@ import { monotonicNow } from '../monotonic.js';
 import { tcpReachable } from '../transport/tcp-reachable.js';
 import { timeoutSignal } from '../transport/timeout-signal.js';
 import { InFlight } from './in-flight.js';
-import { getStreamWaitMs, resumeWaitMs, RESUME_FAILURES } from './stream-waits.js';
+import { resumeWaitMs, RESUME_FAILURES } from './stream-waits.js';
+import { StandaloneStream, type StandaloneStreamHost } from './standalone-stream.js';
 import { postNotice } from './http-notice.js';
 import { UntakenCancels, untakenWaitMs } from './untaken-cancels.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { upstreamError } from './upstream-error.js';
 import { answerProblem, answers, bodyError, sessionNotFound } from './http-answers.js';
-import { retryAfterSeconds, statusError, statusText } from './status-text.js';
+import { statusError, statusText } from './status-text.js';
 import type { HttpExchanges } from './oauth-client.js';
 import { httpExchanges, refusalText } from './http-credentials.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
@@ -78,10 +79,8 @@ export class HttpUpstream extends HandshakingUpstream {
   private gone: string | undefined;
   /** Sessions replaced while calls still ran on them: ended (DELETE) once the last of those is over. */
   private readonly retiring = new Set<string>();
-  private getStream: AbortController | undefined;
-  private getFailures = 0;
-  /** The session whose GET stream opened (answered 2xx) at least once. */
-  private getWorked: string | undefined;
+  /** The legacy standalone GET stream (standalone-stream.ts). */
+  private readonly getStream: StandaloneStream;
   private readonly paramHeaders = new ParamHeaderIndex();
   private internalIds = 0;
   private readonly streak: FailureStreak;
@@ -99,6 +98,7 @@ export class HttpUpstream extends HandshakingUpstream {
     super(spec, log, { ...opts, backoff: { crashLimit: Infinity, ...opts?.backoff } });
     if (!spec.url) throw new Error(`server "${spec.id}": an HTTP upstream needs a url`);
     this.http = httpExchanges(spec, spec.url, this.log);
+    this.getStream = new StandaloneStream(this.standaloneHost());
     this.streak = new FailureStreak(spec.circuitBreaker?.failures ?? Infinity);
     this.on('state', (s: string) => {
       if (s !== 'ready') return;
@@ -106,6 +106,35 @@ export class HttpUpstream extends HandshakingUpstream {
       this.streak.reset();
       this.activeAt = monotonicNow();
     });
+  }
+
+  /** What the standalone stream reads of this upstream and tells it, read when it needs it. */
+  private standaloneHost(): StandaloneStreamHost {
+    // Getters, not copies: the stream reads the session, era and state as they are at each use.
+    const u = this;
+    return {
+      http: this.http,
+      log: this.log,
+      get session() {
+        return u.session;
+      },
+      get headers() {
+        return u.legacyHeaders;
+      },
+      get closed() {
+        return u.closed;
+      },
+      get era() {
+        return u._era;
+      },
+      get state() {
+        return u._state;
+      },
+      heard: (c) => this.handleMessage(c),
+      gap: () => void this.emit('gap'),
+      renew: (stale) => this.renew(stale),
+      foundDown: (reason, minDelayMs) => this.foundDown(reason, minDelayMs),
+    };
   }
 
   /** Closed while calls flow; open after a streak of failures; half-open while the reconnect probe runs. */
@@ -185,7 +214,7 @@ export class HttpUpstream extends HandshakingUpstream {
 
   /** Legacy: the standalone stream, which carries list changes, is open or being reopened (see Upstream). */
   get hearsNotifications(): boolean {
-    return this._era !== LEGACY || this.getStream !== undefined;
+    return this._era !== LEGACY || this.getStream.on;
   }
 
   learnTools(tools: readonly Record<string, unknown>[]): void {
@@ -300,8 +329,8 @@ export class HttpUpstream extends HandshakingUpstream {
     // the 404 and waits for this renewal (renew).
     this.session = session;
     this.legacyHeaders = headers;
-    this.getFailures = 0;
-    this.openGetStream();
+    this.getStream.resetFailures();
+    this.getStream.open();
     // A reconnect (a circuit that opened, a lost connection) leaves the old session open on the
     // server: end it, as the digest asks of a client done with one (§6.2), once its calls are over.
     if (old !== undefined && old !== this.session && old !== this.gone) this.retire(old);
@@ -521,99 +550,6 @@ export class HttpUpstream extends HandshakingUpstream {
     }, wait).unref();
   }
 
-  /**
-   * The legacy standalone stream for unsolicited notifications; 405 means the server has none.
-   * A stream the server ended after an event id is resumed from it (`Last-Event-ID`), after
-   * the `retry:` it asked for: what it sent in between is replayed.
-   */
-  private openGetStream(lastEventId?: string): void {
-    this.getStream?.abort();
-    const ctl = new AbortController();
-    this.getStream = ctl;
-    const session = this.session;
-    const again = (why: string, from?: string, retryMs?: number, atLeastMs = 0): void => {
-      const delay = getStreamWaitMs(this.getFailures++, retryMs, atLeastMs);
-      this.log.debug({ why, delay }, 'GET stream ended');
-      setTimeout(() => {
-        if (this.getStream !== ctl || this.closed || this.session !== session || this._era !== LEGACY) return;
-        this.openGetStream(from);
-        // Not resumed from an event: whatever the server said while it was down is lost.
-        if (from === undefined) this.emit('gap');
-      }, delay).unref();
-    };
-    const headers = lastEventId === undefined ? this.legacyHeaders : { ...this.legacyHeaders, 'last-event-id': lastEventId };
-    this.http.get({ headers, signal: ctl.signal, onMessage: (c) => this.fromStandaloneStream(c) }).then(
-      (a) => {
-        if (this.getStream !== ctl) return;
-        if (a.status >= 200 && a.status < 300) {
-          this.getWorked = session;
-          if (a.messages > 0) this.getFailures = 0;
-          const from = a.lastEventId ?? lastEventId;
-          // The server's retry is a wait for a stream it keeps; without an event id there is nothing
-          // to resume. A stream that brought nothing backs off (a `retry: 0` would be a busy loop);
-          // one that brought messages waits at least GET_RETRY_MIN_MS.
-          return again('closed by the server', from, from !== undefined && a.messages > 0 ? a.retryMs : undefined);
-        }
-        // A server unwell, busy (429, as long as its Retry-After asks, up to the longest backoff)
-        // or slow (408): the stream is wanted still. Given up, no notification would come.
-        if (a.status >= 500 || a.status === 429 || a.status === 408) return again(`HTTP ${a.status}`, lastEventId, undefined, (retryAfterSeconds(a.headers) ?? 0) * 1000);
-        // Only while ready: otherwise the lifecycle is reconnecting (an open circuit keeps its cooldown).
-        if (a.status === 404 && session !== undefined && this.getWorked === session && this._state === 'ready') {
-          // The session is gone (digest §6.2: initialize again). Waiting for the next call to
-          // find out would lose every notification until then; the new session opens its own
-          // stream. Only a session whose stream once opened: a server that answers every GET
-          // 404 would have the hub initialize again and again.
-          this.getStream = undefined;
-          if (this.closed || this.session !== session) return;
-          this.renew(session).catch((err: unknown) =>
-            this.closed
-              ? this.log.debug('session renewal ended by the close')
-              : this.log.warn({ err: errMessage(err) }, 'session gone (GET stream answered 404) and could not be renewed; the next call tries again'),
-          );
-          return;
-        }
-        // A resumption refused (the event is forgotten): a fresh stream, without the id.
-        if (lastEventId !== undefined && a.status !== 404 && a.status !== 405) return again(`resumption refused (HTTP ${a.status})`);
-        this.log.debug({ status: a.status }, 'no GET stream');
-        this.getStream = undefined;
-        // Lists taken "until list_changed" while the stream was thought to come are not.
-        this.emit('gap');
-      },
-      (err: unknown) => {
-        if (this.getStream !== ctl || ctl.signal.aborted) return;
-        // A server that refuses the connection (or whose name no longer resolves) is down: said at
-        // once (`restarting`, probed with the handshake's backoff) rather than at the next call's
-        // failure, with /healthz and `servers` showing it ready meanwhile. Calls in flight are
-        // not cut (their own streams may still answer). Any other failure (a cut, a reset, a
-        // timeout) keeps reconnecting the stream: the server may be there.
-        if (err instanceof TransportError && err.notDelivered && this._state === 'ready' && this.session === session) {
-          this.getStream = undefined;
-          this.foundDown(`the server cannot be reached (its notification stream could not reconnect): ${errMessage(err)}`, 0);
-          return;
-        }
-        again(errMessage(err), err instanceof StreamCutError ? err.lastEventId : lastEventId);
-      },
-    );
-  }
-
-  /**
-   * A message on the standalone GET stream: the server's requests and notifications. A
-   * response never belongs there (digest §6.2, GET: "No responses, except when resuming"; the
-   * spec: the server MUST NOT send one "unless resuming a stream associated with a previous
-   * client request"). The hub resumes a request's stream with a GET of its own (resume(), read
-   * as that call's answer stream), and this stream, reopened with its own Last-Event-ID, is
-   * replayed with what it carried, which holds no response either. So a response here answers
-   * nothing: it is dropped (warn), never handed to whichever call in flight has its id, which
-   * may be another caller's. (stdio, one stream for everything, still goes by the id.)
-   */
-  private fromStandaloneStream(c: Classified): void {
-    if (c.kind === 'response' || (c.kind === 'invalid' && c.response)) {
-      this.log.warn({ id: c.kind === 'response' ? c.msg.id : c.id }, "dropped a response on the standalone GET stream (a response comes on its request's stream)");
-      return;
-    }
-    this.handleMessage(c);
-  }
-
   protected override retiredListenMs(): number {
     return this._era === MODERN ? RETIRED_LISTEN_MS : 0;
   }
@@ -810,8 +746,7 @@ export class HttpUpstream extends HandshakingUpstream {
   }
 
   protected async disconnect(): Promise<void> {
-    this.getStream?.abort();
-    this.getStream = undefined;
+    this.getStream.stop();
     // A reconnect attempt that failed (not a close) leaves the session be: calls still run on it
     // (a circuit that opens does not drop them), which its DELETE would end unanswered. The
     // attempt that succeeds retires it once they are over (initialize).
