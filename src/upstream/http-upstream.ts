@@ -4,6 +4,12 @@
  * nothing about the era and only delay the start. Legacy servers get `initialize`, a session,
  * `MCP-Protocol-Version` on every later request, the GET stream and a DELETE at the end.
  * Modern servers get the full envelope and the mirrored routing headers on every POST.
+ *
+ * This class keeps what needs the connection's state at every step: the calls' POSTs and
+ * their answer streams, the legacy session's life, the circuit and the health check. What
+ * stands alone is beside it: http-probe.ts (the era probe), request-headers.ts,
+ * http-credentials.ts, standalone-stream.ts (the legacy GET stream), stream-waits.ts,
+ * untaken-cancels.ts and http-notice.ts (legacy cancellations and notices), in-flight.ts.
  */
 import { LEGACY, LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
 import { CancelledError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
