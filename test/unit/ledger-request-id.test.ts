@@ -1,6 +1,8 @@
 /** A request id's stored text (audit.request_id): one text per id, the number 1 and the string "1" apart. */
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { requestIdOf, requestIdQuery, requestIdText } from '../../src/ledger/request-id.js';
+import { referenceRequestIdText } from '../helpers/request-id-reference.js';
 
 describe('request ids in the ledger', () => {
   it('stores a number as its digits, a string as itself unless it would read as a number, starts with a quote or is empty', () => {
@@ -54,5 +56,28 @@ describe('request ids in the ledger', () => {
     expect(() => requestIdQuery('9007199254740993')).toThrow(/request id 9007199254740993 is no number a request id can be .*in quotes \('"9007199254740993"'\) it is the string/);
     expect(() => requestIdQuery('1e400')).toThrow(RangeError);
     expect(requestIdQuery('9007199254740991')).toMatchObject({ stored: '9007199254740991' });
+  });
+});
+
+describe('requestIdText against the form it had with a regular expression', () => {
+  // The scan that replaced JSON_NUMBER.test must read every text as the expression did.
+  const numberish = fc.array(fc.constantFrom('0', '1', '7', '9', '-', '+', '.', 'e', 'E', '"', 'x', ' ', '\n', '٣'), { maxLength: 12 }).map((a) => a.join(''));
+  const id = fc.oneof(
+    { arbitrary: numberish, weight: 8 },
+    { arbitrary: fc.string(), weight: 4 },
+    { arbitrary: fc.string({ unit: 'binary' }), weight: 2 }, // lone surrogates among them
+    { arbitrary: fc.noShrink(fc.string({ unit: 'grapheme', minLength: 4090, maxLength: 4100 })), weight: 1 },
+    { arbitrary: fc.integer(), weight: 1 },
+    { arbitrary: fc.double(), weight: 1 },
+    { arbitrary: fc.constantFrom(undefined, null, true, '', '-', '0', '-0', '00', '1.', '.5', '1e', '1e+', '1E-7', '"', 'w0000n0000000001'), weight: 2 },
+  );
+
+  it('stores every id as the reference does', () => {
+    fc.assert(
+      fc.property(id, (v) => {
+        expect(requestIdText(v)).toBe(referenceRequestIdText(v));
+      }),
+      { numRuns: 10_000 },
+    );
   });
 });
