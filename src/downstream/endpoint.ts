@@ -17,7 +17,7 @@ import { BATCH_VERSION, errorResponse, idKey, resultResponse, type Classified, t
 import { KEYS_KEPT_HEADER } from '../protocol/meta.js';
 import { LOG_LEVELS, type ClientCapabilities, type Implementation, type LoggingLevel, type ServerCapabilities } from '../protocol/types.js';
 import type { CallContext } from '../router/context.js';
-import { classifyEra, unsupportedLegacyVersion } from './classify.js';
+import { classifyEra, unsupportedLegacyVersion, type EraVerdict } from './classify.js';
 import { listResponse, resultAnswer } from '../protocol/serialized.js';
 import type { HubCore } from './core.js';
 import type { Exchange } from './exchange.js';
@@ -115,8 +115,25 @@ export class Endpoint {
     this.sessions = this.table.sessions;
   }
 
-  /** One parsed message from an HTTP POST or a stdio line. `session` is the stdio session, if any. */
-  async message(c: Classified, ex: Exchange, stdioSession?: { current?: LegacySession }): Promise<void> {
+  /**
+   * One parsed message from an HTTP POST or a stdio line. `session` is the stdio session, if any.
+   * Not async: a modern request, the usual message, is modern()'s own promise, which its caller
+   * takes directly (an async function awaiting it resumes one turn after the answer, for nothing).
+   * Never throws: what fails is a rejection, as from an async function.
+   */
+  message(c: Classified, ex: Exchange, stdioSession?: { current?: LegacySession }): Promise<void> {
+    if (c.kind !== 'request') return this.otherMessage(c, ex, stdioSession);
+    let verdict: EraVerdict;
+    try {
+      verdict = classifyEra(c.msg.method, c.msg.params, ex.header('mcp-protocol-version'));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return verdict.era === 'modern' ? this.modern(c.msg, ex) : this.otherMessage(c, ex, stdioSession, verdict);
+  }
+
+  /** message() for all but a modern request; `verdict`: a request's era, already worked out. */
+  private async otherMessage(c: Classified, ex: Exchange, stdioSession?: { current?: LegacySession }, verdict?: EraVerdict): Promise<void> {
     // A malformed response is still a response: JSON-RPC never answers one. It goes where a
     // well-formed one would (the question it answers, which fails with its problem) or nowhere.
     if (c.kind === 'invalid' && !c.response) {
@@ -129,17 +146,15 @@ export class Endpoint {
     const msg = c.kind === 'invalid' ? undefined : (c.msg as Request | Notification);
     const method = msg && 'method' in msg ? msg.method : undefined;
     const params = msg && 'method' in msg ? msg.params : undefined;
-    const verdict = classifyEra(method, params, ex.header('mcp-protocol-version'), c.kind === 'notification');
+    verdict ??= classifyEra(method, params, ex.header('mcp-protocol-version'), c.kind === 'notification');
     if (verdict.era === 'invalid') {
       if (c.kind === 'request') await recordRefused(this.core, c.msg, ex, verdict.error);
       ex.reply(errorResponse(c.kind === 'request' ? c.msg.id : undefined, verdict.error), verdict.status);
       return;
     }
-    // Awaited, not handed on: an async function's promise resolved with another takes two more turns.
-    if (verdict.era === 'modern' && c.kind === 'request') return await this.modern(c.msg, ex);
     if (verdict.era === 'modern') {
-      // Modern clients send no notifications over HTTP (nothing to do but check the headers it
-      // carries, then accept it: a client may still send one, as the SDK v2 does on closing a
+      // A notification (a modern request went to modern() in message()). Modern clients send no
+      // notifications over HTTP (nothing to do but check the headers it carries, then accept it: a client may still send one, as the SDK v2 does on closing a
       // listen, and closing the stream is what cancels); on stdio only notifications/cancelled.
       const bad = ex.transport === 'http' && c.kind === 'notification' ? checkModernHeaders(c.msg.method, c.msg.params, ex, true) : null;
       if (bad) return ex.reply(errorResponse(undefined, bad.error), bad.status);

@@ -1,7 +1,7 @@
 import { createServer, IncomingMessage, maxHeaderSize, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { credentialHeaders, type Identity } from '../auth/authenticator.js';
+import { credentialHeaders, type AuthOutcome, type Identity } from '../auth/authenticator.js';
 import type { Logger } from '../log.js';
 import type { EdgeGate, EdgeRefusal } from '../policy/gate.js';
 import { INVALID_REQUEST, RpcError } from '../protocol/errors.js';
@@ -113,6 +113,17 @@ const CLIENT_ERROR_ANSWERS: Record<string, string> = {
   default: 'HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n',
 };
 
+/** A refusal answered once its row is written (`recorded`), or at once when there is no row to write. */
+function afterRow(recorded: Promise<void> | undefined, answer: () => void): void | Promise<void> {
+  return recorded ? recorded.then(answer) : answer();
+}
+
+/** `next` unless a route served the request (`served`: the operator routes' answer, a promise for some). */
+function unlessServed(served: boolean | Promise<boolean>, next: () => void | Promise<void>): void | Promise<void> {
+  if (served instanceof Promise) return served.then((yes) => (yes ? undefined : next()));
+  return served ? undefined : next();
+}
+
 /** The client went away (or was cut off) before its body was whole: there is no one to answer. */
 const GONE = Symbol('gone');
 
@@ -216,11 +227,19 @@ export class HttpServer {
   }
 
   private serve(req: EdgeRequest, res: EdgeResponse, body?: Buffer): void {
-    this.route(req, res, body).catch((err) => {
-      this.log.error({ err }, 'request handler failed');
-      if (!res.headersSent) sendJson(res, 500, errorResponse(undefined, new RpcError(-32603, 'internal error')));
-      else res.end();
-    });
+    let routed: void | Promise<void>;
+    try {
+      routed = this.route(req, res, body);
+    } catch (err) {
+      return this.failed(res, err);
+    }
+    routed?.catch((err: unknown) => this.failed(res, err));
+  }
+
+  private failed(res: EdgeResponse, err: unknown): void {
+    this.log.error({ err }, 'request handler failed');
+    if (!res.headersSent) sendJson(res, 500, errorResponse(undefined, new RpcError(-32603, 'internal error')));
+    else res.end();
   }
 
   /**
@@ -280,15 +299,21 @@ export class HttpServer {
     return this.edge.close();
   }
 
-  /** `body`: already read by the fast path; otherwise read here. */
-  private async route(req: EdgeRequest, res: EdgeResponse, body?: Buffer): Promise<void> {
-    const path = (req.url ?? '/').split('?', 1)[0];
+  /**
+   * `body`: already read by the fast path; otherwise read here. Not async, nor the stages after
+   * it: a request that waits for nothing (the usual POST, its credential checked at once) is the
+   * endpoint's own promise, where each async stage awaiting the next would resume a turn after
+   * the answer, for nothing. What waits (a refusal's row, an OAuth token's check, the operator
+   * routes) is a promise to which the next stage is chained.
+   */
+  private route(req: EdgeRequest, res: EdgeResponse, body?: Buffer): void | Promise<void> {
+    const path = (req.url ?? '/').split('?', 1)[0]!;
     // node:http keeps the first of two Host lines; a proxy in front may route by the last, so the
     // two would read one request two ways: refused, as RFC 9112 §3.2 says a server must.
     if ((fieldLines(req.rawHeaders, 'host')?.length ?? 1) > 1) {
       const message = 'Bad Request: more than one Host header line';
-      if (MCP_PATH.test(path)) await this.opts.gate?.refusedUnread({ ...this.unreadFacts(req), status: 400, message });
-      return sendJson(res, 400, errorResponse(undefined, new RpcError(INVALID_REQUEST, message)));
+      const recorded = MCP_PATH.test(path) ? this.opts.gate?.refusedUnread({ ...this.unreadFacts(req), status: 400, message }) : undefined;
+      return afterRow(recorded, () => sendJson(res, 400, errorResponse(undefined, new RpcError(INVALID_REQUEST, message))));
     }
     const hostOk = hostAllowed(header(req, 'host'), this.opts);
     if (!hostOk || !originAllowed(header(req, 'origin'), this.opts)) {
@@ -296,8 +321,8 @@ export class HttpServer {
       // first (reached by an address or name not listed), and a bare 403 would not say why.
       const message = hostOk ? FORBIDDEN_ORIGIN : FORBIDDEN_HOST;
       // A DNS-rebinding or cross-site attempt leaves its row (rate-limited per address, as unauthenticated ones are).
-      if (MCP_PATH.test(path)) await this.opts.gate?.refusedUnread({ ...this.unreadFacts(req), status: 403, message });
-      return sendJson(res, 403, errorResponse(undefined, new RpcError(INVALID_REQUEST, message)));
+      const recorded = MCP_PATH.test(path) ? this.opts.gate?.refusedUnread({ ...this.unreadFacts(req), status: 403, message }) : undefined;
+      return afterRow(recorded, () => sendJson(res, 403, errorResponse(undefined, new RpcError(INVALID_REQUEST, message))));
     }
     if (this.cors(req, res, path)) return;
     const gate = this.opts.gate;
@@ -308,12 +333,24 @@ export class HttpServer {
     // The status page's static files need no credential (admin.ts, isStatusPageFile); what
     // they show comes from routes that do.
     const elsewhere = this.opts.operatorRoutesElsewhere === true && isOperatorPath(path);
-    if (!elsewhere && this.opts.routes && req instanceof IncomingMessage && isStatusPageFile(path, req.method) && (await this.opts.routes(req, res as ServerResponse, path, ANONYMOUS))) return;
+    if (!elsewhere && this.opts.routes && req instanceof IncomingMessage && isStatusPageFile(path, req.method)) {
+      return unlessServed(this.opts.routes(req, res as ServerResponse, path, ANONYMOUS), () => this.authenticated(req, res, path, elsewhere, body));
+    }
+    return this.authenticated(req, res, path, elsewhere, body);
+  }
+
+  private authenticated(req: EdgeRequest, res: EdgeResponse, path: string, elsewhere: boolean, body: Buffer | undefined): void | Promise<void> {
     const m = MCP_PATH.exec(path);
+    const gate = this.opts.gate;
     // A challenge names the resource of the endpoint asked (its group's, with group resources).
     // Waited for only when it is a promise (an OAuth token's check): no turn for the usual request.
     const authed = gate ? gate.auth.authenticate(credentialHeaders(req), m?.[1]) : ({ ok: true, ...ANONYMOUS } as const);
-    const who = authed instanceof Promise ? await authed : authed;
+    return authed instanceof Promise ? authed.then((who) => this.routeFor(req, res, path, m, elsewhere, who, body)) : this.routeFor(req, res, path, m, elsewhere, authed, body);
+  }
+
+  /** The rest of route(), once the caller is known (or known to be refused). */
+  private routeFor(req: EdgeRequest, res: EdgeResponse, path: string, m: RegExpExecArray | null, elsewhere: boolean, who: AuthOutcome, body: Buffer | undefined): void | Promise<void> {
+    const gate = this.opts.gate;
     if (path === '/healthz') {
       // A monitor set to the wrong method is told so, as by /metrics, not that nothing is here.
       if (req.method !== 'GET' && req.method !== 'HEAD') return void res.writeHead(405, { allow: 'GET, HEAD' }).end();
@@ -325,8 +362,8 @@ export class HttpServer {
     }
     if (!who.ok) {
       this.log.debug({ path, status: who.status, reason: who.message, clientAddress: req.socket.remoteAddress }, 'request refused: not authenticated');
-      if (MCP_PATH.test(path)) await gate?.refusedUnread({ ...this.unreadFacts(req), principal: who.principal, status: who.status, message: who.message });
-      return sendJson(res, who.status, errorResponse(undefined, new RpcError(INVALID_REQUEST, who.message)), who.headers);
+      const recorded = MCP_PATH.test(path) ? gate?.refusedUnread({ ...this.unreadFacts(req), principal: who.principal, status: who.status, message: who.message }) : undefined;
+      return afterRow(recorded, () => sendJson(res, who.status, errorResponse(undefined, new RpcError(INVALID_REQUEST, who.message)), who.headers));
     }
     // Where the MCP endpoint or the operator routes went is told only past the Host and Origin
     // checks (a DNS-rebinding page is refused as anywhere else) and to a caller who may use
@@ -337,8 +374,8 @@ export class HttpServer {
     // its groups do not.
     if (who.groups && !(m && m[1] !== undefined && who.groups.has(m[1]))) {
       const message = `Forbidden: this ${who.via === 'oauth' ? 'token' : 'API key'} may use only ${[...who.groups].map((g) => `/mcp/${g}`).join(', ')}`;
-      if (m) await this.opts.gate?.refusedUnread({ ...this.unreadFacts(req), principal: who.principal, status: 403, message });
-      return sendJson(res, 403, m ? errorResponse(undefined, new RpcError(INVALID_REQUEST, message)) : { error: message });
+      const recorded = m ? this.opts.gate?.refusedUnread({ ...this.unreadFacts(req), principal: who.principal, status: 403, message }) : undefined;
+      return afterRow(recorded, () => sendJson(res, 403, m ? errorResponse(undefined, new RpcError(INVALID_REQUEST, message)) : { error: message }));
     }
     if (gate && isOperatorPath(path)) {
       // The operator routes read everyone's ledger rows: with authentication on, only an admin may.
@@ -347,18 +384,23 @@ export class HttpServer {
     }
     if (elsewhere) return sendJson(res, 404, { error: ON_ADMIN_ONLY });
     // The fast path takes MCP paths only, so the other routes always come through node:http.
-    if (this.opts.routes && req instanceof IncomingMessage && (await this.opts.routes(req, res as ServerResponse, path, who))) return;
+    if (this.opts.routes && req instanceof IncomingMessage) return unlessServed(this.opts.routes(req, res as ServerResponse, path, who), () => this.mcp(req, res, m, who, body));
+    return this.mcp(req, res, m, who, body);
+  }
+
+  /** An MCP endpoint's request (`m`: the path's match, null for any other path), from a caller let in. */
+  private mcp(req: EdgeRequest, res: EdgeResponse, m: RegExpExecArray | null, who: Identity, body: Buffer | undefined): void | Promise<void> {
     if (!m) return sendJson(res, 404, { error: 'not found' });
     const group = m[1];
     if (group !== undefined && !this.opts.groups?.has(group)) {
       const message = `Not Found: no tool group named "${group}"`;
-      await this.opts.gate?.refusedUnread({ ...this.unreadFacts(req), principal: who.principal, status: 404, message });
-      return sendJson(res, 404, errorResponse(undefined, new RpcError(INVALID_REQUEST, message)));
+      return afterRow(this.opts.gate?.refusedUnread({ ...this.unreadFacts(req), principal: who.principal, status: 404, message }), () =>
+        sendJson(res, 404, errorResponse(undefined, new RpcError(INVALID_REQUEST, message))),
+      );
     }
     switch (req.method) {
       case 'POST':
-        // Awaited, not handed on: an async function's promise resolved with another takes two more turns.
-        return await this.post(req, res, who, group, body);
+        return this.post(req, res, who, group, body);
       case 'GET':
         return this.getStream(req, res, who, group);
       case 'DELETE':
@@ -368,7 +410,7 @@ export class HttpServer {
     }
   }
 
-  private async post(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined, read: Buffer | undefined): Promise<void> {
+  private post(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined, read: Buffer | undefined): void | Promise<void> {
     const ct = header(req, 'content-type') ?? '';
     if (!isJsonType(ct)) return this.refuseUnread(req, res, who, 415, 'Unsupported Media Type: Content-Type must be application/json');
     // A compressed body is refused, not read as JSON (a parse error, or worse, a plain body that
@@ -378,7 +420,11 @@ export class HttpServer {
     if (coding !== undefined && !isIdentity(coding)) {
       return this.refuseUnread(req, res, who, 415, 'Unsupported Media Type: the hub takes request bodies uncompressed (no Content-Encoding)', IDENTITY_ONLY);
     }
-    const body = read ?? (req instanceof IncomingMessage ? await (this.readEarly.get(req) ?? readBody(req, this.opts.maxBodyBytes)) : null);
+    if (read !== undefined || !(req instanceof IncomingMessage)) return this.postBody(req, res, who, group, read ?? null);
+    return (this.readEarly.get(req) ?? readBody(req, this.opts.maxBodyBytes)).then((body) => this.postBody(req, res, who, group, body));
+  }
+
+  private postBody(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined, body: Buffer | TooLarge | typeof GONE | null): void | Promise<void> {
     // As the fast path drops a request whose body never came whole: nothing ran, nothing to record.
     if (body === GONE) return this.log.debug({ clientAddress: req.socket.remoteAddress }, 'request dropped: the connection closed before its body was whole');
     if (body === null || !Buffer.isBuffer(body)) {
@@ -402,15 +448,22 @@ export class HttpServer {
     // A batch no session takes is refused whole, each of its requests recorded.
     c ??= parseFrame(text);
     if (batch && c.kind === 'invalid' && session !== 'gone' && c.members === undefined) c = { ...c, members: batch };
-    const admitted = this.admit(req, who, group, c, body.length);
-    const refused = admitted instanceof Promise ? await admitted : admitted;
+    const message = c;
+    const admitted = this.admit(req, who, group, message, body.length);
+    return admitted instanceof Promise
+      ? admitted.then((refused) => this.postAdmitted(req, res, who, group, message, session === 'gone', body.length, refused))
+      : this.postAdmitted(req, res, who, group, message, session === 'gone', body.length, admitted);
+  }
+
+  /** `gone`: a batch on a session that has ended (the endpoint answers it as such). */
+  private postAdmitted(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined, c: Classified, gone: boolean, bytes: number, refused: AdmitRefusal | null): void | Promise<void> {
     if (refused) return sendJson(res, refused.status, refused.answer, refused.headers);
     const { channel, closed } = this.answerChannel(req, res);
     // A call may run for minutes; other requests' answers carry headers fixed at their end (a session id).
     if (c.kind === 'request' && c.msg.method === 'tools/call') this.watchQuiet(req, channel);
-    const ex = this.exchange(req, who, group, body.length, closed, channel, (msg, status, headers) => channel.end(msg, status, headers), () => new SseStream(res));
-    if (session === 'gone') return this.endpoint.batchWithoutSession(ex);
-    await this.endpoint.message(c, ex);
+    const ex = this.exchange(req, who, group, bytes, closed, channel, (msg, status, headers) => channel.end(msg, status, headers), () => new SseStream(res));
+    if (gone) return this.endpoint.batchWithoutSession(ex);
+    return this.endpoint.message(c, ex);
   }
 
   /**
