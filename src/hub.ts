@@ -567,7 +567,8 @@ export class Hub implements HubCore {
       const err = new RpcError(INTERNAL_ERROR, 'the hub is shutting down; send the request again once it is back');
       return this.recordLocal(method, ctx, { outcome: 'unavailable', errorKind: 'transport', errorMessage: err.message }).then(() => Promise.reject(err));
     }
-    return this.inflight.track(this.dispatch.route(method, params, ctx));
+    this.inflight.enter();
+    return this.dispatch.route(method, params, ctx, this.inflight);
   }
 
   recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }, extra?: { hubName?: string }): Promise<void> {

@@ -12,6 +12,7 @@ import type { ServerCapabilities } from '../protocol/types.js';
 import { CancelledError, HubStoppingError, METHOD_NOT_FOUND, notSent, RpcError } from '../protocol/errors.js';
 import type { CallContext } from '../router/context.js';
 import type { Router } from '../router/router.js';
+import type { InFlight } from '../router/inflight.js';
 import type { RequestStateSealer } from '../router/request-state.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed } from '../router/fail-mode.js';
 import { RouteReplacedError } from '../router/replaced.js';
@@ -111,89 +112,98 @@ export class Dispatch {
     return this.handles.get(toolServerOf(this.catalog, method, typeof params.name === 'string' ? params.name : undefined, ctx.principal, ctx.group).server ?? '');
   }
 
-  async route(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>> {
-    if (GUARDED_METHODS.has(method)) {
-      // Not past its client's cancellation (over HTTP, its going away): recorded cancelled then,
-      // not when the grace ends (up to 3 s later), nor refused for a fail-closed server still
-      // starting (a row of a refusal its client never heard). Only a call that waited pays.
-      const grace = this.grace.wait(ctx.group, true);
-      if (grace && (await this.grace.holdCall(grace, method, params, ctx))) {
-        if (ctx.signal.aborted || this.stop.aborted) await this.endedWhileWaiting(method, params, ctx, this.calledServer(method, params, ctx));
-        // A completion the edge let on for a ready server's prompt (familyInGrace) but the grace
-        // held has waited it out: answered as it is from then on, -32601 while no server shown
-        // offers completions (the edge's refusal past the grace), not as the router would have.
-        if (method === 'completion/complete' && !this.offers('completions', ctx.group) && !this.namesFirstStarting(method, params, ctx.group)) {
-          const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${method}`);
-          await this.router.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
-          throw err;
+  /**
+   * `inflight`: the count this request leaves when it ends (the first routing; one routed again
+   * inside it does not). Left in a finally, not by a reaction to its promise: one job less a
+   * request. So every return hands on a settled value (`return await`), none a promise.
+   */
+  async route(method: string, params: Record<string, unknown>, ctx: CallContext, inflight?: InFlight): Promise<Record<string, unknown>> {
+    try {
+      if (GUARDED_METHODS.has(method)) {
+        // Not past its client's cancellation (over HTTP, its going away): recorded cancelled then,
+        // not when the grace ends (up to 3 s later), nor refused for a fail-closed server still
+        // starting (a row of a refusal its client never heard). Only a call that waited pays.
+        const grace = this.grace.wait(ctx.group, true);
+        if (grace && (await this.grace.holdCall(grace, method, params, ctx))) {
+          if (ctx.signal.aborted || this.stop.aborted) await this.endedWhileWaiting(method, params, ctx, this.calledServer(method, params, ctx));
+          // A completion the edge let on for a ready server's prompt (familyInGrace) but the grace
+          // held has waited it out: answered as it is from then on, -32601 while no server shown
+          // offers completions (the edge's refusal past the grace), not as the router would have.
+          if (method === 'completion/complete' && !this.offers('completions', ctx.group) && !this.namesFirstStarting(method, params, ctx.group)) {
+            const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${method}`);
+            await this.router.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
+            throw err;
+          }
+        }
+        // Only when a server has failMode "closed": the usual hub has none, and its calls look at no server here.
+        const down = this.handles.anyFailClosed ? failClosedBlocker(this.handles.values()) : undefined;
+        if (down && !(await this.answeredFromKey(method, params, ctx))) {
+          // A tool group's client is not told of a server its group does not show (for a key limited to groups, a boundary).
+          const shown = this.catalog.groups.showsServer(ctx.group, down.server);
+          // Its row names its tool's server, as a rate limit's does (withToolServer): the message names the blocker.
+          return await refuseClosed(method, params, ctx, down, (m, c, e, x) => this.router.recordLocal(m, c, e, { ...x, ...toolServerOf(this.catalog, m, x?.hubName, c.principal, c.group) }), shown);
         }
       }
-      // Only when a server has failMode "closed": the usual hub has none, and its calls look at no server here.
-      const down = this.handles.anyFailClosed ? failClosedBlocker(this.handles.values()) : undefined;
-      if (down && !(await this.answeredFromKey(method, params, ctx))) {
-        // A tool group's client is not told of a server its group does not show (for a key limited to groups, a boundary).
-        const shown = this.catalog.groups.showsServer(ctx.group, down.server);
-        // Its row names its tool's server, as a rate limit's does (withToolServer): the message names the blocker.
-        return refuseClosed(method, params, ctx, down, (m, c, e, x) => this.router.recordLocal(m, c, e, { ...x, ...toolServerOf(this.catalog, m, x?.hubName, c.principal, c.group) }), shown);
+      if (method === 'tools/call' && typeof params.name === 'string') {
+        const id = this.routes.serverOf(params.name, ctx);
+        const h = id === undefined ? undefined : this.handles.get(id);
+        // A server on its first attempt to start past the start-up grace: a call by a name an
+        // earlier process gave it, or by a name in its prefix space no list showed (for a server
+        // without prefix: any name in no prefix space), waits for that attempt
+        // (hub/first-start.ts), then is routed as any (unknown if the server does not show the tool).
+        const starting = h ? (onFirstAttempt(h) ? [h] : []) : this.firstStarting(params.name, ctx);
+        let waited = false;
+        if (starting.length > 0 && !(await this.answeredFromKey(method, params, ctx))) {
+          waited = true;
+          await this.firstStarts(method, params.name, starting, ctx);
+        }
+        // A modern client's retry (the user answered its round) to a server restarting after a crash: a short wait for it (hub/back-soon.ts).
+        // isRetry first: the connection's lookup is paid by retries alone, not by every call.
+        const used = h && isRetry(params, ctx) ? usedBy(this.upstreams, h, ctx.principal) : undefined;
+        if (h && used && backSoon(used) && !(await this.answeredFromKey(method, params, ctx))) {
+          waited = true;
+          await this.backWithin(h, used, ctx);
+        }
+        if (waited) await this.endedWhileWaiting(method, params, ctx, h);
+        // A tool of a server that is down is not listed any more, but it is not unknown either.
+        // Not when the caller's own connection to it is ready (standsAlone): it needs nothing of the server's main one.
+        if (h && h.upstream.state !== 'ready' && !ownReady(this.upstreams, h, ctx.principal) && !(await this.answeredFromKey(method, params, ctx))) return await refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
+      } else {
+        // A prompt names its server as a tool does; so does the completion of a prompt's argument.
+        const prompt = promptNamed(method, params);
+        const starting = prompt === undefined ? [] : this.firstStarting(prompt, ctx);
+        if (prompt !== undefined && starting.length > 0) {
+          await this.firstStarts(method, prompt, starting, ctx);
+          // Cancelled (or ended by the hub's stop) while it waited: its row said what the router then
+          // made of it (`Unknown prompt`, the server's state), which its client never got.
+          await this.endedWhileWaiting(method, params, ctx, starting.length === 1 ? starting[0] : undefined);
+        }
+        // A read's or a prompt's round is answered as a tool call's is (the user answered it, and
+        // its state names the server): its retry waits for that server back as a tool call's does.
+        const back = ROUND_METHODS.has(method) && isRetry(params, ctx) ? this.handles.get(this.sealer.serverOf(params.requestState, ctx.principal, method, method === 'resources/read' ? params.uri : params.name) ?? '') : undefined;
+        const used = back && usedBy(this.upstreams, back, ctx.principal);
+        if (back && used && backSoon(used)) {
+          await this.backWithin(back, used, ctx);
+          await this.endedWhileWaiting(method, params, ctx, back);
+        }
       }
+      let result: Record<string, unknown>;
+      try {
+        result = await this.router.handle(method, params, ctx);
+      } catch (err) {
+        if (!(err instanceof RouteReplacedError)) throw err;
+        // Its server was replaced while its route was looked up (router/replaced.ts): routed again,
+        // as a request that came after, nothing of it recorded or sent yet.
+        this.log.debug({ method, server: err.server }, 'a server was replaced while the request was routed: routed again');
+        ctx.routedInGrace = undefined;
+        ctx.rerouted = (ctx.rerouted ?? 0) + 1;
+        return await this.route(method, params, ctx);
+      }
+      if (method === 'tools/list') await this.routes.learn(result, ctx);
+      return result;
+    } finally {
+      inflight?.leave();
     }
-    if (method === 'tools/call' && typeof params.name === 'string') {
-      const id = this.routes.serverOf(params.name, ctx);
-      const h = id === undefined ? undefined : this.handles.get(id);
-      // A server on its first attempt to start past the start-up grace: a call by a name an
-      // earlier process gave it, or by a name in its prefix space no list showed (for a server
-      // without prefix: any name in no prefix space), waits for that attempt
-      // (hub/first-start.ts), then is routed as any (unknown if the server does not show the tool).
-      const starting = h ? (onFirstAttempt(h) ? [h] : []) : this.firstStarting(params.name, ctx);
-      let waited = false;
-      if (starting.length > 0 && !(await this.answeredFromKey(method, params, ctx))) {
-        waited = true;
-        await this.firstStarts(method, params.name, starting, ctx);
-      }
-      // A modern client's retry (the user answered its round) to a server restarting after a crash: a short wait for it (hub/back-soon.ts).
-      // isRetry first: the connection's lookup is paid by retries alone, not by every call.
-      const used = h && isRetry(params, ctx) ? usedBy(this.upstreams, h, ctx.principal) : undefined;
-      if (h && used && backSoon(used) && !(await this.answeredFromKey(method, params, ctx))) {
-        waited = true;
-        await this.backWithin(h, used, ctx);
-      }
-      if (waited) await this.endedWhileWaiting(method, params, ctx, h);
-      // A tool of a server that is down is not listed any more, but it is not unknown either.
-      // Not when the caller's own connection to it is ready (standsAlone): it needs nothing of the server's main one.
-      if (h && h.upstream.state !== 'ready' && !ownReady(this.upstreams, h, ctx.principal) && !(await this.answeredFromKey(method, params, ctx))) return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
-    } else {
-      // A prompt names its server as a tool does; so does the completion of a prompt's argument.
-      const prompt = promptNamed(method, params);
-      const starting = prompt === undefined ? [] : this.firstStarting(prompt, ctx);
-      if (prompt !== undefined && starting.length > 0) {
-        await this.firstStarts(method, prompt, starting, ctx);
-        // Cancelled (or ended by the hub's stop) while it waited: its row said what the router then
-        // made of it (`Unknown prompt`, the server's state), which its client never got.
-        await this.endedWhileWaiting(method, params, ctx, starting.length === 1 ? starting[0] : undefined);
-      }
-      // A read's or a prompt's round is answered as a tool call's is (the user answered it, and
-      // its state names the server): its retry waits for that server back as a tool call's does.
-      const back = ROUND_METHODS.has(method) && isRetry(params, ctx) ? this.handles.get(this.sealer.serverOf(params.requestState, ctx.principal, method, method === 'resources/read' ? params.uri : params.name) ?? '') : undefined;
-      const used = back && usedBy(this.upstreams, back, ctx.principal);
-      if (back && used && backSoon(used)) {
-        await this.backWithin(back, used, ctx);
-        await this.endedWhileWaiting(method, params, ctx, back);
-      }
-    }
-    let result: Record<string, unknown>;
-    try {
-      result = await this.router.handle(method, params, ctx);
-    } catch (err) {
-      if (!(err instanceof RouteReplacedError)) throw err;
-      // Its server was replaced while its route was looked up (router/replaced.ts): routed again,
-      // as a request that came after, nothing of it recorded or sent yet.
-      this.log.debug({ method, server: err.server }, 'a server was replaced while the request was routed: routed again');
-      ctx.routedInGrace = undefined;
-      ctx.rerouted = (ctx.rerouted ?? 0) + 1;
-      return this.route(method, params, ctx);
-    }
-    if (method === 'tools/list') await this.routes.learn(result, ctx);
-    return result;
   }
 
   /** Until each of `starting` ends its first attempt to start, within its timeoutMs, or the request is cancelled, or the stop begins. */

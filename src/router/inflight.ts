@@ -10,14 +10,14 @@ export class InFlight {
     return this.n;
   }
 
-  track<T>(work: Promise<T>): Promise<T> {
+  /** A request begins; leave() once it has ended, whichever way. */
+  enter(): void {
     this.n++;
-    const done = (): void => {
-      if (--this.n > 0) return;
-      for (const w of [...this.waiters]) w();
-    };
-    work.then(done, done);
-    return work;
+  }
+
+  leave(): void {
+    if (--this.n > 0) return;
+    for (const w of [...this.waiters]) w();
   }
 
   /** Resolves true once nothing is in flight, false if `ms` passed first. */

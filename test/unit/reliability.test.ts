@@ -347,18 +347,20 @@ describe('retry rule', () => {
 });
 
 describe('InFlight', () => {
-  it('idle resolves true when the last tracked request ends, false at the deadline', async () => {
+  it('idle resolves true when the last request in flight leaves, false at the deadline', async () => {
     const f = new InFlight();
     expect(await f.idle(10)).toBe(true);
-    const a = deferred();
-    const b = deferred();
-    void f.track(a.promise);
-    void f.track(b.promise.then(() => Promise.reject(new Error('x')))).catch(() => undefined);
+    f.enter();
+    f.enter();
     expect(f.count).toBe(2);
     expect(await f.idle(20)).toBe(false);
     const idle = f.idle(1000);
-    a.resolve();
-    b.resolve();
+    let settled = false;
+    void idle.then(() => (settled = true));
+    f.leave();
+    await Promise.resolve();
+    expect(settled).toBe(false);
+    f.leave();
     expect(await idle).toBe(true);
     expect(f.count).toBe(0);
   });
