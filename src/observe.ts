@@ -152,6 +152,10 @@ class TappedHandle implements AuditHandle {
     return this.h.written;
   }
 
+  get writtenNow(): boolean | undefined {
+    return this.h.writtenNow;
+  }
+
   finish(e: AuditEnd): Promise<void> {
     if (this.done) return this.done;
     afterTurn({ o: this.o, kind: 'ended', b: this.b, e, began: true });
@@ -171,6 +175,7 @@ export function tapAudit(inner: AuditSink, o: AuditObserver): AuditSink {
     enabled: inner.enabled,
     idempotency: inner.idempotency,
     whenCommitted: () => inner.whenCommitted(),
+    committedNow: inner.committedNow ? () => inner.committedNow!() : undefined,
     close: () => inner.close(),
     nameStore: inner.nameStore ? () => inner.nameStore!() : undefined,
     pinStore: inner.pinStore ? () => inner.pinStore!() : undefined,

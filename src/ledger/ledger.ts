@@ -13,6 +13,7 @@ import { LedgerCapabilityStore } from './capabilities.js';
 import { LedgerResourceRouteStore } from './resource-routes.js';
 import { LedgerSessionMemoryStore } from './session-memory.js';
 import { PendingFiles, type PendingFilesOptions } from './pending-files.js';
+import { WRITTEN } from './pending-log.js';
 import { LedgerPinStore, PinChangeWatch } from './pins.js';
 import type { ItemPinKind } from '../catalog/pins.js';
 import { LedgerReader, type StatsRow } from './reader.js';
@@ -286,6 +287,11 @@ export class Ledger {
     const h = this.begin(b);
     await this.whenCommitted(); // the row, and an idempotency claim made just before it
     return h;
+  }
+
+  /** Whether whenCommitted() waits for nothing: no line queued for the turn's end, no write failed in it, no SQLite write pending. */
+  committedNow(): boolean {
+    return this.pending.whenWritten() === null && this.gc.pending === 0;
   }
 
   /** Resolves once everything queued so far is committed (pending file and SQLite writes). */
@@ -808,6 +814,11 @@ function noop(): void {}
 class Handle implements AuditHandle {
   private finished: Promise<void> | null = null;
   written: Promise<void> = RESOLVED;
+
+  get writtenNow(): boolean {
+    return this.written === WRITTEN;
+  }
+
   constructor(
     private readonly ledger: Ledger,
     readonly rowId: number,

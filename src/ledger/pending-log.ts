@@ -247,7 +247,8 @@ class Batch {
   }
 }
 
-const WRITTEN = Promise.resolve();
+/** append()'s promise for a line written at once: a caller may tell it apart and not wait a turn on it. */
+export const WRITTEN = Promise.resolve();
 
 /**
  * A line that could not be written (disk full, I/O error): the caller's call fails with a

@@ -12,6 +12,8 @@ export interface AuditSink {
   begin(b: AuditBegin): AuditHandle;
   /** Resolves once everything queued so far is committed. */
   whenCommitted(): Promise<void>;
+  /** True when whenCommitted() would wait for nothing (nothing queued, no write failed this turn). Absent: wait. */
+  committedNow?(): boolean;
   record(b: AuditBegin, e: AuditEnd): Promise<void>;
   readonly idempotency: {
     claim(owner: KeyOwner, key: string, tool: string, argsHash: string): IdempotencyClaim;

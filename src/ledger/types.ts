@@ -71,6 +71,8 @@ export interface AuditHandle {
    * caller that waited since begin() checks it before forwarding. Absent: nothing to wait for.
    */
   readonly written?: Promise<void>;
+  /** True when `written` was settled as begin() returned (its line written at once): nothing to wait a turn for. */
+  readonly writtenNow?: boolean;
   /** Resolves when the completed row is committed (group commit). */
   finish(end: AuditEnd): Promise<void>;
 }

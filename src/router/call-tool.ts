@@ -423,8 +423,9 @@ export class ToolCall {
       );
     try {
       // The row's own line (written when it began, perhaps several turns ago) and what is
-      // queued since, such as the key's claim. Nothing to wait for with the ledger off.
-      if (this.ledger.enabled !== false) await Promise.all([audit.written, this.ledger.whenCommitted()]);
+      // queued since, such as the key's claim. Nothing to wait for with the ledger off, nor
+      // when the line was written at once and nothing is queued (a lone call): no turn then.
+      if (this.ledger.enabled !== false && !(audit.writtenNow === true && this.ledger.committedNow?.() === true)) await Promise.all([audit.written, this.ledger.whenCommitted()]);
     } catch (err) {
       // The row could not be written, so the call is not forwarded: the key is free again, and
       // the row, should it reach SQLite later, says the call was refused.
