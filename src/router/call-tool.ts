@@ -496,7 +496,9 @@ export class ToolCall {
         // runs (the observers hear of it, the key is settled), but waiting for it cost the call a
         // turn. A parked call's first row may still wait, for a retry of its client
         // (InputCollector.known), and is waited for as before.
-        if (this.ledger.enabled !== false || first?.parkedAs !== undefined) await rowDone;
+        // Nor when the finish line was written at once with nothing queued (a lone call): the
+        // row is committed as finishRan returns.
+        if ((this.ledger.enabled !== false && this.ledger.committedNow?.() !== true) || first?.parkedAs !== undefined) await rowDone;
         return result;
       } catch (caught) {
         const err = cutOffError(caught, opts.signal);
@@ -525,15 +527,14 @@ export class ToolCall {
     };
     // The call's end, whichever request of the client it reaches (a parked call ends on a retry):
     // unfinished by `body` only when the user turned down a URL step, so the upstream never ran it.
+    // Not async callbacks: `body` has finished the row (the usual call), and an async callback's
+    // promise would resolve the outcome two turns later, for nothing.
     const ended = (run: Promise<Result>): Promise<Result> =>
       run.then(
-        async (result) => {
-          if (!finished) await finish(endOf(this.ledger, result), undefined, false);
-          return result;
-        },
-        async (err: unknown) => {
-          if (!finished) await finish(outcomeSeenBy(ctx.clientEra === MODERN, err), undefined, false);
-          throw err;
+        (result) => (finished ? result : finish(endOf(this.ledger, result), undefined, false).then(() => result)),
+        (err: unknown) => {
+          if (finished) throw err;
+          return finish(outcomeSeenBy(ctx.clientEra === MODERN, err), undefined, false).then(() => Promise.reject(err));
         },
       );
     const opts = callOptions(ctx, conn, this.opts.stopBegun, toolRetry(server.config, upstreamName, routed.item));
