@@ -1,0 +1,79 @@
+// Promises made and promise jobs run per modern tools/call, by where in the hub they were made
+// (docs/BENCHMARKS.md, the sixty-fourth session): an await of a settled value, an async function
+// awaiting another, a reaction nobody needed, each shows as a job. The built hub (as `npm start`
+// runs it) with the stdio echo, or with `--upstream http` the modern HTTP echo; `--warmup` calls,
+// then `--calls` counted, one at a time on one keep-alive connection. async_hooks slows the hub
+// many times over: counts only, no timings.
+//
+//   node bench/promise-jobs.mjs [--upstream stdio|http] [--ledger on|off] [--warmup 1000] [--calls 200]
+//   SWITCHYARD_BENCH_ROOT=/path/to/other/build node bench/promise-jobs.mjs ...   (A/B)
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { numberOption, option } from './lib/args.mjs';
+import { modernRequest } from './lib/mcp.mjs';
+import { echoStdioCommand, startEchoHttp, startHub } from './lib/targets.mjs';
+
+const upstream = option('upstream', 'stdio');
+if (upstream !== 'stdio' && upstream !== 'http') throw new Error('--upstream is stdio or http');
+const ledger = option('ledger', 'on') === 'on';
+const warmup = numberOption('warmup', 1000);
+const calls = numberOption('calls', 200);
+const dir = mkdtempSync(join(tmpdir(), 'switchyard-promise-jobs-'));
+const out = join(dir, 'counts');
+
+const echoHttp = upstream === 'http' ? await startEchoHttp() : undefined;
+const hub = await startHub({
+  servers: { echo: echoHttp ? { url: echoHttp.url } : echoStdioCommand() },
+  ledger,
+  nodeArgs: ['--import', new URL('./lib/promise-jobs-preload.mjs', import.meta.url).pathname],
+  env: { PROMISE_JOBS_OUT: out },
+});
+const request = modernRequest({ port: hub.port, method: 'tools/call', tool: 'echo__echo' });
+const socket = net.connect(hub.port, '127.0.0.1');
+socket.setNoDelay(true);
+let buf = Buffer.alloc(0);
+let waiting;
+socket.on('data', (chunk) => {
+  buf = Buffer.concat([buf, chunk]);
+  const headEnd = buf.indexOf('\r\n\r\n');
+  if (headEnd < 0) return;
+  const length = Number(/content-length:\s*(\d+)/i.exec(buf.toString('latin1', 0, headEnd))?.[1]);
+  const end = headEnd + 4 + length;
+  if (buf.length < end) return;
+  const body = buf.toString('utf8', headEnd + 4, end);
+  buf = buf.subarray(end);
+  const w = waiting;
+  waiting = undefined;
+  w(body);
+});
+let seq = 0;
+const send = async () => {
+  const bytes = Buffer.from(request.buf);
+  bytes.write(`w0000n${String(++seq).padStart(10, '0')}`, request.idOffset, 'latin1');
+  const body = await new Promise((resolve) => ((waiting = resolve), socket.write(bytes)));
+  if (!body.includes('"result"') || !body.includes('hello')) throw new Error(`not the echo's answer: ${body.slice(0, 300)}`);
+};
+/** A signal, then time for the hub to take it (and, after the window, for the last call's after-turn work). */
+const signal = async () => {
+  await new Promise((r) => setTimeout(r, 300));
+  process.kill(hub.pid, 'SIGUSR2');
+  await new Promise((r) => setTimeout(r, 300));
+};
+try {
+  for (let i = 0; i < warmup; i++) await send();
+  await signal();
+  for (let i = 0; i < calls; i++) await send();
+  await signal();
+} finally {
+  socket.destroy();
+  await hub.stop();
+  await echoHttp?.stop();
+}
+const counts = JSON.parse(readFileSync(`${out}.0.json`, 'utf8'));
+rmSync(dir, { recursive: true, force: true });
+const perCall = (rows) => rows.reduce((s, [, n]) => s + n, 0) / calls;
+console.log(`the hub, ledger ${ledger ? 'on' : 'off'}, ${upstream} echo, ${calls} calls after ${warmup}: per call ${perCall(counts.made).toFixed(2)} promises made, ${perCall(counts.jobs).toFixed(2)} promise jobs run`);
+console.log('jobs a call, by the hub frames that made their promise (at least one every other call):');
+for (const [where, n] of counts.jobs) if (n / calls >= 0.5) console.log(`  ${(n / calls).toFixed(2)}  ${where}`);
