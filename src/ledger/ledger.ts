@@ -1,7 +1,7 @@
 import { existsSync, unlinkSync } from 'node:fs';
 import type { Database, Statement } from 'better-sqlite3';
 import { silentLogger, type Logger } from '../log.js';
-import { AuditApplier, END_COLS, recordRow, SERVER_AT, type PendingRecord } from './audit-apply.js';
+import { AuditApplier, END_COLS, recordRow, type PendingRecord } from './audit-apply.js';
 import { ChainWriter, chainEndsProblem, formatWitness, readChainState, type VerifyResult, type Witness } from './chain.js';
 import { DEFAULT_KEY_TTL_MS, openLedgerDb } from './db.js';
 import { realLedgerPath } from './real-path.js';
@@ -17,28 +17,21 @@ import { WRITTEN } from './pending-log.js';
 import { LedgerPinStore, PinChangeWatch } from './pins.js';
 import type { ItemPinKind } from '../catalog/pins.js';
 import { LedgerReader, type StatsRow } from './reader.js';
-import { DEFAULT_REDACT_KEYS, redact, redactString } from './redact.js';
-import { nameText, text, wellFormed } from './columns.js';
+import { finishedLine, RowValues, type RowBodyOptions } from './row-values.js';
 import type { AuditDbRow, AuditFilter, AuditRow } from './rows.js';
 import type { AuditBegin, AuditEnd, AuditHandle, LedgerCounters } from './types.js';
 import { IdTable } from '../keyed-table.js';
 import { HOLD_FROM } from '../turn-end.js';
 import { monotonicNow } from '../monotonic.js';
 
-export interface LedgerOptions {
+export interface LedgerOptions extends RowBodyOptions {
   path: string;
-  /** Store redacted arguments and results (off by default). */
-  storeBodies?: boolean;
-  /** Keys whose values are redacted in stored bodies; a string is a case-insensitive regex source. */
-  redactKeys?: RegExp | string;
   idempotencyTtlMs?: number;
   /** Defaults to the package's migrations/ folder. */
   migrationsDir?: string;
   log?: Logger;
   /** Clock for idempotency TTL and bookkeeping (tests inject one). */
   now?: () => number;
-  /** A stored body larger than this is replaced by a size marker. Default 1 MiB. */
-  maxBodyBytes?: number;
   /** Checkpoint the WAL from the ingest thread every 100 ms (default true; see db.ts). */
   backgroundCheckpoint?: boolean;
   /** How long rows wait in the pending file before they go to the ingest thread (default 5 ms). */
@@ -120,7 +113,6 @@ const PURGE_EVERY_MS = 60 * 60 * 1000;
  * (`ledger verify --witness`; see Witness in chain.ts).
  */
 const HEAD_LOG_EVERY_MS = 60 * 60 * 1000;
-const MAX_ERROR_MESSAGE = 4096;
 
 /**
  * The hub's ledger: one writer per file. An audit row is committed when its line is written
@@ -147,9 +139,8 @@ export class Ledger {
   private readonly reader: LedgerReader;
   private readonly gc: GroupCommit;
   private readonly finalize: Statement;
-  private readonly storeBodies: boolean;
-  private readonly redactKeys: RegExp;
-  private readonly maxBodyBytes: number;
+  /** A call's begin and finish as a pending file's values. */
+  private readonly values: RowValues;
   private readonly log: Logger;
   private readonly purgeTimer: NodeJS.Timeout;
   private readonly headTimer: NodeJS.Timeout;
@@ -191,9 +182,7 @@ export class Ledger {
     opts: LedgerOptions,
   ) {
     this.log = opts.log ?? silentLogger;
-    this.storeBodies = opts.storeBodies ?? false;
-    this.redactKeys = redactPattern(opts.redactKeys);
-    this.maxBodyBytes = opts.maxBodyBytes ?? 1024 * 1024;
+    this.values = new RowValues(opts);
     this.ingestDelayMs = opts.ingestDelayMs ?? INGEST_DELAY_MS;
     this.ingestDelayBusyMs = opts.ingestDelayBusyMs ?? opts.ingestDelayMs ?? INGEST_DELAY_BUSY_MS;
     this.beginHoldMs = opts.beginHoldMs ?? BEGIN_HOLD_MS;
@@ -274,7 +263,7 @@ export class Ledger {
   begin(b: AuditBegin): AuditHandle {
     this.assertOpen();
     const id = this.nextId++;
-    const start = this.beginValues(id, b);
+    const start = this.values.begin(id, b);
     const h = new Handle(this, id, start, JSON.stringify(start), this.lines.length, performance.now());
     this.begun.set(id, h);
     // Waited for through whenCommitted() in this turn, or through `written` later.
@@ -306,14 +295,14 @@ export class Ledger {
   record(b: AuditBegin, e: AuditEnd): Promise<void> {
     this.assertOpen();
     const id = this.nextId++;
-    const start = this.beginValues(id, b);
-    return this.write(finishedLine(JSON.stringify(start), this.finValues(start, e)));
+    const start = this.values.begin(id, b);
+    return this.write(finishedLine(JSON.stringify(start), this.values.finish(start, e)));
   }
 
   /** @internal used by the handle once. */
   finishRow(h: Handle, e: AuditEnd): Promise<void> {
     if (this.closed) return Promise.reject(new Error('ledger is closed'));
-    const fin = this.finValues(h.start, e);
+    const fin = this.values.finish(h.start, e);
     // The finish line carries the begin's columns too (a restart can finish the row from it
     // alone), so a begin not yet handed over need not go to the thread at all.
     if (this.begun.delete(h.rowId)) this.lines[h.at] = '';
@@ -715,71 +704,12 @@ export class Ledger {
     }
   }
 
-  /** A begin's values, in BEGIN_COLS order (a pending file's line; see PendingRecord). */
-  private beginValues(id: number, b: AuditBegin): unknown[] {
-    return [
-      id,
-      Math.trunc(Number(b.ts)) || 0,
-      text(b.requestId) ?? '',
-      text(b.principal) ?? '',
-      text(b.clientAddress),
-      text(b.clientEra) ?? '',
-      text(b.clientInfo?.name),
-      text(b.clientInfo?.version),
-      text(b.method) ?? '',
-      nameText(b.hubName),
-      text(b.server),
-      nameText(b.upstreamName),
-      text(b.upstreamEra),
-      text(b.idempotencyKey),
-      text(b.argsHash),
-      finiteOrNull(b.requestBytes),
-      this.body(b.args),
-      text(b.group),
-      text(b.traceId),
-      text(b.spanId),
-      text(b.parentSpanId),
-    ];
-  }
-
-  /** A finish's values, in FIN_COLS order; late facts (server, upstream) win, otherwise the begin's stay. */
-  private finValues(start: unknown[], e: AuditEnd): unknown[] {
-    return [
-      e.outcome,
-      text(e.errorKind),
-      finiteOrNull(e.errorCode),
-      e.errorMessage == null ? null : wellFormed(redactString(String(e.errorMessage)).slice(0, MAX_ERROR_MESSAGE)),
-      finiteOrNull(e.latencyMs),
-      finiteOrNull(e.responseBytes),
-      this.body(e.result),
-      text(e.server) ?? start[SERVER_AT],
-      nameText(e.upstreamName) ?? start[SERVER_AT + 1],
-      text(e.upstreamEra) ?? start[SERVER_AT + 2],
-    ];
-  }
-
-  private body(v: unknown): string | null {
-    if (!this.storeBodies || v === undefined) return null;
-    let json: string;
-    try {
-      json = JSON.stringify(redact(v, this.redactKeys)) ?? 'null';
-    } catch {
-      return JSON.stringify('[unserializable]');
-    }
-    if (Buffer.byteLength(json) > this.maxBodyBytes) return JSON.stringify({ truncated: true, bytes: Buffer.byteLength(json) });
-    return json;
-  }
-
   private assertOpen(): void {
     if (this.closed) throw new Error('ledger is closed');
   }
 }
 
 const RESOLVED = Promise.resolve();
-/** A finished row's line: the begin's JSON array, continued by the finish's values. */
-function finishedLine(startJson: string, fin: unknown[]): string {
-  return `${startJson.slice(0, -1)},${JSON.stringify(fin).slice(1)}`;
-}
 
 /**
  * Lines joined by newlines into strings of about CHUNK_CHARS at most (a chunk runs past it by
@@ -838,16 +768,3 @@ class Handle implements AuditHandle {
   }
 }
 
-function redactPattern(p: RegExp | string | undefined): RegExp {
-  if (p === undefined) return DEFAULT_REDACT_KEYS;
-  if (typeof p !== 'string') return p;
-  try {
-    return new RegExp(p, 'i');
-  } catch {
-    throw new Error('ledger.redactKeys is not a valid regular expression');
-  }
-}
-
-function finiteOrNull(n: unknown): number | null {
-  return typeof n === 'number' && Number.isFinite(n) ? n : null;
-}
