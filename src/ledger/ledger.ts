@@ -1,10 +1,10 @@
-import { existsSync, unlinkSync } from 'node:fs';
-import type { Database, Statement } from 'better-sqlite3';
+import type { Database } from 'better-sqlite3';
 import { silentLogger, type Logger } from '../log.js';
-import { AuditApplier, END_COLS, recordRow, type PendingRecord } from './audit-apply.js';
-import { ChainWriter, chainEndsProblem, formatWitness, readChainState, type VerifyResult, type Witness } from './chain.js';
+import { AuditApplier, recordRow, type PendingRecord } from './audit-apply.js';
+import { formatWitness, readChainState, type VerifyResult, type Witness } from './chain.js';
 import { DEFAULT_KEY_TTL_MS, openLedgerDb } from './db.js';
 import { realLedgerPath } from './real-path.js';
+import { recoverLedgerFile } from './startup.js';
 import { GroupCommit } from './group-commit.js';
 import { IdempotencyStore } from './idempotency.js';
 import { Ingester } from './ingester.js';
@@ -18,7 +18,7 @@ import { LedgerPinStore, PinChangeWatch } from './pins.js';
 import type { ItemPinKind } from '../catalog/pins.js';
 import { LedgerReader, type StatsRow } from './reader.js';
 import { finishedLine, RowValues, type RowBodyOptions } from './row-values.js';
-import type { AuditDbRow, AuditFilter, AuditRow } from './rows.js';
+import type { AuditFilter, AuditRow } from './rows.js';
 import type { AuditBegin, AuditEnd, AuditHandle, LedgerCounters } from './types.js';
 import { IdTable } from '../keyed-table.js';
 import { HOLD_FROM } from '../turn-end.js';
@@ -138,7 +138,6 @@ export class Ledger {
   private readonly pinWatch: PinChangeWatch;
   private readonly reader: LedgerReader;
   private readonly gc: GroupCommit;
-  private readonly finalize: Statement;
   /** A call's begin and finish as a pending file's values. */
   private readonly values: RowValues;
   private readonly log: Logger;
@@ -203,25 +202,10 @@ export class Ledger {
       resourceTemplates: new LedgerPinStore(db, this.gc, this.log, pinWatch, 'resourceTemplates'),
     };
 
-    // Recovery's statement (the applier has the others).
-    const ended = END_COLS.map((c) => `${c} = @${c}`).join(', ');
-    this.finalize = db.prepare(`UPDATE audit SET ${ended},
-      server = COALESCE(@server, server), upstream_name = COALESCE(@upstream_name, upstream_name),
-      upstream_era = COALESCE(@upstream_era, upstream_era) WHERE id = @id AND outcome = 'in_flight' RETURNING *`);
-
-    // The file as the last hub left it, before this one chains anything onto it: its ends must
-    // hold together, or it was changed outside the hub (verify walks the rest).
-    const broken = chainEndsProblem(db);
-    if (broken !== undefined) {
-      this.log.error({ chain: broken }, `ledger: the hash chain does not hold together at its ends: ${broken}; the file was changed outside the hub (\`switchyard ledger verify\` names the first row that does not match)`);
-    }
-
     // Named by the file's real path, as its lock is: a hub reaching it through a symlink finds
     // what one that used another spelling of its path left behind.
     const files = (this.files = realLedgerPath(db.name));
-    this.replay(files);
-    if (files !== db.name) this.replayOldNames(db.name);
-    this.recover(now());
+    recoverLedgerFile(db, files, this.log, now());
     // Everything the files held is in SQLite now; appends start them over.
     this.pending = new PendingFiles(files, opts.pendingSwitch ?? { switchBytes: SWITCH_BYTES, switchAfterMs: SWITCH_AFTER_MS });
     // With the files empty, no line is left for a pruned id to skip (see LedgerReader.prune).
@@ -446,28 +430,6 @@ export class Ledger {
     this.truncateFailing = !ok;
   }
 
-  /**
-   * Pending files a build before this one left under the path as configured (it named them so,
-   * not by the real path): applied too, once, then removed.
-   */
-  private replayOldNames(dbPath: string): void {
-    const old = PendingFiles.paths(dbPath).filter((p) => existsSync(p));
-    if (old.length === 0) return;
-    this.replay(dbPath);
-    for (const p of old) unlinkSync(p);
-  }
-
-  /** Rows a hub that died left in the pending files go into SQLite before recovery. */
-  private replay(dbPath: string): void {
-    const records = PendingFiles.read(dbPath) as PendingRecord[];
-    if (records.length === 0) return;
-    const applier = new AuditApplier(this.db, this.log);
-    applier.take(records);
-    const rows = applier.queued;
-    if (!applier.flush(true)) throw new Error(`ledger: could not apply ${PendingFiles.paths(dbPath).join(' and ')} (see the log); they are kept for the next start`);
-    this.log.info({ rows }, 'ledger: applied rows the hub wrote before it last stopped');
-  }
-
   /** Hub-name assignments that outlive the process (the hub hands it to its NameAssigner). */
   nameStore(): LedgerNameStore {
     return this.names;
@@ -666,42 +628,6 @@ export class Ledger {
     if (head === this.headLogged) return;
     this.headLogged = head;
     this.log.info({ chainHead: head }, 'ledger: chain head (kept elsewhere, `switchyard ledger verify --witness` checks the chain still holds it)');
-  }
-
-  /**
-   * Rows left 'in_flight' by a process that died become 'unknown' (and are chained). So do their
-   * idempotency keys, remembered for the TTL from now, the end the hub knows of (from the claim,
-   * a long call's key would be forgotten soon after it ended, and a retry would run it again).
-   */
-  private recover(now: number): void {
-    const rows = this.db.prepare(`SELECT id FROM audit WHERE outcome = 'in_flight' ORDER BY id`).all() as { id: number }[];
-    const chain = new ChainWriter(this.db);
-    const keys = this.db.transaction(() => {
-      chain.startBatch();
-      for (const { id } of rows) {
-        const row = this.finalize.get({
-          id,
-          outcome: 'unknown',
-          error_kind: null,
-          error_code: null,
-          error_message: 'the hub stopped before this call finished',
-          latency_ms: null,
-          response_bytes: null,
-          result_json: null,
-          server: null,
-          upstream_name: null,
-          upstream_era: null,
-        }) as AuditDbRow;
-        chain.append(row);
-      }
-      chain.endBatch();
-      return this.db.prepare(`UPDATE idempotency SET state = 'unknown', completed_ms = ? WHERE state = 'in_flight'`).run(now).changes;
-    }).immediate();
-    // Which rows, by id (the first 100): a row inserted by hand as in flight is chained here like
-    // a killed hub's call, and the log of this start is where an auditor can still tell them apart.
-    if (rows.length || keys) {
-      this.log.warn({ rows: rows.length, ids: rows.slice(0, 100).map((r) => r.id), idempotencyKeys: keys }, 'ledger: calls in flight when the hub last stopped are now marked unknown');
-    }
   }
 
   private assertOpen(): void {
