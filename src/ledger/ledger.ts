@@ -1,7 +1,8 @@
 import type { Database } from 'better-sqlite3';
 import { silentLogger, type Logger } from '../log.js';
 import { AuditApplier, recordRow, type PendingRecord } from './audit-apply.js';
-import { formatWitness, readChainState, type VerifyResult, type Witness } from './chain.js';
+import type { VerifyResult, Witness } from './chain.js';
+import { ChainHeadLog, HEAD_LOG_EVERY_MS } from './head-log.js';
 import { DEFAULT_KEY_TTL_MS, openLedgerDb } from './db.js';
 import { realLedgerPath } from './real-path.js';
 import { recoverLedgerFile } from './startup.js';
@@ -107,12 +108,6 @@ const CLOSE_REFUSED_MS = INGEST_RETRY_MS + 500;
 /** PASSIVE checkpoints on the ingest thread (see WRITER_AUTOCHECKPOINT_PAGES in db.ts). */
 const CHECKPOINT_EVERY_MS = 100;
 const PURGE_EVERY_MS = 60 * 60 * 1000;
-/**
- * The chain's head goes to the log this often (when it moved), and at open and close: logs
- * usually leave the machine, and a head kept elsewhere is what shows a rewritten chain
- * (`ledger verify --witness`; see Witness in chain.ts).
- */
-const HEAD_LOG_EVERY_MS = 60 * 60 * 1000;
 
 /**
  * The hub's ledger: one writer per file. An audit row is committed when its line is written
@@ -142,9 +137,7 @@ export class Ledger {
   private readonly values: RowValues;
   private readonly log: Logger;
   private readonly purgeTimer: NodeJS.Timeout;
-  private readonly headTimer: NodeJS.Timeout;
-  /** The last head logged (logHead). */
-  private headLogged: string | null = null;
+  private readonly head: ChainHeadLog;
   private readonly pending: PendingFiles;
   /** The path the pending files are named by (the database file's real path). */
   private readonly files: string;
@@ -221,9 +214,7 @@ export class Ledger {
     void this.idempotency.purgeExpired().catch(() => undefined);
     this.purgeTimer = setInterval(() => void this.idempotency.purgeExpired().catch(() => undefined), PURGE_EVERY_MS);
     this.purgeTimer.unref();
-    this.logHead();
-    this.headTimer = setInterval(() => this.logHead(), opts.headLogMs ?? HEAD_LOG_EVERY_MS);
-    this.headTimer.unref();
+    this.head = new ChainHeadLog(db, this.log, opts.headLogMs ?? HEAD_LOG_EVERY_MS);
     this.ingester = new Ingester(files, {
       log: this.log,
       onApplied: (n, emptied) => this.committed(n, emptied),
@@ -526,7 +517,7 @@ export class Ledger {
   private async closeOnce(): Promise<void> {
     this.closed = true;
     clearInterval(this.purgeTimer);
-    clearInterval(this.headTimer);
+    this.head.stop();
     this.ingest(true);
     let ingested: boolean;
     // After a write the pending files refused (a full disk), the lines it carried are only in
@@ -537,7 +528,7 @@ export class Ledger {
       await this.ingester.stop();
       if (!ingested) this.keepRefused();
     }
-    this.logHead();
+    this.head.close();
     this.idempotency.close();
     this.pins.close();
     for (const p of Object.values(this.itemPins)) p.close();
@@ -613,21 +604,6 @@ export class Ledger {
     }
     this.log.warn('ledger: SQLite did not take the last rows before the stop; those in the pending files go in at the next start');
     return false;
-  }
-
-  /** Logs the chain's head as `ledger verify --witness` reads it, unless it is the one logged last. */
-  private logHead(): void {
-    let head: string;
-    try {
-      const state = readChainState(this.db);
-      head = formatWitness({ seq: state.head_seq, hash: state.head_hash });
-    } catch (err) {
-      this.log.warn({ err }, 'ledger: cannot read the chain head');
-      return;
-    }
-    if (head === this.headLogged) return;
-    this.headLogged = head;
-    this.log.info({ chainHead: head }, 'ledger: chain head (kept elsewhere, `switchyard ledger verify --witness` checks the chain still holds it)');
   }
 
   private assertOpen(): void {
