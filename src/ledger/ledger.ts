@@ -1,6 +1,6 @@
 import type { Database } from 'better-sqlite3';
 import { silentLogger, type Logger } from '../log.js';
-import { AuditApplier, recordRow, type PendingRecord } from './audit-apply.js';
+import { applyLeft, keepRefused } from './close-leftovers.js';
 import type { VerifyResult, Witness } from './chain.js';
 import { ChainHeadLog, HEAD_LOG_EVERY_MS } from './head-log.js';
 import { DEFAULT_KEY_TTL_MS, openLedgerDb } from './db.js';
@@ -522,11 +522,11 @@ export class Ledger {
     let ingested: boolean;
     // After a write the pending files refused (a full disk), the lines it carried are only in
     // the batches handed to the thread: cut short, it would take them with it. It is let start.
-    if (this.pending.status.failures === 0 && (await this.ingester.cutShort())) ingested = this.applyLeft();
+    if (this.pending.status.failures === 0 && (await this.ingester.cutShort())) ingested = applyLeft(this.db, this.files, this.log);
     else {
       ingested = await this.whenIngested();
       await this.ingester.stop();
-      if (!ingested) this.keepRefused();
+      if (!ingested) keepRefused(this.ingester.keptLines, this.files, (lines) => this.pending.rewrite(lines), this.log);
     }
     this.head.close();
     this.idempotency.close();
@@ -536,57 +536,6 @@ export class Ledger {
     this.pending.close(ingested);
     // The thread's connection went first, so closing this one (the last) folds the WAL in.
     this.db.close();
-  }
-
-  /**
-   * For close(), when the ingest thread was ended before it opened the database (cutShort):
-   * what it was handed goes into SQLite here, from the pending files, as at a start (rows it
-   * committed after all are skipped). Only when every line was written there (no write failed). A close soon after the open (an idle hub's stop) so no
-   * longer waits for the thread's start. False when SQLite refused them: they stay for the
-   * next start.
-   */
-  private applyLeft(): boolean {
-    const records = PendingFiles.read(this.files) as PendingRecord[];
-    if (records.length === 0) return true;
-    const applier = new AuditApplier(this.db, this.log);
-    applier.take(records);
-    if (applier.flush(true)) return true;
-    this.log.warn('ledger: SQLite did not take the last rows before the stop; those in the pending files go in at the next start');
-    return false;
-  }
-
-  /**
-   * For close(), when SQLite did not take the last rows: those whose line a failed write kept
-   * out of the pending files (they were only in the thread's batches, see Ingester.send) are
-   * written there now, for the next start, should the disk have room again. Otherwise they are
-   * lost, and the log says so: how many rows, and how many ends (a row whose begin is in the
-   * files but not its finish is `unknown` at the next start).
-   */
-  private keepRefused(): void {
-    const kept = this.ingester.keptLines.flatMap((chunk) => chunk.split('\n')).filter((l) => l !== '');
-    if (kept.length === 0) return;
-    const filed = PendingFiles.read(this.files) as PendingRecord[];
-    const written = new Set(filed.map((r) => JSON.stringify(r)));
-    const missing = kept.filter((l) => !written.has(l));
-    if (missing.length === 0 || this.pending.rewrite(missing)) return;
-    const begun = new Set<number>();
-    const ended = new Set<number>();
-    for (const r of filed) {
-      const row = recordRow(r);
-      if (row) (row.done ? ended : begun).add(row.id);
-    }
-    const rows = new Set<number>();
-    const ends = new Set<number>();
-    for (const l of missing) {
-      const { id, done } = recordRow(JSON.parse(l) as PendingRecord)!;
-      if (!begun.has(id) && !ended.has(id)) rows.add(id);
-      else if (done && !ended.has(id)) ends.add(id);
-    }
-    if (rows.size === 0 && ends.size === 0) return;
-    this.log.error(
-      { rows: rows.size, ends: ends.size, ids: [...rows, ...ends].slice(0, 100) },
-      'ledger: rows the pending files refused (a full disk) are lost, SQLite did not take them before the stop either; `ends`: rows that lost only their end, `unknown` at the next start',
-    );
   }
 
   /** For close(): whether every batch handed over is committed, waited for as CLOSE_REFUSED_MS says. */

@@ -1,0 +1,55 @@
+import type { Database } from 'better-sqlite3';
+import type { Logger } from '../log.js';
+import { AuditApplier, recordRow, type PendingRecord } from './audit-apply.js';
+import { PendingFiles } from './pending-files.js';
+
+/**
+ * For close(), when the ingest thread was ended before it opened the database (cutShort):
+ * what it was handed goes into SQLite here, from the pending files (named by `files`), as at a
+ * start (rows it committed after all are skipped). Only when every line was written there (no
+ * write failed). A close soon after the open (an idle hub's stop) so no longer waits for the
+ * thread's start. False when SQLite refused them: they stay for the next start.
+ */
+export function applyLeft(db: Database, files: string, log: Logger): boolean {
+  const records = PendingFiles.read(files) as PendingRecord[];
+  if (records.length === 0) return true;
+  const applier = new AuditApplier(db, log);
+  applier.take(records);
+  if (applier.flush(true)) return true;
+  log.warn('ledger: SQLite did not take the last rows before the stop; those in the pending files go in at the next start');
+  return false;
+}
+
+/**
+ * For close(), when SQLite did not take the last rows: those whose line a failed write kept
+ * out of the pending files (`kept`: the thread's batches, see Ingester.send) are written there
+ * now (`rewrite`, PendingFiles.rewrite), for the next start, should the disk have room again.
+ * Otherwise they are lost, and the log says so: how many rows, and how many ends (a row whose
+ * begin is in the files but not its finish is `unknown` at the next start).
+ */
+export function keepRefused(kept: readonly string[], files: string, rewrite: (lines: string[]) => boolean, log: Logger): void {
+  const lines = kept.flatMap((chunk) => chunk.split('\n')).filter((l) => l !== '');
+  if (lines.length === 0) return;
+  const filed = PendingFiles.read(files) as PendingRecord[];
+  const written = new Set(filed.map((r) => JSON.stringify(r)));
+  const missing = lines.filter((l) => !written.has(l));
+  if (missing.length === 0 || rewrite(missing)) return;
+  const begun = new Set<number>();
+  const ended = new Set<number>();
+  for (const r of filed) {
+    const row = recordRow(r);
+    if (row) (row.done ? ended : begun).add(row.id);
+  }
+  const rows = new Set<number>();
+  const ends = new Set<number>();
+  for (const l of missing) {
+    const { id, done } = recordRow(JSON.parse(l) as PendingRecord)!;
+    if (!begun.has(id) && !ended.has(id)) rows.add(id);
+    else if (done && !ended.has(id)) ends.add(id);
+  }
+  if (rows.size === 0 && ends.size === 0) return;
+  log.error(
+    { rows: rows.size, ends: ends.size, ids: [...rows, ...ends].slice(0, 100) },
+    'ledger: rows the pending files refused (a full disk) are lost, SQLite did not take them before the stop either; `ends`: rows that lost only their end, `unknown` at the next start',
+  );
+}
