@@ -3,19 +3,20 @@ import { silentLogger, type Logger } from '../log.js';
 import { applyLeft, keepRefused } from './close-leftovers.js';
 import type { VerifyResult, Witness } from './chain.js';
 import { ChainHeadLog, HEAD_LOG_EVERY_MS } from './head-log.js';
-import { DEFAULT_KEY_TTL_MS, openLedgerDb } from './db.js';
+import { openLedgerDb } from './db.js';
 import { realLedgerPath } from './real-path.js';
 import { recoverLedgerFile } from './startup.js';
-import { GroupCommit } from './group-commit.js';
-import { IdempotencyStore } from './idempotency.js';
+import type { GroupCommit } from './group-commit.js';
+import type { IdempotencyStore } from './idempotency.js';
 import { Ingester } from './ingester.js';
-import { LedgerNameStore } from './names.js';
-import { LedgerCapabilityStore } from './capabilities.js';
-import { LedgerResourceRouteStore } from './resource-routes.js';
-import { LedgerSessionMemoryStore } from './session-memory.js';
+import type { LedgerNameStore } from './names.js';
+import type { LedgerCapabilityStore } from './capabilities.js';
+import type { LedgerResourceRouteStore } from './resource-routes.js';
+import type { LedgerSessionMemoryStore } from './session-memory.js';
+import { LedgerStores } from './stores.js';
 import { PendingFiles, type PendingFilesOptions } from './pending-files.js';
 import { WRITTEN } from './pending-log.js';
-import { LedgerPinStore, PinChangeWatch } from './pins.js';
+import type { LedgerPinStore } from './pins.js';
 import type { ItemPinKind } from '../catalog/pins.js';
 import { LedgerReader, type StatsRow } from './reader.js';
 import { finishedLine, RowValues, type RowBodyOptions } from './row-values.js';
@@ -107,7 +108,6 @@ const CLOSE_TIMEOUT_MS = 10_000;
 const CLOSE_REFUSED_MS = INGEST_RETRY_MS + 500;
 /** PASSIVE checkpoints on the ingest thread (see WRITER_AUTOCHECKPOINT_PAGES in db.ts). */
 const CHECKPOINT_EVERY_MS = 100;
-const PURGE_EVERY_MS = 60 * 60 * 1000;
 
 /**
  * The hub's ledger: one writer per file. An audit row is committed when its line is written
@@ -124,19 +124,14 @@ export class Ledger {
   /** A real ledger: the router measures response sizes only for one (see AuditSink.enabled). */
   readonly enabled = true;
   readonly idempotency: IdempotencyStore;
-  private readonly names: LedgerNameStore;
-  private readonly capabilities: LedgerCapabilityStore;
-  private readonly resourceRoutes: LedgerResourceRouteStore;
-  private readonly sessionMemory: LedgerSessionMemoryStore;
-  private readonly pins: LedgerPinStore;
-  private readonly itemPins: Record<ItemPinKind, LedgerPinStore>;
-  private readonly pinWatch: PinChangeWatch;
+  /** The tables other than audit (names, pins, ...), written through `gc`. */
+  private readonly stores: LedgerStores;
   private readonly reader: LedgerReader;
+  /** The stores' group commit, a field of its own: whenCommitted() reads it on every call. */
   private readonly gc: GroupCommit;
   /** A call's begin and finish as a pending file's values. */
   private readonly values: RowValues;
   private readonly log: Logger;
-  private readonly purgeTimer: NodeJS.Timeout;
   private readonly head: ChainHeadLog;
   private readonly pending: PendingFiles;
   /** The path the pending files are named by (the database file's real path). */
@@ -180,20 +175,9 @@ export class Ledger {
     this.beginHoldMs = opts.beginHoldMs ?? BEGIN_HOLD_MS;
     const now = opts.now ?? Date.now;
     this.reader = new LedgerReader(db);
-    // Audit rows are chained by the applier (its own group commit); these writes are not.
-    this.gc = new GroupCommit(db, { before: noop, after: noop }, this.log);
-    this.idempotency = new IdempotencyStore(db, this.gc, opts.idempotencyTtlMs ?? DEFAULT_KEY_TTL_MS, now, this.log);
-    this.names = new LedgerNameStore(db, this.gc, now, this.log);
-    this.capabilities = new LedgerCapabilityStore(db, this.gc, now, this.log);
-    this.resourceRoutes = new LedgerResourceRouteStore(db, this.gc, now, this.log);
-    this.sessionMemory = new LedgerSessionMemoryStore(db, this.gc, now, this.log);
-    const pinWatch = (this.pinWatch = new PinChangeWatch(db, this.log));
-    this.pins = new LedgerPinStore(db, this.gc, this.log, pinWatch);
-    this.itemPins = {
-      prompts: new LedgerPinStore(db, this.gc, this.log, pinWatch, 'prompts'),
-      resources: new LedgerPinStore(db, this.gc, this.log, pinWatch, 'resources'),
-      resourceTemplates: new LedgerPinStore(db, this.gc, this.log, pinWatch, 'resourceTemplates'),
-    };
+    const stores = (this.stores = new LedgerStores(db, opts.idempotencyTtlMs, now, this.log));
+    this.gc = stores.gc;
+    this.idempotency = stores.idempotency;
 
     // Named by the file's real path, as its lock is: a hub reaching it through a symlink finds
     // what one that used another spelling of its path left behind.
@@ -211,9 +195,7 @@ export class Ledger {
     const max = this.reader.maxId();
     this.nextId = Math.max(seq?.seq ?? 0, max) + 1;
 
-    void this.idempotency.purgeExpired().catch(() => undefined);
-    this.purgeTimer = setInterval(() => void this.idempotency.purgeExpired().catch(() => undefined), PURGE_EVERY_MS);
-    this.purgeTimer.unref();
+    stores.startPurging();
     this.head = new ChainHeadLog(db, this.log, opts.headLogMs ?? HEAD_LOG_EVERY_MS);
     this.ingester = new Ingester(files, {
       log: this.log,
@@ -423,32 +405,32 @@ export class Ledger {
 
   /** Hub-name assignments that outlive the process (the hub hands it to its NameAssigner). */
   nameStore(): LedgerNameStore {
-    return this.names;
+    return this.stores.names;
   }
 
   /** Each server's capabilities when it was last ready (src/hub/known-capabilities.ts). */
   capabilityStore(): LedgerCapabilityStore {
-    return this.capabilities;
+    return this.stores.capabilities;
   }
 
   /** Resource URIs and templates each server last showed (src/catalog/resource-routes.ts). */
   resourceRouteStore(): LedgerResourceRouteStore {
-    return this.resourceRoutes;
+    return this.stores.resourceRoutes;
   }
 
   /** The legacy sessions open at the hub, with their subscriptions and log levels (src/downstream/session-memory.ts). */
   sessionMemoryStore(): LedgerSessionMemoryStore {
-    return this.sessionMemory;
+    return this.stores.sessionMemory;
   }
 
   /** Pinned tool definitions (src/catalog/pins.ts); approvals by the CLI are picked up by polling. */
   pinStore(): LedgerPinStore {
-    return this.pins;
+    return this.stores.pins;
   }
 
   /** Pinned prompts, resources and templates (item_pins), a store per kind. */
   itemPinStores(): Record<ItemPinKind, LedgerPinStore> {
-    return this.itemPins;
+    return this.stores.itemPins;
   }
 
   /**
@@ -456,7 +438,7 @@ export class Ledger {
    * an approval (POST /admin/pins/changed). true when a pin changed.
    */
   lookForPinChanges(): boolean {
-    return this.closed ? false : this.pinWatch.tick();
+    return this.closed ? false : this.stores.pinWatch.tick();
   }
 
   /** Group-commit counters of audit rows: writes of the pending file and the rows they carried. */
@@ -516,7 +498,7 @@ export class Ledger {
 
   private async closeOnce(): Promise<void> {
     this.closed = true;
-    clearInterval(this.purgeTimer);
+    this.stores.stopPurging();
     this.head.stop();
     this.ingest(true);
     let ingested: boolean;
@@ -529,10 +511,7 @@ export class Ledger {
       if (!ingested) keepRefused(this.ingester.keptLines, this.files, (lines) => this.pending.rewrite(lines), this.log);
     }
     this.head.close();
-    this.idempotency.close();
-    this.pins.close();
-    for (const p of Object.values(this.itemPins)) p.close();
-    this.gc.close();
+    this.stores.close();
     this.pending.close(ingested);
     // The thread's connection went first, so closing this one (the last) folds the WAL in.
     this.db.close();
