@@ -34,7 +34,7 @@ export interface IngestWorkerData {
 
 /**
  * From the hub: lines of the pending file, in order, as batch `n` (1, 2, ...); see Ledger.ingest.
- * `lines`: the lines, joined by newlines in chunks of a few dozen KB (see joinChunks in ledger.ts).
+ * `lines`: the lines, joined by newlines in chunks of a few dozen KB (see joinChunks in batch-lines.ts).
  * `empty`: the pending file to empty once this batch is committed: the hub writes the other one
  * meanwhile (PendingFiles). Emptying it here keeps the truncate off the hub's event loop.
  * A tuple, not an object: V8's structured clone writes an object's keys and rebuilds it key by

@@ -15,13 +15,14 @@ import type { LedgerResourceRouteStore } from './resource-routes.js';
 import type { LedgerSessionMemoryStore } from './session-memory.js';
 import { LedgerStores } from './stores.js';
 import { PendingFiles, type PendingFilesOptions } from './pending-files.js';
-import { WRITTEN } from './pending-log.js';
 import type { LedgerPinStore } from './pins.js';
 import type { ItemPinKind } from '../catalog/pins.js';
 import { LedgerReader, type StatsRow } from './reader.js';
 import { finishedLine, RowValues, type RowBodyOptions } from './row-values.js';
 import type { AuditFilter, AuditRow } from './rows.js';
 import type { AuditBegin, AuditEnd, AuditHandle, LedgerCounters } from './types.js';
+import { joinChunks, liveLines } from './batch-lines.js';
+import { RowHandle, type RowFinisher } from './row-handle.js';
 import { IdTable } from '../keyed-table.js';
 import { HOLD_FROM } from '../turn-end.js';
 import { monotonicNow } from '../monotonic.js';
@@ -120,7 +121,7 @@ const CHECKPOINT_EVERY_MS = 100;
  * Usage on the hot path: claim the idempotency key (if any), `await beginCommitted()`,
  * forward, `idempotency.complete()`, `await handle.finish()`, then answer the client.
  */
-export class Ledger {
+export class Ledger implements RowFinisher {
   /** A real ledger: the router measures response sizes only for one (see AuditSink.enabled). */
   readonly enabled = true;
   readonly idempotency: IdempotencyStore;
@@ -145,7 +146,7 @@ export class Ledger {
   /** Of `lines`, the first ones, kept back at the last hand-over: they do not hurry the next. */
   private kept = 0;
   /** Begins among `lines` whose call has not finished, by row id. */
-  private readonly begun = new IdTable<Handle>();
+  private readonly begun = new IdTable<RowHandle>();
   /** The number of the last batch handed to the ingest thread. */
   private handed = 0;
   private ingestTimer: NodeJS.Timeout | null = null;
@@ -221,7 +222,7 @@ export class Ledger {
     this.assertOpen();
     const id = this.nextId++;
     const start = this.values.begin(id, b);
-    const h = new Handle(this, id, start, JSON.stringify(start), this.lines.length, performance.now());
+    const h = new RowHandle(this, id, start, JSON.stringify(start), this.lines.length, performance.now());
     this.begun.set(id, h);
     // Waited for through whenCommitted() in this turn, or through `written` later.
     h.written = this.write(h.startJson);
@@ -257,7 +258,7 @@ export class Ledger {
   }
 
   /** @internal used by the handle once. */
-  finishRow(h: Handle, e: AuditEnd): Promise<void> {
+  finishRow(h: RowHandle, e: AuditEnd): Promise<void> {
     if (this.closed) return Promise.reject(new Error('ledger is closed'));
     const fin = this.values.finish(h.start, e);
     // The finish line carries the begin's columns too (a restart can finish the row from it
@@ -361,8 +362,8 @@ export class Ledger {
   }
 
   /** The begins to keep back from this hand-over, oldest first. */
-  private held(): Handle[] {
-    const out: Handle[] = [];
+  private held(): RowHandle[] {
+    const out: RowHandle[] = [];
     if (this.begun.size === 0) return out;
     const now = performance.now();
     for (const h of this.begun.values()) if (now - h.since < this.beginHoldMs) out.push(h);
@@ -370,7 +371,7 @@ export class Ledger {
   }
 
   /** A hand-over when the oldest of these has waited long enough, unless lines come first. */
-  private holdFor(held: Handle[]): void {
+  private holdFor(held: RowHandle[]): void {
     if (held.length === 0) return;
     const wait = this.beginHoldMs - (performance.now() - held[0]!.since);
     this.holdTimer = setTimeout(() => this.ingest(), Math.max(this.ingestDelayMs, Math.ceil(wait)));
@@ -541,60 +542,4 @@ export class Ledger {
 
 const RESOLVED = Promise.resolve();
 
-/**
- * Lines joined by newlines into strings of about CHUNK_CHARS at most (a chunk runs past it by
- * its last line only). V8 puts a string over 128 KB in its large-object space, on pages of its own,
- * fresh from the OS: joining a busy hub's 25 ms of lines (200 KB and more) into one string
- * cost 1.5–2 µs per line against 0.1 µs in chunks of 32 KB (see docs/BENCHMARKS.md).
- */
-export function joinChunks(lines: readonly string[], max = CHUNK_CHARS): string[] {
-  const out: string[] = [];
-  let from = 0;
-  let size = 0;
-  for (let i = 0; i < lines.length; i++) {
-    size += lines[i]!.length + 1;
-    if (size < max) continue;
-    out.push(lines.slice(from, i + 1).join('\n'));
-    from = i + 1;
-    size = 0;
-  }
-  if (from < lines.length) out.push(lines.slice(from).join('\n'));
-  return out;
-}
-const CHUNK_CHARS = 32 * 1024;
-
-/** Lines that are not '' (a begin whose finish came before the hand-over). */
-function liveLines(lines: string[]): number {
-  let n = 0;
-  for (const l of lines) if (l !== '') n++;
-  return n;
-}
 function noop(): void {}
-
-class Handle implements AuditHandle {
-  private finished: Promise<void> | null = null;
-  written: Promise<void> = RESOLVED;
-
-  get writtenNow(): boolean {
-    return this.written === WRITTEN;
-  }
-
-  constructor(
-    private readonly ledger: Ledger,
-    readonly rowId: number,
-    /** What begin() wrote, as values and as JSON. */
-    readonly start: unknown[],
-    readonly startJson: string,
-    /** Its begin's place in the ledger's lines while it has not been handed over. */
-    public at: number,
-    /** performance.now() at begin. */
-    readonly since: number,
-  ) {}
-
-  /** The first call wins; later calls return the same promise. */
-  finish(end: AuditEnd): Promise<void> {
-    this.finished ??= this.ledger.finishRow(this, end);
-    return this.finished;
-  }
-}
-

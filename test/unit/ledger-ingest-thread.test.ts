@@ -5,7 +5,8 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { pino } from 'pino';
 import { cpuProfileFlags, Ingester } from '../../src/ledger/ingester.js';
-import { joinChunks, Ledger } from '../../src/ledger/ledger.js';
+import { Ledger } from '../../src/ledger/ledger.js';
+import { joinChunks } from '../../src/ledger/batch-lines.js';
 import { PendingFiles } from '../../src/ledger/pending-files.js';
 import { closeAndRemove, begin, end, tempDir, until } from './ledger-helpers.js';
 
