@@ -1,7 +1,39 @@
 import type { Database } from 'better-sqlite3';
 import type { Logger } from '../log.js';
+import { monotonicNow } from '../monotonic.js';
+import type { Ingester } from './ingester.js';
 import { AuditApplier, recordRow, type PendingRecord } from './audit-apply.js';
 import { PendingFiles } from './pending-files.js';
+
+/** How long close() waits for the ingest thread; what it has not committed stays in the files. */
+const CLOSE_TIMEOUT_MS = 10_000;
+
+/** What whenIngested() needs of the ingest thread. */
+export type IngestProgress = Pick<Ingester, 'whenApplied' | 'refusing' | 'down'>;
+
+/**
+ * For close(): whether every batch handed over (up to `handed`) is committed. While SQLite
+ * refuses the thread's batches (a full disk), close() waits one retry for them (`retryMs`, plus
+ * 500 ms), not CLOSE_TIMEOUT_MS: a hub stopped with its disk full took over 10 s to exit, past a
+ * supervisor's patience (`docker stop` waits 10 s) after the drain, for nothing more kept: what
+ * is in the pending files goes in at the next start either way.
+ */
+export async function whenIngested(ingester: IngestProgress, handed: number, retryMs: number, log: Logger): Promise<boolean> {
+  const refusedMs = retryMs + 500;
+  // On the monotonic clock: a wall clock stepped forward (NTP) gave up at once, one stepped back waited on.
+  const deadline = monotonicNow() + CLOSE_TIMEOUT_MS;
+  for (;;) {
+    const left = deadline - monotonicNow();
+    if (left <= 0) break;
+    if (await ingester.whenApplied(handed, Math.min(left, refusedMs))) return true;
+    // With no thread (it ended, its replacement not started) whenApplied answers at once:
+    // this loop spun on resolved promises, holding the event loop (and the replacement's
+    // timer) for all of CLOSE_TIMEOUT_MS. The rows are in the pending files either way.
+    if (ingester.refusing || ingester.down) break;
+  }
+  log.warn('ledger: SQLite did not take the last rows before the stop; those in the pending files go in at the next start');
+  return false;
+}
 
 /**
  * For close(), when the ingest thread was ended before it opened the database (cutShort):

@@ -1,6 +1,6 @@
 import type { Database } from 'better-sqlite3';
 import { silentLogger, type Logger } from '../log.js';
-import { applyLeft, keepRefused } from './close-leftovers.js';
+import { applyLeft, keepRefused, whenIngested } from './close-leftovers.js';
 import type { VerifyResult, Witness } from './chain.js';
 import { ChainHeadLog, HEAD_LOG_EVERY_MS } from './head-log.js';
 import { openLedgerDb } from './db.js';
@@ -25,7 +25,6 @@ import { joinChunks, liveLines } from './batch-lines.js';
 import { RowHandle, type RowFinisher } from './row-handle.js';
 import { IdTable } from '../keyed-table.js';
 import { HOLD_FROM } from '../turn-end.js';
-import { monotonicNow } from '../monotonic.js';
 
 export interface LedgerOptions extends RowBodyOptions {
   path: string;
@@ -98,15 +97,6 @@ const INGEST_RETRY_MS = 1000;
 const INGEST_RESTART_MS = 1000;
 /** How long a reader in this process waits for the ingest thread before it reads anyway. */
 const SYNC_TIMEOUT_MS = 10_000;
-/** How long close() waits for the ingest thread; what it has not committed stays in the files. */
-const CLOSE_TIMEOUT_MS = 10_000;
-/**
- * While SQLite refuses the thread's batches (a full disk), close() waits one retry for them,
- * not CLOSE_TIMEOUT_MS: a hub stopped with its disk full took over 10 s to exit, past a
- * supervisor's patience (`docker stop` waits 10 s) after the drain, for nothing more kept: what
- * is in the pending files goes in at the next start either way.
- */
-const CLOSE_REFUSED_MS = INGEST_RETRY_MS + 500;
 /** PASSIVE checkpoints on the ingest thread (see WRITER_AUTOCHECKPOINT_PAGES in db.ts). */
 const CHECKPOINT_EVERY_MS = 100;
 
@@ -507,7 +497,7 @@ export class Ledger implements RowFinisher {
     // the batches handed to the thread: cut short, it would take them with it. It is let start.
     if (this.pending.status.failures === 0 && (await this.ingester.cutShort())) ingested = applyLeft(this.db, this.files, this.log);
     else {
-      ingested = await this.whenIngested();
+      ingested = await whenIngested(this.ingester, this.handed, INGEST_RETRY_MS, this.log);
       await this.ingester.stop();
       if (!ingested) keepRefused(this.ingester.keptLines, this.files, (lines) => this.pending.rewrite(lines), this.log);
     }
@@ -516,23 +506,6 @@ export class Ledger implements RowFinisher {
     this.pending.close(ingested);
     // The thread's connection went first, so closing this one (the last) folds the WAL in.
     this.db.close();
-  }
-
-  /** For close(): whether every batch handed over is committed, waited for as CLOSE_REFUSED_MS says. */
-  private async whenIngested(): Promise<boolean> {
-    // On the monotonic clock: a wall clock stepped forward (NTP) gave up at once, one stepped back waited on.
-    const deadline = monotonicNow() + CLOSE_TIMEOUT_MS;
-    for (;;) {
-      const left = deadline - monotonicNow();
-      if (left <= 0) break;
-      if (await this.ingester.whenApplied(this.handed, Math.min(left, CLOSE_REFUSED_MS))) return true;
-      // With no thread (it ended, its replacement not started) whenApplied answers at once:
-      // this loop spun on resolved promises, holding the event loop (and the replacement's
-      // timer) for all of CLOSE_TIMEOUT_MS. The rows are in the pending files either way.
-      if (this.ingester.refusing || this.ingester.down) break;
-    }
-    this.log.warn('ledger: SQLite did not take the last rows before the stop; those in the pending files go in at the next start');
-    return false;
   }
 
   private assertOpen(): void {
