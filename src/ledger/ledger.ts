@@ -106,7 +106,13 @@ const CHECKPOINT_EVERY_MS = 100;
  * SIGKILL); the lines go to the ingest thread every 5 ms (ingest), which moves them into
  * SQLite, where they are chained and where readers find them. A call's in-flight row and its
  * finished row usually reach SQLite together, as one INSERT. Idempotency keys, names and pins
- * are SQLite writes through the group commit, on this thread.
+ * are SQLite writes through the group commit, on this thread (LedgerStores).
+ *
+ * What stays here is the path of every call (begin, finish, the hand-over that holds begins
+ * back for their finish) and what shares its state (sync, close): one class, so each call's
+ * steps are field reads and calls on it, not calls through another object's interface.
+ * Around it: startup.ts (the file before the first write), row-values.ts (a call's line),
+ * row-handle.ts, batch-lines.ts, head-log.ts, stores.ts, close-leftovers.ts.
  *
  * Usage on the hot path: claim the idempotency key (if any), `await beginCommitted()`,
  * forward, `idempotency.complete()`, `await handle.finish()`, then answer the client.
