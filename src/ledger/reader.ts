@@ -401,7 +401,7 @@ export class LedgerReader {
 
 /**
  * The row ids the ledger's pending files hold lines of: those under the real path, and those
- * under the path as given, which a start also applies (Ledger.replayOldNames).
+ * under the path as given, which a start also applies (replayOldNames in startup.ts).
  */
 function idsInPendingFiles(dbPath: string): number[] {
   const ids = new Set<number>();
