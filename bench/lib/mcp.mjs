@@ -12,8 +12,9 @@ const MODERN_META = {
   'io.modelcontextprotocol/clientInfo': CLIENT_INFO,
 };
 
+/** A named request (`tool`: the hub's name of the tool or prompt) carries the echo's arguments. */
 function paramsFor(method, tool) {
-  return method === 'tools/call' ? { name: tool, arguments: ARGS } : {};
+  return method === 'tools/call' || method === 'prompts/get' ? { name: tool, arguments: ARGS } : {};
 }
 
 /** A modern (2026-07-28) request: full `_meta` and the mirrored headers of digest §6.3. */
@@ -24,7 +25,7 @@ export function modernRequest({ port, path = '/mcp', method, tool }) {
     'MCP-Protocol-Version': MODERN,
     'Mcp-Method': method,
   };
-  if (method === 'tools/call') headers['Mcp-Name'] = tool;
+  if (method === 'tools/call' || method === 'prompts/get') headers['Mcp-Name'] = tool;
   const body = { jsonrpc: '2.0', id: '__ID__', method, params: { ...paramsFor(method, tool), _meta: MODERN_META } };
   return buildRequest({ host: '127.0.0.1', port, path, headers, body });
 }
