@@ -351,7 +351,10 @@ export class Router {
     if (retry && 'result' in retry) return retry.result;
     const params = retry ? retry.params : forwarded;
     const audit = this.ledger.begin(begin);
-    await this.ledger.whenCommitted();
+    // Its row (and what is queued since) written before it is sent. Nothing to wait for with the
+    // ledger off, nor when its line was written at once and nothing is queued (a lone request):
+    // no turn then, as for a call (call-tool.ts).
+    if (this.ledger.enabled !== false && !(audit.writtenNow === true && this.ledger.committedNow?.() === true)) await this.ledger.whenCommitted();
     // A process of this principal's own is not started for a server whose own process is down
     // (startsOwnProcess): its read, prompt or completion is answered unavailable, as its calls are.
     // Its server's connection replaced while the row was written: the old one drains only what

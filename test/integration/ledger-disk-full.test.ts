@@ -171,6 +171,13 @@ describe('a full disk under a running hub', () => {
     // A new call is refused before it runs.
     const refused = await modernCall(url, 'refused-1', 'tools/call', { name: 'f__echo', arguments: { text: 'no room' } });
     expect(refused.body?.error).toMatchObject({ code: -32603, message: expect.stringMatching(/audit ledger cannot write .*does not run calls it cannot record/) });
+    // So is a read or a prompt, forwarded as calls are (Router.forward): its row first, or not sent.
+    const unread = await modernCall(url, 'refused-read', 'resources/read', { uri: 'sdk1://static/hello' });
+    expect(unread.body?.result, JSON.stringify(unread.body)).toBeUndefined();
+    expect(unread.body?.error).toMatchObject({ code: -32603, message: expect.stringMatching(/audit ledger cannot write/) });
+    const unasked = await modernCall(url, 'refused-prompt', 'prompts/get', { name: 'f__greet', arguments: { name: 'full' } });
+    expect(unasked.body?.result, JSON.stringify(unasked.body)).toBeUndefined();
+    expect(unasked.body?.error).toMatchObject({ code: -32603, message: expect.stringMatching(/audit ledger cannot write/) });
     // A load balancer or a monitor sees it: it answered 200 "ok" while every call was refused.
     const refusing = await fetch(new URL('/healthz', url));
     expect(refusing.status).toBe(503);
