@@ -30,16 +30,16 @@ export function modernRequest({ port, path = '/mcp', method, tool }) {
   return buildRequest({ host: '127.0.0.1', port, path, headers, body });
 }
 
-/** A request inside a legacy (2025-11-25) session that was initialized once. */
-export function legacyRequest({ port, path = '/mcp', method, tool, sessionId, protocolVersion = LEGACY }) {
+/** A request inside a legacy (2025-11-25) session that was initialized once; `batch`: as a JSON-RPC batch of one (a 2025-03-26 session's). */
+export function legacyRequest({ port, path = '/mcp', method, tool, sessionId, protocolVersion = LEGACY, batch = false }) {
   const headers = {
     'Content-Type': 'application/json',
     Accept: 'application/json, text/event-stream',
     'MCP-Protocol-Version': protocolVersion,
   };
   if (sessionId) headers['Mcp-Session-Id'] = sessionId;
-  const body = { jsonrpc: '2.0', id: '__ID__', method, params: paramsFor(method, tool) };
-  return buildRequest({ host: '127.0.0.1', port, path, headers, body });
+  const msg = { jsonrpc: '2.0', id: '__ID__', method, params: paramsFor(method, tool) };
+  return buildRequest({ host: '127.0.0.1', port, path, headers, body: batch ? [msg] : msg });
 }
 
 /** One stdio line (legacy session already initialized by the caller). */
@@ -47,13 +47,13 @@ export function stdioLine(method, tool) {
   return JSON.stringify({ jsonrpc: '2.0', id: '__ID__', method, params: paramsFor(method, tool) });
 }
 
-/** Open a legacy session over Streamable HTTP; resolves to its Mcp-Session-Id (or undefined). */
-export async function openLegacySession(url) {
+/** Open a legacy session over Streamable HTTP (asking for `asked`); resolves to its Mcp-Session-Id (or undefined). */
+export async function openLegacySession(url, asked = LEGACY) {
   const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
   const res = await fetch(url, {
     method: 'POST',
     headers,
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: LEGACY, capabilities: {}, clientInfo: CLIENT_INFO } }),
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: asked, capabilities: {}, clientInfo: CLIENT_INFO } }),
   });
   const text = await res.text();
   if (!res.ok || !text.includes('"result"')) throw new Error(`initialize failed: ${res.status} ${text.slice(0, 300)}`);
