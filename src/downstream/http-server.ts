@@ -539,13 +539,15 @@ export class HttpServer {
       },
       canStream: channel.canStream,
     };
+    const admitted = (c: Classified, requestBytes: number, refused: AdmitRefusal | null): void | Promise<void> =>
+      refused ? answers.reply(refused.answer, refused) : this.endpoint.message(c, this.exchange(req, who, group, requestBytes, closed, sink, (msg) => answers.reply(msg)));
+    // A member let in goes on in this turn, as postBody's message does: only a refusal (its row written first) is waited for.
     await Promise.all(
-      batch.map(async (member) => {
+      batch.map((member) => {
         const c = classify(member);
         const requestBytes = memberBytes(member, batchBytes);
-        const refused = await this.admit(req, who, group, c, requestBytes);
-        if (refused) return answers.reply(refused.answer, refused);
-        await this.endpoint.message(c, this.exchange(req, who, group, requestBytes, closed, sink, (msg) => answers.reply(msg)));
+        const refused = this.admit(req, who, group, c, requestBytes);
+        return refused instanceof Promise ? refused.then((r) => admitted(c, requestBytes, r)) : admitted(c, requestBytes, refused);
       }),
     );
   }
