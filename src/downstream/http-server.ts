@@ -544,10 +544,15 @@ export class HttpServer {
     // A member let in goes on in this turn, as postBody's message does: only a refusal (its row written first) is waited for.
     await Promise.all(
       batch.map((member) => {
-        const c = classify(member);
-        const requestBytes = memberBytes(member, batchBytes);
-        const refused = this.admit(req, who, group, c, requestBytes);
-        return refused instanceof Promise ? refused.then((r) => admitted(c, requestBytes, r)) : admitted(c, requestBytes, refused);
+        // A member that throws fails alone, as in the async callback this was: the others still run.
+        try {
+          const c = classify(member);
+          const requestBytes = memberBytes(member, batchBytes);
+          const refused = this.admit(req, who, group, c, requestBytes);
+          return refused instanceof Promise ? refused.then((r) => admitted(c, requestBytes, r)) : admitted(c, requestBytes, refused);
+        } catch (err) {
+          return Promise.reject(err);
+        }
       }),
     );
   }
