@@ -354,7 +354,17 @@ export class Router {
     // Its row (and what is queued since) written before it is sent. Nothing to wait for with the
     // ledger off, nor when its line was written at once and nothing is queued (a lone request):
     // no turn then, as for a call (call-tool.ts).
-    if (this.ledger.enabled !== false && !(audit.writtenNow === true && this.ledger.committedNow?.() === true)) await this.ledger.whenCommitted();
+    if (this.ledger.enabled !== false && !(audit.writtenNow === true && this.ledger.committedNow?.() === true)) {
+      try {
+        await this.ledger.whenCommitted();
+      } catch (err) {
+        // Not written, so not sent: its row ends refused, as a call's does (call-tool.ts), not
+        // left in flight for the next start to call `unknown`.
+        if (retry) this.mrtr.sealer.release(forwarded.requestState);
+        await audit.finish({ ...outcomeOfError(err), latencyMs: performance.now() - t0 }).catch(() => undefined);
+        throw err;
+      }
+    }
     // A process of this principal's own is not started for a server whose own process is down
     // (startsOwnProcess): its read, prompt or completion is answered unavailable, as its calls are.
     // Its server's connection replaced while the row was written: the old one drains only what

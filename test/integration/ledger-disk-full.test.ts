@@ -15,7 +15,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { BIN, ROOT } from '../helpers/hub-process.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { metricValue, scrape } from '../helpers/prometheus.js';
-import { fixture, health, inFlight, legacySession, modernCall, SDK1, sleep, textOf, waitForReady } from './ledger-helpers.js';
+import { fixture, health, inFlight, legacySession, modernCall, outcomes, SDK1, sleep, textOf, waitForReady } from './ledger-helpers.js';
 import { freePortInRange } from '../helpers/port-range.js';
 
 /** The cap, in KiB: above a fresh ledger's WAL (~57 KiB), reached after a few hundred calls. */
@@ -189,6 +189,11 @@ describe('a full disk under a running hub', () => {
     let n = 0;
     await expect.poll(async () => (await modernCall(url, `room-${n++}`, 'tools/call', { name: 'f__echo', arguments: { text: 'room' } })).body?.result !== undefined, { timeout: 10_000, interval: 100 }).toBe(true);
     expect((await fetch(new URL('/healthz', url))).status).toBe(200);
+    // The refused read and prompt end their rows as refused, as the refused call does (its line
+    // kept for the ledger's thread while the files had no room): not left in flight, `unknown`
+    // only after the next start.
+    const refusedRows = ['refused-1', 'refused-read', 'refused-prompt'];
+    await expect.poll(() => outcomes(db, refusedRows), { timeout: 10_000, interval: 50 }).toEqual(Object.fromEntries(refusedRows.map((id) => [id, 'rpc_error -32603'])));
 
     // Stopped while every write failed, the hub waited the ledger's full 10 s for SQLite (retried
     // each second, refused each time) and left the pending file holding the 1 byte of a torn

@@ -297,6 +297,17 @@ export async function waitForReady(url: string, ids: string[], timeoutMs = 15_00
   throw new Error(`upstreams not ready: ${JSON.stringify(last)}`);
 }
 
+/** The outcome and error code of each of these requests' committed rows, by request id (read beside the running hub). */
+export function outcomes(db: string, requestIds: string[]): Record<string, string> {
+  const reader = new Database(db, { readonly: true, fileMustExist: true });
+  try {
+    const rows = reader.prepare(`SELECT request_id, outcome, error_code FROM audit WHERE request_id IN (${requestIds.map(() => '?').join(', ')})`).all(...requestIds) as { request_id: string; outcome: string; error_code: number | null }[];
+    return Object.fromEntries(rows.map((r) => [r.request_id, r.error_code === null ? r.outcome : `${r.outcome} ${r.error_code}`]));
+  } finally {
+    reader.close();
+  }
+}
+
 /** How many of these requests have a committed in_flight row (read beside the running hub). */
 export function inFlight(db: string, requestIds: string[]): number {
   const reader = new Database(db, { readonly: true, fileMustExist: true });
