@@ -15,12 +15,19 @@ export class InFlight {
     this.n++;
   }
 
+  /**
+   * The last request leaving wakes the waiters only after the work its end queued (the answer's
+   * write: the routing leaves in a finally, before its caller resumes) has run: a stop woken at
+   * once closed the listeners, destroying the connection, a few jobs before that answer was written.
+   */
   leave(): void {
-    if (--this.n > 0) return;
-    for (const w of [...this.waiters]) w();
+    if (--this.n > 0 || this.waiters.size === 0) return;
+    setImmediate(() => {
+      if (this.n === 0) for (const w of [...this.waiters]) w();
+    });
   }
 
-  /** Resolves true once nothing is in flight, false if `ms` passed first. */
+  /** Resolves true once nothing is in flight (and what the last one's end queued has run), false if `ms` passed first. */
   idle(ms: number): Promise<boolean> {
     if (this.n === 0) return Promise.resolve(true);
     return new Promise((resolve) => {

@@ -347,6 +347,21 @@ describe('retry rule', () => {
 });
 
 describe('InFlight', () => {
+  it("idle resolves only once the work queued as the last request left has run (its answer's write), not a few jobs before it", async () => {
+    const f = new InFlight();
+    f.enter();
+    const idle = f.idle(1000);
+    let written = false;
+    f.leave();
+    // As an answer written a few promise jobs after the routing left (its caller resuming).
+    void Promise.resolve()
+      .then(() => undefined)
+      .then(() => undefined)
+      .then(() => (written = true));
+    expect(await idle).toBe(true);
+    expect(written).toBe(true);
+  });
+
   it('idle resolves true when the last request in flight leaves, false at the deadline', async () => {
     const f = new InFlight();
     expect(await f.idle(10)).toBe(true);
