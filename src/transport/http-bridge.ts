@@ -19,6 +19,7 @@ import { replayable } from '../upstream/retry.js';
 import { HttpClient, type HttpAnswer } from './http-client.js';
 import { methodTable } from '../protocol/method-table.js';
 import { Canceller } from '../cancel.js';
+import { PendingWork } from '../pending-work.js';
 
 export interface BridgeOptions {
   url: string;
@@ -61,7 +62,7 @@ export class HttpBridge {
   private legacyVersion: string | undefined;
   private getStream: AbortController | undefined;
   private readonly inflight = new Map<string, Inflight>();
-  private readonly pending = new Set<Promise<void>>();
+  private readonly pending = new PendingWork();
   /** Lines wait while an initialize is in flight, so they carry its session id. */
   private gate: Promise<void> = Promise.resolve();
   private closed = false;
@@ -115,16 +116,13 @@ export class HttpBridge {
     }
     const p = this.gate.then(() => this.forward(c, text)).catch((err) => this.opts.log.error({ err: String(err) }, 'bridge: forwarding failed'));
     this.pending.add(p);
-    void p.finally(() => this.pending.delete(p));
     if (c.kind === 'request' && c.msg.method === 'initialize') this.gate = p;
   }
 
   /** The local client is gone: let answers in flight finish (bounded), then end the session. */
   async close(drainMs = 5_000): Promise<void> {
     if (this.closed) return;
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.allSettled([...this.pending]), new Promise<void>((r) => (timer = setTimeout(r, drainMs)))]);
-    clearTimeout(timer);
+    await this.pending.within(drainMs);
     this.closed = true;
     for (const f of this.inflight.values()) f.ac.abort();
     this.getStream?.abort();

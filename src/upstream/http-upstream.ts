@@ -9,7 +9,7 @@
  * their answer streams, the legacy session's life, the circuit and the health check. What
  * stands alone is beside it: http-probe.ts (the era probe), request-headers.ts,
  * http-credentials.ts, standalone-stream.ts (the legacy GET stream), stream-waits.ts,
- * untaken-cancels.ts and http-notice.ts (legacy cancellations and notices), in-flight.ts.
+ * untaken-cancels.ts and http-notice.ts (legacy cancellations and notices); the work a close waits for is ../pending-work.ts.
  */
 import { LEGACY, LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
 import { CancelledError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
@@ -28,7 +28,7 @@ import { replayable } from './retry.js';
 import { monotonicNow } from '../monotonic.js';
 import { tcpReachable } from '../transport/tcp-reachable.js';
 import { timeoutSignal } from '../transport/timeout-signal.js';
-import { InFlight } from './in-flight.js';
+import { PendingWork } from '../pending-work.js';
 import { resumeWaitMs, RESUME_FAILURES } from './stream-waits.js';
 import { StandaloneStream, type StandaloneStreamHost } from './standalone-stream.js';
 import { postNotice } from './http-notice.js';
@@ -75,11 +75,11 @@ export class HttpUpstream extends HandshakingUpstream {
   private legacyHeaders: Record<string, string> = {};
   private renewing: Promise<void> | undefined;
   /** Legacy handshakes under way (initialize: a renewal, a reconnect), each settled once a session it opened is the upstream's or ended. */
-  private readonly handshaking = new InFlight();
+  private readonly handshaking = new PendingWork();
   /** Session DELETEs under way (endSession). */
-  private readonly ending = new InFlight();
+  private readonly ending = new PendingWork();
   /** Legacy cancellations under way (their POSTs), and those waiting for their request to be taken (cancelUpstream). */
-  private readonly cancelling = new InFlight();
+  private readonly cancelling = new PendingWork();
   private readonly untaken = new UntakenCancels();
   /** The session a 404 said is gone (renew): nothing to end there. */
   private gone: string | undefined;

@@ -1,9 +1,11 @@
 /**
- * Work a close waits for before it drops the connections (a legacy handshake, a session's
- * DELETE, a cancellation's POST): dropped first, each would fail, leaving a session open on the
- * server or a call running there unasked. Each is kept until it settles, whichever way.
+ * Work a close waits for before it drops its connections (an HTTP upstream's legacy handshake,
+ * session DELETE and cancellations' POSTs; the connect bridge's forwarded messages): dropped
+ * first, each would fail, leaving a session open on the server or a call running there unasked.
+ * Each is kept until it settles, whichever way. (Not the hub's count of requests in flight,
+ * router/inflight.ts, which a stop waits on with a deadline of its own.)
  */
-export class InFlight {
+export class PendingWork {
   private readonly under = new Set<Promise<void>>();
 
   get size(): number {
