@@ -130,20 +130,20 @@ interface Tracked {
   /** Streams replaced, still read for what the server said on them before (ListenHandle.retire). */
   retiring: Set<Stream>;
   /**
-   * Resource URIs an acknowledged stream honoured before all of them closed: a change said until
-   * a new stream is acknowledged is not heard. When the connection lapsed meanwhile (the upstream
-   * down, or its connection replaced: see GAPS_KEPT) or the streams dropped, their subscribers
-   * are told they updated then: a re-read too many is cheaper than a change missed.
+   * Not listened to for a while: the connection not ready (or not yet), its streams dropped, or
+   * it replaced another under its key (GAPS_KEPT). A change said until a new stream is
+   * acknowledged is not heard; so every URI that stream honours is said updated to its
+   * subscribers (toldUnheard): those the old streams watched, and those subscribed in between,
+   * whose subscribers were told they are watched while nothing watched them (a server down is
+   * waited for only so long). A re-read too many is cheaper than a change missed.
    */
-  unheard: Set<string>;
-  /** The streams dropped, or the connection was not ready or was replaced, since they closed. */
   lapsed: boolean;
 }
 
 /**
- * How many keys' unheard URIs are kept between untrack() and the next track() of the key (a
- * reload or `servers restart` untracks the old connection before the new one is tracked). A key
- * untracked for good (a server removed) is not tracked again: the oldest are let go.
+ * How many untracked keys are remembered as lapsed for the next track() of the key (a reload or
+ * `servers restart` untracks the old connection before the new one is tracked, maybe ready
+ * already). A key untracked for good (a server removed) is not tracked again: the oldest are let go.
  */
 const GAPS_KEPT = 256;
 
@@ -190,8 +190,8 @@ function flagsKeyOf(f: ListenFilter): string {
 
 export class ListenManager {
   private readonly tracked = new Map<string, Tracked>();
-  /** Unheard URIs of keys untracked, for their next track() (see Tracked.unheard). */
-  private readonly gaps = new Map<string, Set<string>>();
+  /** Keys untracked, lapsed at their next track() (see Tracked.lapsed). */
+  private readonly gaps = new Set<string>();
   private readonly ackTimeoutMs: number;
 
   constructor(
@@ -203,9 +203,8 @@ export class ListenManager {
 
   track(id: string, upstream: Upstream): void {
     this.untrack(id);
-    const unheard = this.gaps.get(id) ?? new Set<string>();
-    this.gaps.delete(id);
-    const t: Tracked = { id, upstream, streams: [], failures: 0, refused: false, onState: () => this.sync(t), waiters: new Set(), held: new Map(), retiring: new Set(), unheard, lapsed: unheard.size > 0 };
+    const lapsed = this.gaps.delete(id);
+    const t: Tracked = { id, upstream, streams: [], failures: 0, refused: false, onState: () => this.sync(t), waiters: new Set(), held: new Map(), retiring: new Set(), lapsed };
     this.tracked.set(id, t);
     upstream.on('state', t.onState);
     this.sync(t);
@@ -218,10 +217,10 @@ export class ListenManager {
     this.tracked.delete(id);
     t.upstream.off('state', t.onState);
     this.stop(t);
-    if (t.unheard.size === 0) return;
+    // Not listened to from now until the next connection's stream is acknowledged.
     this.gaps.delete(id);
-    this.gaps.set(id, t.unheard);
-    if (this.gaps.size > GAPS_KEPT) this.gaps.delete(this.gaps.keys().next().value!);
+    this.gaps.add(id);
+    if (this.gaps.size > GAPS_KEPT) this.gaps.delete(this.gaps.values().next().value!);
   }
 
   /** The filter of a server may have changed (a resource subscription came or went). */
@@ -311,7 +310,6 @@ export class ListenManager {
 
   private closeStreams(t: Tracked): void {
     const all = t.opening ? [...t.streams, t.opening.stream] : t.streams;
-    for (const s of t.streams) for (const u of s.honoured ?? []) t.unheard.add(u);
     t.streams = [];
     t.opening = undefined;
     for (const s of all) s.handle.close();
@@ -358,15 +356,18 @@ export class ListenManager {
   }
 
   /**
-   * The URIs heard again after the connection lapsed (t.unheard) that `stream` honours are said updated, as the
-   * upstream would have said a change of them: their subscribers read them again. Once each,
-   * whatever was said in the gap (nothing of it was heard).
+   * Listened to again after a lapse (t.lapsed), by the whole filter: the URIs `stream` honours
+   * that are still subscribed are said updated, as the upstream would have said a change of
+   * them: their subscribers read them again. Once each, whatever was said in the gap (nothing of
+   * it was heard), and whether they were watched before the gap or subscribed during it.
    */
   private toldUnheard(t: Tracked, stream: Stream): void {
-    const uris = t.lapsed ? [...t.unheard].filter((u) => stream.honoured!.has(u)) : [];
-    t.unheard.clear();
+    if (!t.lapsed) return;
     t.lapsed = false;
-    if (uris.length === 0 || this.tracked.get(t.id) !== t) return;
+    if (this.tracked.get(t.id) !== t) return;
+    const wanted = new Set(this.opts.subscribedUris(t.id));
+    const uris = [...stream.honoured!].filter((u) => wanted.has(u));
+    if (uris.length === 0) return;
     this.log.info({ server: t.id, uris: uris.length }, 'listening again after a gap: subscribed resources said updated, since a change in the gap was not heard');
     for (const uri of uris) t.upstream.emit('notification', { method: UPDATED, params: { uri } });
   }

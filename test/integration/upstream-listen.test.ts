@@ -136,6 +136,37 @@ describe('ListenManager', () => {
     expect(updated).toEqual(['x://w', 'x://w', 'x://w']);
   });
 
+  it('says a URI subscribed while the upstream was down updated too once listening again, with those it watched', async () => {
+    const u = (await started(stdio('s', MUTABLE))) as StdioUpstream;
+    const updated: string[] = [];
+    u.on('notification', (n: { method: string; params: { uri?: string } }) => void (n.method === 'notifications/resources/updated' && updated.push(n.params.uri!)));
+    const uris = new Set(['x://before']);
+    const m = new ListenManager(silentLogger, { subscribedUris: () => [...uris], onGap: () => {} });
+    managers.push(m);
+    m.track('s', u);
+    expect(await m.honours('s', ['x://before'], 3000)).toEqual(['x://before']);
+    // Subscribed as the process is gone: its subscriber is told it is watched (the hub's
+    // subscribe waits for a server down only so long) while nothing watches it.
+    const down = new Promise<void>((resolve) => {
+      const onState = (state: string): void => {
+        if (state === 'ready') return;
+        u.off('state', onState);
+        uris.add('x://during');
+        m.refresh('s');
+        resolve();
+      };
+      u.on('state', onState);
+    });
+    process.kill(u.pid!, 'SIGKILL');
+    await down;
+    await waitFor(() => updated.includes('x://during'), 10_000, 'the update of the URI subscribed in the gap');
+    await waitFor(() => updated.includes('x://before'), 2000, 'the update of the URI watched before the gap');
+    // Once each: a marker said after them comes alone.
+    await u.request('tools/call', { name: 'touch', arguments: { uri: 'x://before' } });
+    await waitFor(() => updated.length >= 3, 2000, 'the marker');
+    expect(updated.sort()).toEqual(['x://before', 'x://before', 'x://during']);
+  });
+
   it('a server that ends every stream right after acknowledging it is listened to again with a growing wait', async () => {
     const { log, records } = captureLogger();
     const u = await started(stdio('e', MUTABLE, { LISTEN_ENDS: '1' }));
