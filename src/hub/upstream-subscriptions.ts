@@ -33,6 +33,8 @@ export interface SubscriptionSources {
   readonly log: Logger;
 }
 
+const UPDATED = 'notifications/resources/updated';
+
 export class UpstreamSubscriptions {
   constructor(private readonly src: SubscriptionSources) {}
 
@@ -51,11 +53,28 @@ export class UpstreamSubscriptions {
     // Made for its holders, as their own subscribes were (Subscriptions.heldFor): on a fresh
     // connection the hub's own request would leave it one principal's, and a line the server
     // writes about it would go to that principal's call.
-    for (const uri of uris)
-      upstream.request('resources/subscribe', { uri }, { hubOwn: true, principal: this.src.subs.heldFor(h.id, uri, conn) }).catch((err: unknown) => {
-        this.src.log.warn({ server: h.id, uri, err: String((err as Error)?.message ?? err) }, 'resource subscription not renewed after a restart');
-        // Still the connection it was made on (not one opened since, which renews it itself).
-        if (this.src.subs.uris(h.id, conn).includes(uri) && (conn === '' ? h.upstream : this.src.upstreams.existing(h, principalOfConn(conn))) === upstream) this.unwatched(h.id, conn, [uri]);
+    let told = 0;
+    const renewed = uris.map((uri) =>
+      upstream.request('resources/subscribe', { uri }, { hubOwn: true, principal: this.src.subs.heldFor(h.id, uri, conn) }).then(
+        () => {
+          // Nothing watched it since the connection went down (or before this one was up, for a
+          // subscription made meanwhile): an update said then was not heard, and the server does
+          // not say it again. Said updated to its subscribers once watched again, through the
+          // server's own notification's path (plugins, read cache, legacy and modern clients),
+          // as a modern server's listen does after a gap (ListenManager's toldUnheard).
+          told++;
+          upstream.emit('notification', { method: UPDATED, params: { uri } });
+        },
+        (err: unknown) => {
+          this.src.log.warn({ server: h.id, uri, err: String((err as Error)?.message ?? err) }, 'resource subscription not renewed after a restart');
+          // Still the connection it was made on (not one opened since, which renews it itself).
+          if (this.src.subs.uris(h.id, conn).includes(uri) && (conn === '' ? h.upstream : this.src.upstreams.existing(h, principalOfConn(conn))) === upstream) this.unwatched(h.id, conn, [uri]);
+        },
+      ),
+    );
+    if (uris.length)
+      void Promise.all(renewed).then(() => {
+        if (told) this.src.log.info({ server: h.id, uris: told }, 'subscribed again after a gap: subscribed resources said updated, since a change in the gap was not heard');
       });
   }
 

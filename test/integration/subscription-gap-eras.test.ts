@@ -1,0 +1,67 @@
+/**
+ * A resource update a server says while the hub is not subscribed to it (the server down,
+ * restarted, replaced) is lost: the hub tells the resource's subscribers it updated once it is
+ * watched again, whatever era the server comes back speaking. The real built hub, the stdio
+ * fixture test/fixtures/catalog/mutable-server.mjs of either era, an SDK v1 subscriber
+ * (resources/subscribe) and an SDK v2 listener (subscriptions/listen).
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
+import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { loggedTimes, setSection } from '../helpers/config-edit.js';
+import { firstText, waitForReady } from '../helpers/wire.js';
+
+const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
+const DOC = 'mut://doc';
+let hub: HubProcess | undefined;
+const closing: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const close of closing.splice(0)) await close().catch(() => undefined);
+  await hub?.stop();
+  hub = undefined;
+});
+
+/** A legacy client subscribed to DOC and a modern one listening to it; what each heard. */
+async function subscribers(url: string): Promise<{ legacy: ClientV1; legacyHeard: string[]; modernHeard: string[] }> {
+  const legacy = new ClientV1({ name: 'legacy-watcher', version: '1.0.0' }, { capabilities: {} });
+  await legacy.connect(new TransportV1(new URL(url)));
+  closing.push(() => legacy.close());
+  const legacyHeard: string[] = [];
+  legacy.setNotificationHandler(ResourceUpdatedNotificationSchema, async (n) => void legacyHeard.push(n.params.uri));
+  await legacy.listResources();
+  expect(await legacy.subscribeResource({ uri: DOC })).toEqual({});
+  const modern = new ClientV2({ name: 'modern-watcher', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+  await modern.connect(new TransportV2(new URL(url)));
+  closing.push(() => modern.close());
+  const modernHeard: string[] = [];
+  modern.setNotificationHandler('notifications/resources/updated', async (n) => void modernHeard.push(String(n.params.uri)));
+  const sub = await modern.listen({ resourceSubscriptions: [DOC] });
+  closing.unshift(() => sub.close());
+  expect(sub.honoredFilter.resourceSubscriptions).toEqual([DOC]);
+  return { legacy, legacyHeard, modernHeard };
+}
+
+describe('subscribers after a gap, the server back in another era', () => {
+  it('a modern server replaced by a legacy one on reload: subscribed again with resources/subscribe, then said updated to both subscribers', async () => {
+    const servers = (era: string) => ({ m: nodeServer(MUTABLE, [], { ERA: era }) });
+    hub = await startHub({ servers: servers('modern') });
+    await waitForReady(hub.url, ['m']);
+    const s = await subscribers(hub.url);
+    // Nothing is said while it stands: a marker said now comes alone.
+    await s.legacy.callTool({ name: 'm__touch', arguments: { uri: DOC } });
+    await expect.poll(() => [s.legacyHeard.length, s.modernHeard.length], { timeout: 5000, interval: 20 }).toEqual([1, 1]);
+    setSection(hub, 'servers', servers('legacy'));
+    await loggedTimes(hub, 'config reloaded', 1);
+    await waitForReady(hub.url, ['m']);
+    // The update a change made between the two servers would have had.
+    await expect.poll(() => [s.legacyHeard.length, s.modernHeard.length], { timeout: 10_000, interval: 20 }).toEqual([2, 2]);
+    // The legacy server holds the subscription, so a change of it now is said, and heard.
+    expect(firstText(await s.legacy.callTool({ name: 'm__touch', arguments: { uri: DOC, report: true } }))).toBe('told 1');
+    await expect.poll(() => [s.legacyHeard.length, s.modernHeard.length], { timeout: 5000, interval: 20 }).toEqual([3, 3]);
+    expect({ legacy: s.legacyHeard, modern: s.modernHeard }).toEqual({ legacy: [DOC, DOC, DOC], modern: [DOC, DOC, DOC] });
+    await loggedTimes(hub, 'subscribed again after a gap', 1);
+  }, 60_000);
+});
