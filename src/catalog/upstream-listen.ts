@@ -138,6 +138,12 @@ interface Tracked {
    * waited for only so long). A re-read too many is cheaper than a change missed.
    */
   lapsed: boolean;
+  /**
+   * URIs whose subscriber was answered before any acknowledgement honoured them (honours() gave
+   * up waiting, and its caller counts them watched): a change said until one does is not heard,
+   * so they are said updated once one does (toldUnheard), as after a lapse.
+   */
+  owed: Set<string>;
 }
 
 /**
@@ -204,7 +210,7 @@ export class ListenManager {
   track(id: string, upstream: Upstream): void {
     this.untrack(id);
     const lapsed = this.gaps.delete(id);
-    const t: Tracked = { id, upstream, streams: [], failures: 0, refused: false, onState: () => this.sync(t), waiters: new Set(), held: new Map(), retiring: new Set(), lapsed };
+    const t: Tracked = { id, upstream, streams: [], failures: 0, refused: false, onState: () => this.sync(t), waiters: new Set(), held: new Map(), retiring: new Set(), lapsed, owed: new Set() };
     this.tracked.set(id, t);
     upstream.on('state', t.onState);
     this.sync(t);
@@ -271,6 +277,8 @@ export class ListenManager {
       };
       const timer = setTimeout(() => {
         t.waiters.delete(waiter);
+        // Answered unchecked: those no acknowledgement honours yet are owed an update once one does.
+        for (const u of uris) if (!newestAsking(t.streams, u)?.honoured?.has(u)) t.owed.add(u);
         resolve(undefined);
       }, waitMs);
       t.waiters.add(waiter);
@@ -356,19 +364,23 @@ export class ListenManager {
   }
 
   /**
-   * Listened to again after a lapse (t.lapsed), by the whole filter: the URIs `stream` honours
-   * that are still subscribed are said updated, as the upstream would have said a change of
-   * them: their subscribers read them again. Once each, whatever was said in the gap (nothing of
-   * it was heard), and whether they were watched before the gap or subscribed during it.
+   * Listened to again after a lapse (t.lapsed), by the whole filter (`whole`): the URIs `stream`
+   * honours that are still subscribed are said updated, as the upstream would have said a change
+   * of them: their subscribers read them again. Once each, whatever was said in the gap (nothing
+   * of it was heard), and whether they were watched before the gap or subscribed during it. So
+   * are those owed an update (t.owed) that any stream's acknowledgement honours at last.
    */
-  private toldUnheard(t: Tracked, stream: Stream): void {
-    if (!t.lapsed) return;
-    t.lapsed = false;
-    if (this.tracked.get(t.id) !== t) return;
+  private toldUnheard(t: Tracked, stream: Stream, whole: boolean): void {
+    const lapsed = whole && t.lapsed;
+    if (whole) t.lapsed = false;
+    if ((!lapsed && t.owed.size === 0) || this.tracked.get(t.id) !== t) return;
     const wanted = new Set(this.opts.subscribedUris(t.id));
-    const uris = [...stream.honoured!].filter((u) => wanted.has(u));
+    const uris = [...stream.honoured!].filter((u) => wanted.has(u) && (lapsed || t.owed.has(u)));
+    // Settled: said now, left out by this acknowledgement (onLeftOut), or no longer subscribed.
+    for (const u of [...t.owed]) if (stream.asked.has(u) || !wanted.has(u)) t.owed.delete(u);
     if (uris.length === 0) return;
-    this.log.info({ server: t.id, uris: uris.length }, 'listening again after a gap: subscribed resources said updated, since a change in the gap was not heard');
+    if (lapsed) this.log.info({ server: t.id, uris: uris.length }, 'listening again after a gap: subscribed resources said updated, since a change in the gap was not heard');
+    else this.log.info({ server: t.id, uris: uris.length }, 'resources watched only after their subscribers were answered: said updated, since a change in between was not heard');
     for (const uri of uris) t.upstream.emit('notification', { method: UPDATED, params: { uri } });
   }
 
@@ -477,8 +489,8 @@ export class ListenManager {
       // Held for it, and it does not say them after all.
       for (const [key, held] of [...t.held]) if (held.by === stream && !says(stream, held.n)) this.release(t, key);
       this.log.debug({ server: t.id, honoured: m.params.notifications, streams: t.streams.length }, 'upstream listen acknowledged');
-      // Heard again after a gap (the whole filter: all streams had closed): what changed in it was not.
-      if (whole) this.toldUnheard(t, stream);
+      // Heard again after a gap (the whole filter: all streams had closed), or at last: what changed in it was not.
+      this.toldUnheard(t, stream, whole);
       if (stream.heard && this.tracked.get(t.id) === t) this.opts.onHearing?.(t.id);
       // Said before the waiters hear it: a subscriber still waiting for this answer is not yet
       // told anything, and is answered by it (honours).

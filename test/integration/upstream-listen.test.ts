@@ -352,6 +352,35 @@ describe('ListenManager: a stream the server never acknowledges', () => {
   });
 });
 
+describe('ListenManager: a URI whose subscriber stopped waiting for the acknowledgement', () => {
+  it('is said updated once an acknowledgement honours it: its subscriber was answered before it was watched', async () => {
+    const u = (await started(stdio('o', MUTABLE))) as StdioUpstream;
+    const updated: string[] = [];
+    u.on('notification', (n: { method: string; params: { uri?: string } }) => void (n.method === 'notifications/resources/updated' && updated.push(n.params.uri!)));
+    const uris = new Set(['x://first']);
+    const m = new ListenManager(silentLogger, { subscribedUris: () => [...uris], onGap: () => {} });
+    managers.push(m);
+    m.track('o', u);
+    expect(await m.honours('o', ['x://first'], 3000)).toEqual(['x://first']);
+    // A server too slow to acknowledge before the subscribe's wait (2 s in the hub) ends: its
+    // caller answers the subscription unchecked.
+    process.kill(u.pid!, 'SIGSTOP');
+    try {
+      uris.add('x://late');
+      m.refresh('o');
+      expect(await m.honours('o', ['x://late'], 100)).toBeUndefined();
+    } finally {
+      process.kill(u.pid!, 'SIGCONT');
+    }
+    await waitFor(() => updated.includes('x://late'), 3000, 'the update of the URI answered before it was watched');
+    expect(await m.honours('o', ['x://late'], 3000)).toEqual(['x://late']);
+    // Once, and x://first (watched all along) not at all: a marker said after it comes alone.
+    await u.request('tools/call', { name: 'touch', arguments: { uri: 'x://late' } });
+    await waitFor(() => updated.length >= 2, 2000, 'the marker');
+    expect(updated).toEqual(['x://late', 'x://late']);
+  });
+});
+
 describe('ListenManager: a URI subscribed while the stream waits to be opened again after a drop', () => {
   it("is answered by the new stream's acknowledgement, not left unanswered", async () => {
     const u = await started(stdio('d', MUTABLE));
