@@ -1,8 +1,9 @@
 /**
  * A resource update a server says while the hub is not subscribed to it (the server down,
- * restarted, replaced) is lost: the hub tells the resource's subscribers it updated once it is
- * watched again, whatever era the server comes back speaking. The real built hub, the stdio
- * fixture test/fixtures/catalog/mutable-server.mjs of either era, an SDK v1 subscriber
+ * restarted, replaced, or slow to acknowledge a subscription its client was answered) is lost:
+ * the hub tells the resource's subscribers it updated once it is watched, whatever era the server
+ * comes back speaking. The real built hub, the stdio fixture
+ * test/fixtures/catalog/mutable-server.mjs of either era, an SDK v1 subscriber
  * (resources/subscribe) and an SDK v2 listener (subscriptions/listen).
  */
 import { afterEach, describe, expect, it } from 'vitest';
@@ -63,5 +64,38 @@ describe('subscribers after a gap, the server back in another era', () => {
     await expect.poll(() => [s.legacyHeard.length, s.modernHeard.length], { timeout: 5000, interval: 20 }).toEqual([3, 3]);
     expect({ legacy: s.legacyHeard, modern: s.modernHeard }).toEqual({ legacy: [DOC, DOC, DOC], modern: [DOC, DOC, DOC] });
     await loggedTimes(hub, 'subscribed again after a gap', 1);
+  }, 60_000);
+});
+
+describe('a subscriber answered before the server watched its resource', () => {
+  it('a modern server too slow to acknowledge within the 2 s a listen stream waits: said updated once it does', async () => {
+    hub = await startHub({ servers: { m: nodeServer(MUTABLE, [], { ERA: 'modern', PID_TAG: '1', LIST_TTL_MS: '60000' }) } });
+    await waitForReady(hub.url, ['m']);
+    const modern = new ClientV2({ name: 'modern-watcher', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await modern.connect(new TransportV2(new URL(hub.url)));
+    closing.push(() => modern.close());
+    const heard: string[] = [];
+    modern.setNotificationHandler('notifications/resources/updated', async (n) => void heard.push(String(n.params.uri)));
+    // Listed (kept a minute), so the URI is routed without asking the server.
+    expect((await modern.listResources()).resources.map((r) => r.uri)).toContain(DOC);
+    const pid = Number(/@(\d+)$/.exec(String(firstText(await modern.callTool({ name: 'm__echo', arguments: { text: 'pid' } }))))?.[1]);
+    expect(pid).toBeGreaterThan(0);
+    // The server stopped (as a busy one would be) while the hub's stream asking for DOC waits
+    // for its acknowledgement: the hub answers the client after 2 s, DOC honoured unchecked.
+    process.kill(pid, 'SIGSTOP');
+    let sub: Awaited<ReturnType<ClientV2['listen']>>;
+    try {
+      sub = await modern.listen({ resourceSubscriptions: [DOC] });
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    closing.unshift(() => sub.close());
+    expect(sub.honoredFilter.resourceSubscriptions).toEqual([DOC]);
+    // Its acknowledgement, come at last, honours DOC: a change before it was heard by nobody.
+    await expect.poll(() => heard, { timeout: 10_000, interval: 20 }).toEqual([DOC]);
+    // Once: a marker said now comes alone.
+    await modern.callTool({ name: 'm__touch', arguments: { uri: DOC } });
+    await expect.poll(() => heard.length, { timeout: 5000, interval: 20 }).toBe(2);
+    expect(heard).toEqual([DOC, DOC]);
   }, 60_000);
 });
