@@ -352,8 +352,8 @@ export class Ledger implements RowFinisher {
     }
     this.lines = next;
     this.kept = next.length;
-    // Once a write has failed, a line may be only here: the batch is kept until committed.
-    this.handed = this.ingester.send(joinChunks(batch), empties, this.pending.status.failures > 0);
+    // A line a failed write left out of the files is only here: its batch is kept until committed.
+    this.handed = this.ingester.send(joinChunks(batch), empties, this.pending.handOver(held[0]?.since));
     this.holdFor(held);
   }
 

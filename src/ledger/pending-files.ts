@@ -33,6 +33,12 @@ export class PendingFiles {
   truncateFailing = false;
   /** How the last write of either file went. */
   readonly status = new WriteStatus();
+  /** status.failures at the last hand-over (see handOver). */
+  private seenFailures = 0;
+  /** performance.now() at the last hand-over that came after a failed write: a line begun before it may be missing. */
+  private refusedUntil = -Infinity;
+  /** When the oldest begin held back at the last hand-over was begun (Infinity: none was). */
+  private carriedSince = Infinity;
 
   constructor(dbPath: string, opts: PendingFilesOptions = {}) {
     const [a, b] = PendingFiles.paths(dbPath);
@@ -95,6 +101,29 @@ export class PendingFiles {
    */
   rewrite(lines: string[]): boolean {
     return this.files[this.active]!.rewrite(lines);
+  }
+
+  /**
+   * At each hand-over, once its lines are written (and the held begins written again, if the
+   * files switched): whether some of its lines may be missing from the files, so that the
+   * batch must be kept for a thread that replaces this one (Ingester.send's `keep`). A batch's
+   * lines were written since the last hand-over, but for the begins that one held back
+   * (`heldSince`: when the oldest of those held back now was begun), which may be older: a
+   * failure while they were written counts too, until the hand-over that takes them. A batch
+   * whose lines were all written stays in the files until it is committed (a file is emptied
+   * only once the batch that switched away from it is), where a new thread reads it. Keeping
+   * every batch after the first failure kept them all in memory twice while SQLite refused
+   * them as well (here and in the thread's queue).
+   */
+  handOver(heldSince: number | undefined): boolean {
+    const failures = this.status.failures;
+    const refused = failures !== this.seenFailures || this.carriedSince <= this.refusedUntil;
+    if (failures !== this.seenFailures) {
+      this.seenFailures = failures;
+      this.refusedUntil = performance.now();
+    }
+    this.carriedSince = heldSince ?? Infinity;
+    return refused;
   }
 
   /**

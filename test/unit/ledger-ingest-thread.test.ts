@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { existsSync, symlinkSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
@@ -8,6 +9,7 @@ import { cpuProfileFlags, Ingester } from '../../src/ledger/ingester.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { joinChunks } from '../../src/ledger/batch-lines.js';
 import { PendingFiles } from '../../src/ledger/pending-files.js';
+import type { AuditHandle } from '../../src/ledger/types.js';
 import { closeAndRemove, begin, end, tempDir, until } from './ledger-helpers.js';
 
 let t: ReturnType<typeof tempDir>;
@@ -277,6 +279,56 @@ describe('the ledger ingest thread', () => {
     expect(ledger.query({}).map((r) => r.requestId)).toEqual(['taken']);
   }, 60_000);
 
+  it('after writes the pending files refused, only the batches they left out are kept for a replacement thread, which still puts every row in once', async () => {
+    t = tempDir();
+    const logged: string[] = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void logged.push(line) });
+    // Begins are held 300 ms for their finish: one the files refused is carried past hand-overs whose own lines were all written.
+    const l = (ledger = Ledger.open({ path: t.db, log, backgroundCheckpoint: false, beginHoldMs: 300 }));
+    await l.record(begin({ requestId: 'first' }), end());
+    l.sync(); // the thread has opened the database
+    const ingester = (l as unknown as { ingester: Ingester }).ingester;
+    const kept = () => ingester.keptLines.join('\n');
+    // Another writer holds the lock past the thread's busy_timeout: nothing is committed from here.
+    const other = new Database(t.db);
+    other.prepare('BEGIN IMMEDIATE').run();
+    try {
+      fileCap('1'); // every write of this process to a file fails (EFBIG), as on a full disk
+      let held: AuditHandle;
+      try {
+        await expect(l.record(begin({ requestId: 'refused' }), end())).rejects.toMatchObject({ code: -32603 });
+        held = l.begin(begin({ requestId: 'held' }));
+        await expect(l.whenCommitted()).rejects.toMatchObject({ code: -32603 });
+      } finally {
+        fileCap('unlimited');
+      }
+      // Room again. The refused begin goes to the thread once its hold ends, in a batch whose own lines were written.
+      const begun = (l as unknown as { begun: { size: number } }).begun;
+      await until(() => begun.size, (n) => n === 0, 10_000);
+      expect(kept()).toMatch(/"refused"/);
+      expect(kept()).toMatch(/"held"/);
+      // Later batches, each written whole, are in the files until committed: not kept as well.
+      for (let i = 0; i < 10; i++) {
+        const n = ingester.next;
+        await l.record(begin({ requestId: `later${i}` }), end());
+        await until(() => ingester.next, (x) => x > n, 5_000); // a hand-over of its own
+      }
+      expect(l.commitCounters().batchesUnapplied).toBeGreaterThanOrEqual(10);
+      expect(kept()).not.toMatch(/"later\d"/);
+      expect(held!).toBeDefined();
+      // The thread ends; its replacement takes the files and the kept batches.
+      await endBetweenRetries(l);
+    } finally {
+      other.prepare('COMMIT').run();
+      other.close();
+    }
+    const rows = await until(() => l.query({ limit: 100 }), (r) => r.length >= 13, 15_000);
+    expect(logged.join('')).toMatch(/a new ingest thread started/);
+    expect(rows.map((r) => r.requestId).sort()).toEqual(['first', 'held', ...Array.from({ length: 10 }, (_, i) => `later${i}`), 'refused'].sort());
+    expect(rows.find((r) => r.requestId === 'held')).toMatchObject({ outcome: 'in_flight' });
+    expect(l.verify()).toMatchObject({ ok: true }); // the row in flight is chained once it ends
+  }, 60_000);
+
   it('a reader does not wait while SQLite refuses the batches; they go in once it takes them again', async () => {
     t = tempDir();
     const logged: string[] = [];
@@ -321,6 +373,29 @@ async function withOneRow(level: string): Promise<{ logged: string[]; worker: { 
 function threadOpened(l: Ledger): boolean {
   const shared = (l as unknown as { ingester: { shared: Int32Array } }).ingester.shared;
   return Atomics.load(shared, 1) !== 0;
+}
+
+/**
+ * Ends the ledger's ingest thread (as a crash would) while SQLite refuses its batches: just
+ * after a refusal, in the second it waits before trying again. Ended inside SQLite (a busy
+ * wait), the thread would take the process down with it (better-sqlite3 cannot make the
+ * call's error then; see Ingester.stop).
+ */
+async function endBetweenRetries(l: Ledger): Promise<void> {
+  const ingester = (l as unknown as { ingester: { shared: Int32Array; worker: { terminate(): Promise<number> } } }).ingester;
+  // The thread notifies slot 0 at each refusal (and commit): this waits for the next one.
+  const r = Atomics.wait(ingester.shared, 0, Atomics.load(ingester.shared, 0), 15_000);
+  expect(r).toBe('ok');
+  await ingester.worker.terminate();
+}
+
+/**
+ * The soft cap on the size of a file this process writes (`prlimit`), in bytes or 'unlimited':
+ * a write past it fails with EFBIG (node ignores SIGXFSZ), as one on a full disk does. Vitest
+ * runs each test file in a process of its own (pool: forks), so no other file's test is capped.
+ */
+function fileCap(soft: string): void {
+  execFileSync('prlimit', ['--pid', String(process.pid), `--fsize=${soft}:`]);
 }
 
 function opened(): Ledger {
