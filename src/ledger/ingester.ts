@@ -223,7 +223,7 @@ export class Ingester {
       this.worker.once('exit', () => resolve());
       this.worker.ref();
       this.worker.postMessage('stop');
-      setTimeout(() => void this.worker.terminate(), 5000).unref();
+      setTimeout(() => void this.worker.terminate(), STOP_TERMINATE_MS).unref();
     });
     return this.stopping;
   }
@@ -252,6 +252,14 @@ export class Ingester {
 
 /** How long a thread may take to open the database before a synchronous reader stops waiting. */
 const STARTUP_MS = 5000;
+/**
+ * How long stop() lets the thread end on its own before ending it. Longer than its longest
+ * SQLite call, a commit waiting out another writer's lock (busy_timeout, 5 s, db.ts): ended
+ * inside one, the thread took the whole process down as the call returned (better-sqlite3
+ * makes the call's error in an isolate being ended: "FATAL ERROR: v8::ToLocalChecked Empty
+ * MaybeLocal", an abort). At 5 s that was a stop asked for just as such a wait began.
+ */
+const STOP_TERMINATE_MS = 7_000;
 /** The longest wait before replacing a thread that ended. */
 const RESTART_MAX_MS = 60_000;
 

@@ -10,7 +10,8 @@ import { Ledger } from '../../src/ledger/ledger.js';
 import { joinChunks } from '../../src/ledger/batch-lines.js';
 import { PendingFiles } from '../../src/ledger/pending-files.js';
 import type { AuditHandle } from '../../src/ledger/types.js';
-import { closeAndRemove, begin, end, tempDir, until } from './ledger-helpers.js';
+import { silentLogger } from '../../src/log.js';
+import { closeAndRemove, begin, end, line, tempDir, until } from './ledger-helpers.js';
 
 let t: ReturnType<typeof tempDir>;
 let ledger: Ledger | undefined;
@@ -328,6 +329,28 @@ describe('the ledger ingest thread', () => {
     expect(rows.find((r) => r.requestId === 'held')).toMatchObject({ outcome: 'in_flight' });
     expect(l.verify()).toMatchObject({ ok: true }); // the row in flight is chained once it ends
   }, 60_000);
+
+  it('a thread stopped while SQLite makes it wait (another writer\'s lock) is let finish the wait: ended inside SQLite it took the process down', async () => {
+    t = tempDir();
+    await Ledger.open({ path: t.db, backgroundCheckpoint: false }).close(); // the tables
+    const applied: number[] = [];
+    const ingester = new Ingester(t.db, { log: silentLogger, onApplied: (n) => void applied.push(n), retryMs: 1000, checkpointMs: null, restartMs: 1000 });
+    ingester.send([]);
+    expect(ingester.waitSync(1, 10_000)).toBe(true); // open, and idle
+    const other = new Database(t.db);
+    other.prepare('BEGIN IMMEDIATE').run();
+    try {
+      // The batch starts the thread's busy wait (busy_timeout, 5 s) as it arrives, just after the stop is asked for.
+      ingester.send([line({ id: 1, ts: 1, request_id: 'r', method: 'tools/call', outcome: 'in_flight' })]);
+      const t0 = performance.now();
+      await ingester.stop();
+      expect(performance.now() - t0).toBeGreaterThan(4_000); // it ended on its own, after the wait
+    } finally {
+      other.prepare('ROLLBACK').run();
+      other.close();
+    }
+    expect(applied).toEqual([1]);
+  }, 30_000);
 
   it('a reader does not wait while SQLite refuses the batches; they go in once it takes them again', async () => {
     t = tempDir();
