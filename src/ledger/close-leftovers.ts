@@ -57,9 +57,11 @@ export function applyLeft(db: Database, files: string, log: Logger): boolean {
  * out of the pending files (`kept`: the thread's batches, see Ingester.send) are written there
  * now (`rewrite`, PendingFiles.rewrite), for the next start, should the disk have room again.
  * Otherwise they are lost, and the log says so: how many rows, and how many ends (a row whose
- * begin is in the files but not its finish is `unknown` at the next start).
+ * begin is in the files or in SQLite but not its finish is `unknown` at the next start). What
+ * SQLite holds counts (`db`): a call forwarded before the disk filled has its begin there, and
+ * the files it was in may be emptied since; counted as lost whole, its row was not.
  */
-export function keepRefused(kept: readonly string[], files: string, rewrite: (lines: string[]) => boolean, log: Logger): void {
+export function keepRefused(kept: readonly string[], files: string, rewrite: (lines: string[]) => boolean, db: Database, log: Logger): void {
   const lines = kept.flatMap((chunk) => chunk.split('\n')).filter((l) => l !== '');
   if (lines.length === 0) return;
   const filed = PendingFiles.read(files) as PendingRecord[];
@@ -72,16 +74,40 @@ export function keepRefused(kept: readonly string[], files: string, rewrite: (li
     const row = recordRow(r);
     if (row) (row.done ? ended : begun).add(row.id);
   }
-  const rows = new Set<number>();
-  const ends = new Set<number>();
+  // Of each row a line is missing of: whether that line was its end, and what is left elsewhere.
+  const endMissing = new Map<number, boolean>();
   for (const l of missing) {
     const { id, done } = recordRow(JSON.parse(l) as PendingRecord)!;
-    if (!begun.has(id) && !ended.has(id)) rows.add(id);
-    else if (done && !ended.has(id)) ends.add(id);
+    endMissing.set(id, (endMissing.get(id) ?? false) || done);
   }
-  if (rows.size === 0 && ends.size === 0) return;
+  const stored = storedOutcomes(db, [...endMissing.keys()].filter((id) => !ended.has(id)), log);
+  const rows: number[] = [];
+  const ends: number[] = [];
+  for (const [id, done] of endMissing) {
+    const inDb = stored.get(id);
+    if (ended.has(id) || (inDb !== undefined && inDb !== 'in_flight')) continue; // its end is kept
+    if (!begun.has(id) && inDb === undefined) rows.push(id);
+    else if (done) ends.push(id);
+  }
+  if (rows.length === 0 && ends.length === 0) return;
   log.error(
-    { rows: rows.size, ends: ends.size, ids: [...rows, ...ends].slice(0, 100) },
+    { rows: rows.length, ends: ends.length, ids: [...rows, ...ends].slice(0, 100) },
     'ledger: rows the pending files refused (a full disk) are lost, SQLite did not take them before the stop either; `ends`: rows that lost only their end, `unknown` at the next start',
   );
+}
+
+/** The outcome SQLite holds for each of these rows that it has (reads work while a full disk refuses writes). */
+function storedOutcomes(db: Database, ids: readonly number[], log: Logger): Map<number, string> {
+  const out = new Map<number, string>();
+  try {
+    const get = db.prepare('SELECT outcome FROM audit WHERE id = ?').pluck();
+    for (const id of ids) {
+      const outcome = get.get(id) as string | undefined;
+      if (outcome !== undefined) out.set(id, outcome);
+    }
+  } catch (err) {
+    // Unreadable: each row counts as lost whole, as if SQLite held none of them.
+    log.warn({ err }, 'ledger: could not read which of the lost rows SQLite holds');
+  }
+  return out;
 }

@@ -505,7 +505,7 @@ export class Ledger implements RowFinisher {
     else {
       ingested = await whenIngested(this.ingester, this.handed, INGEST_RETRY_MS, this.log);
       await this.ingester.stop();
-      if (!ingested) keepRefused(this.ingester.keptLines, this.files, (lines) => this.pending.rewrite(lines), this.log);
+      if (!ingested) keepRefused(this.ingester.keptLines, this.files, (lines) => this.pending.rewrite(lines), this.db, this.log);
     }
     this.head.close();
     this.stores.close();
