@@ -18,7 +18,7 @@ export type IngestProgress = Pick<Ingester, 'whenApplied' | 'refusing' | 'down'>
  * supervisor's patience (`docker stop` waits 10 s) after the drain, for nothing more kept: what
  * is in the pending files goes in at the next start either way.
  */
-export async function whenIngested(ingester: IngestProgress, handed: number, retryMs: number, log: Logger): Promise<boolean> {
+export async function whenIngested(ingester: IngestProgress, handed: number, retryMs: number): Promise<boolean> {
   const refusedMs = retryMs + 500;
   // On the monotonic clock: a wall clock stepped forward (NTP) gave up at once, one stepped back waited on.
   const deadline = monotonicNow() + CLOSE_TIMEOUT_MS;
@@ -31,7 +31,6 @@ export async function whenIngested(ingester: IngestProgress, handed: number, ret
     // timer) for all of CLOSE_TIMEOUT_MS. The rows are in the pending files either way.
     if (ingester.refusing || ingester.down) break;
   }
-  log.warn('ledger: SQLite did not take the last rows before the stop; those in the pending files go in at the next start');
   return false;
 }
 
@@ -43,13 +42,34 @@ export async function whenIngested(ingester: IngestProgress, handed: number, ret
  * thread's start. False when SQLite refused them: they stay for the next start.
  */
 export function applyLeft(db: Database, files: string, log: Logger): boolean {
-  const records = PendingFiles.read(files) as PendingRecord[];
-  if (records.length === 0) return true;
-  const applier = new AuditApplier(db, log);
-  applier.take(records);
-  if (applier.flush(true)) return true;
-  log.warn('ledger: SQLite did not take the last rows before the stop; those in the pending files go in at the next start');
+  if (applyHere(db, files, [], log)) return true;
+  log.warn(NOT_TAKEN);
   return false;
+}
+
+/**
+ * For close(), once the ingest thread is gone without having committed all it was handed
+ * (whenIngested false). `refused`: SQLite refused its last batch. Otherwise the thread ended
+ * unasked (or outlasted the wait): what it left goes into SQLite here, from the pending files
+ * and the kept batches (`kept`, see Ingester.send), as a replacement thread would have put
+ * it; the next start did that, and lines a full disk kept out of the files were lost. When
+ * SQLite refuses, keepRefused. True when everything is in SQLite.
+ */
+export function afterStop(db: Database, files: string, kept: readonly string[], refused: boolean, rewrite: (lines: string[]) => boolean, log: Logger): boolean {
+  if (!refused && applyHere(db, files, kept, log)) return true;
+  log.warn(NOT_TAKEN);
+  keepRefused(kept, files, rewrite, db, log);
+  return false;
+}
+
+const NOT_TAKEN = 'ledger: SQLite did not take the last rows before the stop; those in the pending files go in at the next start';
+
+/** The pending files' rows, then the kept batches' (chunks of lines), into SQLite on the hub's connection, as at a start. */
+function applyHere(db: Database, files: string, kept: readonly string[], log: Logger): boolean {
+  const applier = new AuditApplier(db, log);
+  applier.take(PendingFiles.read(files) as PendingRecord[]);
+  for (const chunk of kept) applier.take(chunk.split('\n').flatMap((l) => (l === '' ? [] : [JSON.parse(l) as PendingRecord])));
+  return applier.queued === 0 || applier.flush(true);
 }
 
 /**
@@ -61,7 +81,7 @@ export function applyLeft(db: Database, files: string, log: Logger): boolean {
  * SQLite holds counts (`db`): a call forwarded before the disk filled has its begin there, and
  * the files it was in may be emptied since; counted as lost whole, its row was not.
  */
-export function keepRefused(kept: readonly string[], files: string, rewrite: (lines: string[]) => boolean, db: Database, log: Logger): void {
+function keepRefused(kept: readonly string[], files: string, rewrite: (lines: string[]) => boolean, db: Database, log: Logger): void {
   const lines = kept.flatMap((chunk) => chunk.split('\n')).filter((l) => l !== '');
   if (lines.length === 0) return;
   const filed = PendingFiles.read(files) as PendingRecord[];

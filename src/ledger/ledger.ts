@@ -1,6 +1,6 @@
 import type { Database } from 'better-sqlite3';
 import { silentLogger, type Logger } from '../log.js';
-import { applyLeft, keepRefused, whenIngested } from './close-leftovers.js';
+import { afterStop, applyLeft, whenIngested } from './close-leftovers.js';
 import type { VerifyResult, Witness } from './chain.js';
 import { ChainHeadLog, HEAD_LOG_EVERY_MS } from './head-log.js';
 import { openLedgerDb } from './db.js';
@@ -503,9 +503,10 @@ export class Ledger implements RowFinisher {
     // the batches handed to the thread: cut short, it would take them with it. It is let start.
     if (this.pending.status.failures === 0 && (await this.ingester.cutShort())) ingested = applyLeft(this.db, this.files, this.log);
     else {
-      ingested = await whenIngested(this.ingester, this.handed, INGEST_RETRY_MS, this.log);
+      ingested = await whenIngested(this.ingester, this.handed, INGEST_RETRY_MS);
+      const refused = this.ingester.refusing; // read before the thread's end clears it
       await this.ingester.stop();
-      if (!ingested) keepRefused(this.ingester.keptLines, this.files, (lines) => this.pending.rewrite(lines), this.db, this.log);
+      ingested ||= afterStop(this.db, this.files, this.ingester.keptLines, refused, (lines) => this.pending.rewrite(lines), this.log);
     }
     this.head.close();
     this.stores.close();

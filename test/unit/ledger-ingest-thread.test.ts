@@ -51,7 +51,7 @@ describe('the ledger ingest thread', () => {
     expect(ledger.verify()).toMatchObject({ ok: true, rows: ROWS });
   });
 
-  it('if the thread ends, rows stay in the pending files, readers do not hang, and a stop before its replacement leaves them to the next start', async () => {
+  it('if the thread ends, rows stay in the pending files, readers do not hang, and a stop before its replacement puts them into SQLite itself', async () => {
     const { logged, worker, l } = await withOneRow('error');
     await worker.terminate();
     await new Promise((r) => setTimeout(r, 20)); // its exit event
@@ -65,6 +65,7 @@ describe('the ledger ingest thread', () => {
     const t1 = Date.now();
     await l.close();
     expect(Date.now() - t1).toBeLessThan(3000);
+    expect(existsSync(`${t.db}-pending`) || existsSync(`${t.db}-pending.2`)).toBe(false); // all in SQLite
     ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
     expect(ledger.query({}).map((r) => [r.requestId, r.outcome])).toEqual([
       ['after', 'tool_error'],
@@ -127,6 +128,30 @@ describe('the ledger ingest thread', () => {
     expect(new Set(ids).size).toBe(ids.length);
     expect(ids).toHaveLength(303);
     expect(l.verify()).toMatchObject({ ok: true, rows: 303 });
+  });
+
+  it('a close after the thread ended puts into SQLite itself what it was handed, rows the pending files refused (disk full) too, rather than losing those', async () => {
+    t = tempDir();
+    // /dev/full refuses every write with ENOSPC, as a full disk does; the database itself has room.
+    for (const p of PendingFiles.paths(t.db)) symlinkSync('/dev/full', p);
+    const logged: string[] = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void logged.push(line) });
+    const l = (ledger = Ledger.open({ path: t.db, log, backgroundCheckpoint: false }));
+    await expect(l.record(begin({ requestId: 'before' }), end())).rejects.toMatchObject({ code: -32603 });
+    expect(l.query({}).map((r) => r.requestId)).toEqual(['before']); // the thread is open, and idle
+    await (l as unknown as { ingester: { worker: { terminate(): Promise<number> } } }).ingester.worker.terminate();
+    await until(() => logged.join(''), (text) => /ingest thread ended/.test(text), 5_000);
+    // Refused by the files, handed over with no thread to take it: its only copy is in memory.
+    await expect(l.record(begin({ requestId: 'after' }), end({ outcome: 'denied', errorKind: 'policy' }))).rejects.toMatchObject({ code: -32603 });
+    await l.close(); // before the replacement starts (1 s)
+    expect(logged.join('')).not.toMatch(/a new ingest thread started/);
+    expect(logged.join('')).not.toMatch(/are lost|did not take the last rows/);
+    ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    expect(ledger.query({}).map((r) => [r.requestId, r.outcome])).toEqual([
+      ['after', 'denied'],
+      ['before', 'ok'],
+    ]);
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 2 });
   });
 
   it('a wall clock stepped forward (NTP, a resume) cuts short neither a reader\'s wait for the thread nor the stop\'s', async () => {
