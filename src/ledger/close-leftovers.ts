@@ -51,9 +51,10 @@ export function applyLeft(db: Database, files: string, log: Logger): boolean {
  * For close(), once the ingest thread is gone without having committed all it was handed
  * (whenIngested false). `refused`: SQLite refused its last batch. Otherwise the thread ended
  * unasked (or outlasted the wait): what it left goes into SQLite here, from the pending files
- * and the kept batches (`kept`, see Ingester.send), as a replacement thread would have put
- * it; the next start did that, and lines a full disk kept out of the files were lost. When
- * SQLite refuses, keepRefused. True when everything is in SQLite.
+ * and the kept batches (`kept`, see Ingester.send), as a replacement thread would have put it.
+ * Left to the next start, lines a full disk had kept out of the files were lost unless the
+ * files had room again, though SQLite might have taken them. When SQLite refuses, keepRefused.
+ * True when everything is in SQLite.
  */
 export function afterStop(db: Database, files: string, kept: readonly string[], refused: boolean, rewrite: (lines: string[]) => boolean, log: Logger): boolean {
   if (!refused && applyHere(db, files, kept, log)) return true;
