@@ -89,9 +89,10 @@ function keepRefused(kept: readonly string[], files: string, rewrite: (lines: st
   const written = new Set(filed.map((r) => JSON.stringify(r)));
   const missing = lines.filter((l) => !written.has(l));
   if (missing.length === 0 || rewrite(missing)) return;
+  // The disk may have taken the first of them (PendingFiles.close keeps those): they count.
   const begun = new Set<number>();
   const ended = new Set<number>();
-  for (const r of filed) {
+  for (const r of PendingFiles.read(files) as PendingRecord[]) {
     const row = recordRow(r);
     if (row) (row.done ? ended : begun).add(row.id);
   }

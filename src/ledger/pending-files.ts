@@ -156,8 +156,18 @@ export class PendingFiles {
     return { batches: a.batches + b.batches, writes: a.writes + b.writes };
   }
 
-  /** Flushes and closes both; `empty`: everything is committed, so both files go. */
+  /**
+   * Flushes and closes both; `empty`: everything is committed, so both files go. A file no
+   * write succeeded in since it was emptied goes too, but for whole rows a failed write put
+   * there: a disk with room for part of the rows a stop writes again (Ledger.close) took the
+   * first of them, which were then thrown away with the torn end.
+   */
   close(empty: boolean): void {
-    for (const f of this.files) f.close(empty);
+    for (const f of this.files) f.close(empty, !empty && f.empty && holdsRows(f.path));
   }
+}
+
+/** Whether a pending file holds a row's line (not only a header, `{"g":n}`, or a torn end). */
+function holdsRows(path: string): boolean {
+  return PendingLog.read(path).some((r) => Array.isArray(r) || (typeof r === 'object' && r !== null && 's' in r));
 }

@@ -216,11 +216,12 @@ export class PendingLog {
   /**
    * Flushes, closes, and removes the file if nothing in it is left to apply: everything is
    * committed (`empty`), or no write succeeded since it was emptied (what it holds is the torn
-   * part of a failed one, which a start would skip).
+   * part of a failed one, which a start would skip), unless `whole`: that part holds whole
+   * lines (see PendingFiles.close).
    */
-  close(empty: boolean): void {
+  close(empty: boolean, whole = false): void {
     this.flush();
-    if (empty || !this.used) this.truncate();
+    if (empty || (!this.used && !whole)) this.truncate();
     const size = fstatSync(this.fd).size;
     closeSync(this.fd);
     this.fd = -1;

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, symlinkSync } from 'node:fs';
+import { existsSync, statSync, symlinkSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 import fc from 'fast-check';
@@ -353,6 +353,43 @@ describe('the ledger ingest thread', () => {
     expect(rows.map((r) => r.requestId).sort()).toEqual(['first', 'held', ...Array.from({ length: 10 }, (_, i) => `later${i}`), 'refused'].sort());
     expect(rows.find((r) => r.requestId === 'held')).toMatchObject({ outcome: 'in_flight' });
     expect(l.verify()).toMatchObject({ ok: true }); // the row in flight is chained once it ends
+  }, 60_000);
+
+  it('a close while SQLite refuses, with room at the stop for only some of the rows the pending files refused, counts as lost only those that did not fit', async () => {
+    t = tempDir();
+    const logged: string[] = [];
+    const log = pino({ level: 'warn' }, { write: (line: string) => void logged.push(line) });
+    const l = (ledger = Ledger.open({ path: t.db, log, backgroundCheckpoint: false }));
+    await l.record(begin({ requestId: 'first' }), end());
+    l.sync(); // in SQLite, the pending files emptied
+    const other = new Database(t.db);
+    other.prepare('BEGIN IMMEDIATE').run();
+    const ids = ['r0', 'r1', 'r2', 'r3', 'r4'];
+    try {
+      fileCap('1');
+      try {
+        for (const requestId of ids) await expect(l.record(begin({ requestId }), end())).rejects.toMatchObject({ code: -32603 });
+        // Handed over, each kept as its only copy.
+        const kept = () => (l as unknown as { ingester: Ingester }).ingester.keptLines.join('\n').split('\n').filter((x) => x !== '');
+        const lines = await until(kept, (x) => x.length === 5, 5_000);
+        expect(lines).toHaveLength(5);
+        // Room at the stop for the first of the five lines and part of the second.
+        const size = statSync(PendingFiles.paths(t.db)[0]).size; // the torn byte
+        fileCap(String(size + 1 + lines[0]!.length + 1 + Math.floor(lines[1]!.length / 2)));
+        await l.close();
+      } finally {
+        fileCap('unlimited');
+      }
+    } finally {
+      other.prepare('COMMIT').run();
+      other.close();
+    }
+    const lost = logged.map((line) => JSON.parse(line) as { msg: string; rows?: number; ends?: number }).find((e) => /refused .* are lost/.test(e.msg));
+    ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    const have = ledger.query({}).map((r) => r.requestId);
+    expect(have).toContain('r0');
+    expect(have).toHaveLength(2);
+    expect(lost).toMatchObject({ rows: 4, ends: 0 });
   }, 60_000);
 
   it('a thread stopped while SQLite makes it wait (another writer\'s lock) is let finish the wait: ended inside SQLite it took the process down', async () => {
