@@ -7,6 +7,14 @@
  * collected (JSON) or fed to the SSE parser (event stream) as they arrive, with no response
  * stream or promise per exchange. Per exchange that costs about half the CPU of node:http's
  * client with a keep-alive agent, and ~50 µs less latency (docs/BENCHMARKS.md).
+ *
+ * The handler takes undici 7's first set of hooks (onConnect, onHeaders, onData, onComplete,
+ * onError), which its HTTP/1.1 client calls directly. Given the newer ones (onRequestStart,
+ * onResponseStart…), undici wraps the handler in an adapter that turns every answer's raw
+ * header list into an object first: ~10k instructions per answer (~3 % of a call's event-loop
+ * work), where a call's JSON answer needs two headers, found in the raw list here. The object
+ * is built only when a caller reads `headers` (an error, a session id). undici 8 drops the first
+ * set (it needs Node 22): porting back is this class alone (docs/BENCHMARKS.md, sixty-fifth session).
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Socket } from 'node:net';
@@ -184,9 +192,52 @@ function lostUnanswered(err: Error & { [KEPT_ALIVE]?: boolean }): boolean {
  * stdio` an IDE starts for stdio servers) does not pay for loading it (~0.1 s of CPU).
  */
 let undici: Promise<typeof import('undici')> | undefined;
+/** undici's header helpers, set when it is loaded (before any exchange is dispatched). */
+let headerTools: (typeof import('undici'))['util'] | undefined;
+
+type RawHeaders = (Buffer | string | (Buffer | string)[])[];
+
+const latin1 = (x: Buffer | string): string => (typeof x === 'string' ? x : x.toString('latin1'));
+
+/**
+ * What undici's parseHeaders would give for `name` (lower case; 12 or 16 characters long) in a
+ * raw header list: undefined, its text, or every text when it came more than once. Only names
+ * of that length are looked at, so an answer's other headers cost a length check each.
+ */
+function rawHeader(raw: RawHeaders, name: 'content-type' | 'content-encoding'): string | string[] | undefined {
+  let v: string | string[] | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    const k = raw[i] as Buffer | string;
+    if (k.length !== name.length || headerTools!.headerNameToString(k) !== name) continue;
+    const x = raw[i + 1]!;
+    if (v === undefined) v = typeof x === 'string' ? x : Array.isArray(x) ? x.map(latin1) : x.toString('latin1');
+    else (typeof v === 'string' ? (v = [v]) : v).push(latin1(x as Buffer | string));
+  }
+  return v;
+}
+
+/** An answer whose headers object is made when first read: a call answered 2xx never reads it. */
+class Answer implements HttpAnswer {
+  messages = 0;
+  body: string | undefined = undefined;
+  lastEventId: string | undefined = undefined;
+  retryMs: number | undefined = undefined;
+  private parsed: IncomingHttpHeaders | undefined = undefined;
+
+  constructor(
+    readonly status: number,
+    private readonly raw: RawHeaders,
+  ) {}
+
+  get headers(): IncomingHttpHeaders {
+    return (this.parsed ??= headerTools!.parseHeaders(this.raw as (Buffer | string)[]) as IncomingHttpHeaders);
+  }
+}
 
 export class HttpClient {
   private readonly url: URL;
+  /** The request target of every exchange (the URL's path and query), made once. */
+  private readonly path: string;
   /** Set once undici is loaded (at once after the first client's construction); `ready` until then. */
   private pool: Pool | undefined;
   private readonly ready: Promise<void>;
@@ -208,6 +259,7 @@ export class HttpClient {
     // load balancers in common use. One the server closes all the same as a request goes out on
     // it fails that request before its answer, which is then sent again if it may be (replay).
     this.ready = (undici ??= import('undici')).then((m) => {
+      headerTools = m.util;
       const connect = m.buildConnector({});
       this.pool = new m.Pool(this.url.origin, {
         headersTimeout: 0,
@@ -220,6 +272,7 @@ export class HttpClient {
       });
       if (this.closed) this.close();
     });
+    this.path = this.url.pathname + this.url.search;
     this.base = {};
     for (const [k, v] of Object.entries(opts.headers ?? {})) this.base[k.toLowerCase()] = v;
     this.maxFrameBytes = opts.maxFrameBytes;
@@ -254,12 +307,12 @@ export class HttpClient {
       headers['accept-encoding'] ??= ACCEPT_ENCODING;
       if (o.headers) for (const k in o.headers) headers[k] = o.headers[k];
       if (body !== undefined) headers['content-type'] = 'application/json';
-      const ex = new Exchange(this, { path: this.url.pathname + this.url.search, method, headers, body }, o, resolve, reject);
+      const ex = new Exchange(this, { path: this.path, method, headers, body }, o, resolve, reject);
       o.abort?.attach(ex);
       if (o.signal) ex.follow(o.signal);
       if (this.pool) this.dispatch(this.pool, ex);
       // The first exchanges of a new client, while undici loads (a closed client's pool refuses them).
-      else void this.ready.then(() => this.dispatch(this.pool!, ex), (err: unknown) => ex.onResponseError(undefined, err as Error));
+      else void this.ready.then(() => this.dispatch(this.pool!, ex), (err: unknown) => ex.onError(err as Error));
     });
   }
 
@@ -267,20 +320,25 @@ export class HttpClient {
     try {
       pool.dispatch(ex.request, ex);
     } catch (err) {
-      ex.onResponseError(undefined, err as Error);
+      ex.onError(err as Error);
     }
   }
 
-  /** @internal the exchange's request sent again, after its kept-alive connection was lost (Exchange.onResponseError). */
+  /** @internal the exchange's request sent again, after its kept-alive connection was lost (Exchange.onError). */
   resend(ex: Exchange): void {
     this.dispatch(this.pool!, ex);
   }
 }
 
-/** One request and its answer, as undici's dispatcher reports them. */
+/** One request and its answer, as undici's dispatcher reports them (its first set of hooks: see the top). */
 class Exchange implements Dispatcher.DispatchHandler {
-  private controller: Dispatcher.DispatchController | undefined;
-  private answer: HttpAnswer | undefined;
+  /** undici's abort of this request, once it is on a connection (onConnect). */
+  private abortFn: ((err?: Error) => void) | undefined;
+  /** undici's resume of an answer paused by onData's false. */
+  private resumeFn: (() => void) | undefined;
+  private answer: Answer | undefined;
+  /** The answer's Content-Type, as the headers object would hold it. */
+  private contentType: string | string[] | undefined;
   /** A 2xx event stream; otherwise the body is collected. */
   private sse: SseFeed | undefined;
   private parts: Buffer[] = [];
@@ -297,7 +355,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   private decoder: Transform | undefined;
   /** Writes to the decoder (its end too) it has not yet taken through: see `decoding`. */
   private inDecoder = 0;
-  /** Times sent again after a lost kept-alive connection (onResponseError). */
+  /** Times sent again after a lost kept-alive connection (onError). */
   private replays = 0;
 
   constructor(
@@ -324,7 +382,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.settled) return; // answered already: its connection may be serving another exchange
     const err = new CancelledError();
     this.settle(err);
-    this.controller?.abort(err);
+    this.abortFn?.(err);
   }
 
   endSoon(ms: number): void {
@@ -333,21 +391,26 @@ class Exchange implements Dispatcher.DispatchHandler {
       if (this.settled) return;
       this.client.log.debug({ ms }, 'closed an answer stream the upstream kept open after its response');
       this.settle(undefined);
-      this.controller?.abort(new CancelledError());
+      this.abortFn?.(new CancelledError());
     }, ms);
     this.lingering.unref();
   }
 
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller;
-    if (this.settled) controller.abort(new CancelledError());
+  onConnect(abort: (err?: Error) => void): void {
+    this.abortFn = abort;
+    if (this.settled) abort(new CancelledError());
   }
 
-  onResponseStart(controller: Dispatcher.DispatchController, status: number, headers: IncomingHttpHeaders): void {
-    if (status < 200) return; // 1xx: the answer is still to come
-    this.answer = { status, headers, messages: 0 };
+  private abort(err: Error): void {
+    this.abortFn?.(err);
+  }
+
+  onHeaders(status: number, raw: Buffer[], resume: () => void): boolean {
+    if (status < 200) return true; // 1xx: the answer is still to come
+    this.resumeFn = resume;
+    this.answer = new Answer(status, raw);
     this.o.abort?.hear();
-    const coding = codingOf(headers['content-encoding']);
+    const coding = codingOf(rawHeader(raw, 'content-encoding'));
     if (status >= 300) {
       // An error body in a coding the hub cannot decode is left unread: its status still tells.
       this.limit = coding === undefined || decodable(coding) ? ERROR_BODY_LIMIT : 0;
@@ -356,30 +419,34 @@ class Exchange implements Dispatcher.DispatchHandler {
       if (coding !== undefined && !decodable(coding)) {
         const err = new TransportError(`HTTP ${status} answer in content coding "${coding}", which the hub cannot decode (it asks for Accept-Encoding: ${ACCEPT_ENCODING})`, status);
         this.settle(err);
-        return controller.abort(err);
+        this.abort(err);
+        return true;
       }
       this.limit = this.client.maxFrameBytes;
-      const ct = headers['content-type'];
+      const ct = (this.contentType = rawHeader(raw, 'content-type'));
       if (typeof ct === 'string' && ct.toLowerCase().startsWith('text/event-stream')) this.sse = new SseFeed(this.client.maxFrameBytes, (e) => this.deliver(e.data));
     }
     if (coding !== undefined && decodable(coding)) this.coding = coding;
+    return true;
   }
 
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.settled) return;
-    if (this.coding !== undefined) return this.decode(controller, chunk);
-    this.take(controller, chunk);
+  /** False pauses the answer (a decoder behind), until resumeFn. */
+  onData(chunk: Buffer): boolean {
+    if (this.settled) return true;
+    if (this.coding !== undefined) return this.decode(chunk);
+    this.take(chunk);
+    return true;
   }
 
   /** The answer's body bytes (decoded, if it came compressed): fed to the event stream, or collected. */
-  private take(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+  private take(chunk: Buffer): void {
     if (this.settled) return;
     if (this.sse) {
       try {
         this.sse.feed(chunk);
       } catch (err) {
         this.settle(new TransportError(`event stream failed: ${(err as Error).message}`, this.answer?.status));
-        controller.abort(err as Error);
+        this.abort(err as Error);
       }
       return;
     }
@@ -392,7 +459,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     } else {
       const err = new TransportError(`HTTP answer larger than ${this.limit} bytes`, this.answer?.status);
       this.settle(err);
-      controller.abort(err);
+      this.abort(err);
     }
   }
 
@@ -401,16 +468,15 @@ class Exchange implements Dispatcher.DispatchHandler {
    * (maxFrameBytes, the error body's) count decoded bytes, so a small bomb is cut as a large
    * body is; the answer waits while the decoder is behind.
    */
-  private decode(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    const d = this.decoder ?? (this.decoder = this.decoderOf(controller, chunk));
+  private decode(chunk: Buffer): boolean {
+    const d = this.decoder ?? (this.decoder = this.decoderOf(chunk));
     this.inDecoder++;
-    if (!d.write(chunk, () => this.inDecoder--)) {
-      controller.pause();
-      d.once('drain', () => controller.resume());
-    }
+    if (d.write(chunk, () => this.inDecoder--)) return true;
+    d.once('drain', () => this.resumeFn?.());
+    return false;
   }
 
-  private decoderOf(controller: Dispatcher.DispatchController, first: Buffer): Transform {
+  private decoderOf(first: Buffer): Transform {
     const d = decoderFor(this.coding!, first);
     // Called back by the decoder, not by undici: what throws fails this exchange, not the hub.
     const guarded = (f: () => void): void => {
@@ -418,22 +484,22 @@ class Exchange implements Dispatcher.DispatchHandler {
         f();
       } catch (err) {
         this.settle(err as Error);
-        controller.abort(err as Error);
+        this.abort(err as Error);
       }
     };
-    d.on('data', (out: Buffer) => guarded(() => this.take(controller, out)));
+    d.on('data', (out: Buffer) => guarded(() => this.take(out)));
     d.on('end', () => guarded(() => this.finish()));
     d.on('error', (err: Error) => {
       // A broken error body leaves the status to tell; a broken answer fails the exchange.
       if (this.answer!.status >= 300) return this.finish();
       const e = new TransportError(`the answer's ${this.coding} content coding is broken: ${err.message}`, this.answer!.status);
       this.settle(e);
-      controller.abort(e);
+      this.abort(e);
     });
     return d;
   }
 
-  onResponseEnd(): void {
+  onComplete(): void {
     if (this.settled || !this.answer) return;
     // A compressed answer ends when its decoder has given out all it holds (then it is settled: no longer decoding).
     if (this.decoder) {
@@ -458,14 +524,14 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (a.status >= 300) {
       if (text.length > 0) a.body = text;
     } else if (text.length > 0) {
-      const ct = a.headers['content-type'];
+      const ct = this.contentType;
       if (typeof ct === 'string' && ct.toLowerCase().startsWith('application/json')) this.deliver(text);
       else a.body = text.slice(0, ERROR_BODY_LIMIT);
     }
     this.settle(undefined);
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController | undefined, err: Error): void {
+  onError(err: Error): void {
     if (this.settled) return;
     if (this.answer) {
       if (err instanceof TransportError) return this.settle(err);
@@ -477,7 +543,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     const method = this.request.method;
     if (this.replays < MAX_REPLAYS && (this.o.replay === true || method !== 'POST') && lostUnanswered(err)) {
       this.replays++;
-      this.controller = undefined;
+      this.abortFn = undefined;
       this.client.log.debug({ method, err: errText(err) }, 'a kept-alive connection was closed before the answer began; sending the request again');
       // Once undici is done with the lost connection.
       return void setImmediate(() => {

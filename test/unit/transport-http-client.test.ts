@@ -7,6 +7,7 @@ import type { Classified } from '../../src/protocol/jsonrpc.js';
 import { CancelledError, TransportError } from '../../src/protocol/errors.js';
 import { ExchangeAbort, HttpClient } from '../../src/transport/http-client.js';
 import { deflateRawSync, gzipSync } from 'node:zlib';
+import { randomBytes } from 'node:crypto';
 import pino from 'pino';
 
 const servers: http.Server[] = [];
@@ -106,6 +107,65 @@ describe('HttpClient', () => {
     const err = await c.post('err');
     expect(err.body!.startsWith('{"jsonrpc":"2.0","id":null,"error":{"code":-32603')).toBe(true);
     expect(err.body).toHaveLength(64 * 1024);
+  });
+
+  it("reads a 2xx answer's Content-Type and Content-Encoding whatever their case; given twice, they are what undici's header object makes of them", async () => {
+    const json = '{"jsonrpc":"2.0","id":1,"result":{"ok":true}}';
+    const url = await serve((_req, res, body) => {
+      if (body === 'cased') return void res.writeHead(200, { 'Content-Type': 'Application/JSON; Charset=UTF-8', 'Content-Encoding': 'GZIP' }).end(gzipSync(json));
+      // Twice: the headers object holds both (an array), which is no JSON content type and no coding the hub decodes.
+      if (body === 'two types') return void res.writeHead(200, [['Content-Type', 'application/json'], ['content-type', 'application/json']]).end(json);
+      res.writeHead(200, [['Content-Type', 'application/json'], ['Content-Encoding', 'gzip'], ['content-encoding', 'gzip']]).end(gzipSync(gzipSync(json)));
+    });
+    const c = client(url);
+    const got: Classified[] = [];
+    expect(await c.post('cased', { onMessage: (m) => got.push(m) })).toMatchObject({ status: 200, messages: 1 });
+    expect(got[0]).toMatchObject({ kind: 'response', msg: { id: 1, result: { ok: true } } });
+    const twice = await c.post('two types', { onMessage: (m) => got.push(m) });
+    expect(twice).toMatchObject({ status: 200, messages: 0, body: json });
+    expect(twice.headers['content-type']).toEqual(['application/json', 'application/json']);
+    await expect(c.post('two codings')).rejects.toMatchObject({ name: 'TransportError', message: expect.stringContaining('content coding "gzip,gzip"') });
+    expect(got).toHaveLength(1);
+  });
+
+  it("gives an answer's headers as undici's header object: names in lower case, one given twice as an array", async () => {
+    const url = await serve((_req, res) => {
+      res.writeHead(404, [
+        ['Content-Type', 'application/json'],
+        ['Mcp-Session-Id', 'abc'],
+        ['X-Twice', '1'],
+        ['x-twice', '2'],
+        ['WWW-Authenticate', 'Bearer error="invalid_token"'],
+        ['Retry-After', '3'],
+      ]);
+      res.end('{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}');
+    });
+    const a = await client(url).post('{}');
+    expect(a.status).toBe(404);
+    expect(a.headers).toMatchObject({
+      'content-type': 'application/json',
+      'mcp-session-id': 'abc',
+      'x-twice': ['1', '2'],
+      'www-authenticate': 'Bearer error="invalid_token"',
+      'retry-after': '3',
+    });
+    expect(a.headers['transfer-encoding']).toBe('chunked');
+  });
+
+  it('reads a large compressed answer whose decoder falls behind the socket (the answer paused, then resumed)', async () => {
+    // Incompressible text, sent in many writes: the decoder's buffer fills, and undici must wait for it.
+    const text = randomBytes(3 << 20).toString('base64');
+    const json = `{"jsonrpc":"2.0","id":1,"result":{"text":"${text}"}}`;
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip' });
+      const z = gzipSync(json);
+      for (let i = 0; i < z.length; i += 16384) res.write(z.subarray(i, i + 16384));
+      res.end();
+    });
+    const got: Classified[] = [];
+    const a = await client(url, 8 << 20).post('{}', { onMessage: (m) => got.push(m) });
+    expect(a).toMatchObject({ status: 200, messages: 1 });
+    expect((got[0] as unknown as { msg: { result: { text: string } } }).msg.result.text).toBe(text);
   });
 
   it('logs a skipped answer redacted before it is cut to 200 characters: a token across the cut shows no part of it', async () => {
