@@ -11,8 +11,8 @@
  * The handler takes undici 7's first set of hooks (onConnect, onHeaders, onData, onComplete,
  * onError), which its HTTP/1.1 client calls directly. Given the newer ones (onRequestStart,
  * onResponseStart…), undici wraps the handler in an adapter that turns every answer's raw
- * header list into an object first: ~10k instructions per answer (~3 % of a call's event-loop
- * work), where a call's JSON answer needs two headers, found in the raw list here. The object
+ * header list into an object first: ~10k instructions per answer (2–5 % of a call's event-loop
+ * work, less what reading the list here costs), where a call's JSON answer needs two headers. The object
  * is built only when a caller reads `headers` (an error, a session id). undici 8 drops the first
  * set (it needs Node 22): porting back is this class alone (docs/BENCHMARKS.md, sixty-fifth session).
  */
