@@ -226,11 +226,16 @@ class Answer implements HttpAnswer {
 
   constructor(
     readonly status: number,
-    private readonly raw: RawHeaders,
+    /** Dropped once parsed: its Buffers are slices of the socket read they came in on. */
+    private raw: RawHeaders | undefined,
   ) {}
 
   get headers(): IncomingHttpHeaders {
-    return (this.parsed ??= headerTools!.parseHeaders(this.raw as (Buffer | string)[]) as IncomingHttpHeaders);
+    if (this.parsed === undefined) {
+      this.parsed = headerTools!.parseHeaders(this.raw as (Buffer | string)[]) as IncomingHttpHeaders;
+      this.raw = undefined;
+    }
+    return this.parsed;
   }
 }
 
@@ -424,7 +429,12 @@ class Exchange implements Dispatcher.DispatchHandler {
       }
       this.limit = this.client.maxFrameBytes;
       const ct = (this.contentType = rawHeader(raw, 'content-type'));
-      if (typeof ct === 'string' && ct.toLowerCase().startsWith('text/event-stream')) this.sse = new SseFeed(this.client.maxFrameBytes, (e) => this.deliver(e.data));
+      if (typeof ct === 'string' && ct.toLowerCase().startsWith('text/event-stream')) {
+        this.sse = new SseFeed(this.client.maxFrameBytes, (e) => this.deliver(e.data));
+        // A stream may stay open for hours (a listen, a legacy GET): its headers are parsed now,
+        // so that it does not keep the socket read its raw header list points into.
+        void this.answer.headers;
+      }
     }
     if (coding !== undefined && decodable(coding)) this.coding = coding;
     return true;
