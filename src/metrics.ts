@@ -5,8 +5,9 @@
  * only when /metrics is scraped.
  */
 import { createRequire } from 'node:module';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 import { CallSeries } from './call-series.js';
+import { UnlabelledHistogram } from './unlabelled-histogram.js';
 import { EventLoopLag } from './event-loop-lag.js';
 import { shownOutcome, type AuditBegin, type AuditEnd, type LedgerCounters } from './ledger/types.js';
 import { UPSTREAM_STATES, type UpstreamState } from './upstream/types.js';
@@ -84,8 +85,10 @@ export class Metrics {
   readonly registry = new Registry();
   /** Calls, errors and durations by method, server and tool: see CallSeries. */
   private readonly calls = new CallSeries(LATENCY_BUCKETS, OK_OUTCOMES);
-  private readonly commit: Histogram<string>;
-  private readonly inflight: Gauge<string>;
+  /** The ledger's commit time, observed on every call: see UnlabelledHistogram. */
+  private readonly commit = new UnlabelledHistogram(COMMIT_BUCKETS);
+  /** Forwarded calls not finished: a number, read when scraped (a Gauge's inc() hashes its empty label set on every call). */
+  private inflight = 0;
   /** Requests answered `input_required`: rounds of a call, counted apart from the calls. */
   private readonly rounds: Counter<string>;
   private readonly lag: EventLoopLag;
@@ -103,13 +106,18 @@ export class Metrics {
       duration: { name: 'switchyard_call_duration_seconds', help: 'Time from a request reaching the router to its answer, by method, server and tool' },
     }))
       this.registry.registerMetric(m as unknown as Metric);
-    this.commit = new Histogram({
-      name: 'switchyard_ledger_commit_seconds',
-      help: 'Time from queueing a finished audit row to its commit (its write to the pending file)',
-      buckets: COMMIT_BUCKETS,
+    this.registry.registerMetric(
+      this.commit.metric('switchyard_ledger_commit_seconds', 'Time from queueing a finished audit row to its commit (its write to the pending file)') as unknown as Metric,
+    );
+    const calls = () => this.inflight;
+    new Gauge({
+      name: 'switchyard_calls_in_flight',
+      help: 'Forwarded calls not finished yet',
       registers,
+      collect() {
+        this.set(calls());
+      },
     });
-    this.inflight = new Gauge({ name: 'switchyard_calls_in_flight', help: 'Forwarded calls not finished yet', registers });
     this.rounds = new Counter({
       name: 'switchyard_input_rounds_total',
       help: 'Requests answered input_required (the client was asked for input and retries): rounds of a call, which switchyard_calls_total counts once, at the request that gets its answer',
@@ -207,12 +215,12 @@ export class Metrics {
   }
 
   callStarted(): void {
-    this.inflight.inc();
+    this.inflight++;
   }
 
   /** One finished request (hot path: a few map lookups and increments, see CallSeries); `began` when callStarted counted it. */
   observeCall(b: AuditBegin, e: AuditEnd, began: boolean): void {
-    if (began) this.inflight.dec();
+    if (began) this.inflight--;
     const method = METHODS.has(b.method) ? b.method : 'other';
     const server = e.server ?? b.server ?? '';
     // One call, however many rounds it took: a round is no call (nor its latency the call's).
