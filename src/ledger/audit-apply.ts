@@ -61,6 +61,8 @@ interface Entry {
   done: boolean;
   /** Its in-flight row is in SQLite already, so finishing it is an UPDATE. */
   inDb: boolean;
+  /** The finished line `v` was parsed from, when take() was given it: its chain digest is built from it (see LineDigest). */
+  line: string | undefined;
 }
 
 /**
@@ -88,6 +90,11 @@ export class AuditApplier {
   runInserts = 0;
   /** The values those INSERTs bound (a column the rows of a run share is bound once): for tests. */
   runParams = 0;
+  /** Chain digests built from a row's line (LineDigest) rather than from its values: for tests. */
+  get lineDigests(): number {
+    return this.lineDigest.taken;
+  }
+  private readonly lineDigest = new LineDigest();
   /** By run length: the values of that many finished rows, in LINKED_COLS order one row after another. */
   private readonly rowValues: (unknown[] | undefined)[] = [];
   /** By run length and shared columns (see runFor): the INSERT, and its parameters' array. */
@@ -124,16 +131,26 @@ export class AuditApplier {
     this.pruned = db.prepare('SELECT 1 FROM audit_pruned WHERE id = ?').pluck();
   }
 
-  /** Records queued for the next flush(), in the order they were written. */
-  take(records: Iterable<PendingRecord>): void {
+  /**
+   * Records queued for the next flush(), in the order they were written. `lines`: the text each
+   * record was parsed from (lines[i] of records[i]), when that is a line this process's
+   * JSON.stringify wrote (the hub's hand-overs to its ingest thread): a finished row's chain
+   * digest is then built from it (LineDigest). Lines from a file, which an older hub or a hand
+   * may have written, are not given.
+   */
+  take(records: Iterable<PendingRecord>, lines?: readonly string[]): void {
+    let i = -1;
     for (const r of records) {
+      i++;
+      // Before valuesOf, which lengthens an older line's array to this hub's length in place.
+      const line = lines !== undefined && Array.isArray(r) && r.length === FINISHED_N ? lines[i] : undefined;
       const v = valuesOf(r);
       if (!v) continue; // a header line, or not a row
       const id = v[0] as number;
       const done = v.length === FINISHED_N;
       if (!done) {
         if (this.unsaved.has(id)) continue; // a replayed line twice
-        const entry: Entry = { id, v, done, inDb: false };
+        const entry: Entry = { id, v, done, inDb: false, line: undefined };
         this.queue.push(entry);
         this.unsaved.set(id, entry);
         continue;
@@ -143,7 +160,8 @@ export class AuditApplier {
         this.unsaved.delete(id);
         begun.v = v;
         begun.done = true;
-      } else this.queue.push({ id, v, done, inDb: this.inFlight.delete(id) });
+        begun.line = line;
+      } else this.queue.push({ id, v, done, inDb: this.inFlight.delete(id), line });
     }
   }
 
@@ -203,9 +221,10 @@ export class AuditApplier {
     let values = this.rowValues[n];
     if (!values) values = this.rowValues[n] = packedNulls(n * LINKED_COLS.length);
     for (let k = 0, at = 0; k < n; k++, at += LINKED_COLS.length) {
-      const r = batch[from + k]!.v;
+      const e = batch[from + k]!;
+      const r = e.v;
       for (let c = 0; c < LINKED_FROM.length; c++) values[at + c] = LINKED_FROM[c]! < 0 ? null : r[LINKED_FROM[c]!];
-      const link = this.chain.next(values, SEQ_AT, linkedDigest, at);
+      const link = this.chain.next(values, SEQ_AT, this.digesterOf(e), at);
       values[at + HASH_AT] = link.hash;
       // The chain moves on before the INSERT: if it fails, so does the transaction, and the
       // next attempt starts from the head in SQLite (ChainWriter.startBatch).
@@ -270,12 +289,17 @@ export class AuditApplier {
       return;
     }
     const v = linkedValues(e.v);
-    const link = this.chain.next(v, SEQ_AT, linkedDigest);
+    const link = this.chain.next(v, SEQ_AT, this.digesterOf(e));
     v[HASH_AT] = link.hash;
     let changes = e.inDb ? this.finish(v, e.v) : this.insertLinked.run(...v).changes;
     if (changes === 0) changes = e.inDb ? this.insertLinked.run(...v).changes : this.finish(v, e.v);
     if (changes === 1) this.chain.advance(link);
     else if (!replay) throw new Error(`audit row ${e.id} is not in flight (it was finished already)`);
+  }
+
+  /** The digest of a finished entry's row: from its line when it has one. */
+  private digesterOf(e: Entry): RowValuesDigest {
+    return e.line === undefined ? linkedDigest : this.lineDigest.of(e.v, e.line);
   }
 
   /** Finishes the row's in-flight row in SQLite (`v`: linked, `r`: as recorded): the UPDATE's changes. */
@@ -437,3 +461,84 @@ export const linkedDigest: RowValuesDigest = {
     return sha256Hex(prevHash + '\n' + JSON.stringify(linkedFields(values, at)));
   },
 };
+
+/** LINKED_COLS but hash in canonical (sorted) order: each one's `,"name":` and its place in a finished record (-1: seq). */
+const CANONICAL = LINKED_COLS.filter((c) => c !== 'hash').sort();
+const CANONICAL_FIRST = CANONICAL.map((c) => `${JSON.stringify(c)}:`);
+const CANONICAL_PREFIX = CANONICAL_FIRST.map((p) => `,${p}`);
+const CANONICAL_FROM = CANONICAL.map((c) => LINKED_FROM[LINKED_COLS.indexOf(c)]!);
+/** Where each value of a finished line is in its text: [start, end) of value i at 2i, 2i + 1. */
+const spans = new Int32Array(2 * FINISHED_N);
+
+/**
+ * linkedDigest's text without encoding the row again: a finished line is the JSON.stringify of
+ * its record (`[v0,v1,…]`), so each value's JSON is a slice of the line, and the canonical text
+ * is those slices behind their keys in canonical order (nulls left out, seq put in). V8's JSON
+ * of the row's object (linkedFields) was 2.2 µs of the ~2.9 a row's digest cost on the ingest
+ * thread (docs/BENCHMARKS.md, sixty-fourth session); the slices take ~0.8 µs less (sixty-fifth).
+ *
+ * A slice is the value's canonical JSON only if the line was written by JSON.stringify and
+ * nothing in it was escaped: a string's slice is then its quotes and its own text, which is what
+ * JSON.stringify writes for a string that needs no escape, and a number's is JSON.stringify's
+ * shortest form, which JSON.parse gives back as the same number. So only lines this process's
+ * hub wrote are taken this way (AuditApplier.take's `lines`), and any line with a backslash, a
+ * value that is no string, number or null, or a shape other than the compact array of its
+ * record's values takes linkedDigest (a property test holds the two to the same hashes).
+ */
+export class LineDigest implements RowValuesDigest {
+  private record: readonly unknown[] = [];
+  private line = '';
+  taken = 0;
+
+  /** Itself, set to digest the row of this finished record and its line. */
+  of(record: readonly unknown[], line: string): this {
+    this.record = record;
+    this.line = line;
+    return this;
+  }
+
+  digest(prevHash: string, values: readonly unknown[], at = 0): string {
+    const line = this.line;
+    const r = this.record;
+    if (!this.spanned(line, r)) return linkedDigest.digest(prevHash, values, at);
+    this.taken++;
+    // One string grown from its start: the hash then flattens it once (a `slice(1)` to drop the
+    // first comma, flattening it first, cost ~0.2 µs more).
+    let out = prevHash + '\n{';
+    let prefix = CANONICAL_FIRST;
+    for (let i = 0; i < CANONICAL_FROM.length; i++) {
+      const from = CANONICAL_FROM[i]!;
+      if (from >= 0 && r[from] === null) continue;
+      out += prefix[i]! + (from < 0 ? values[at + SEQ_AT] : line.slice(spans[2 * from]!, spans[2 * from + 1]!));
+      prefix = CANONICAL_PREFIX;
+    }
+    return sha256Hex(out + '}');
+  }
+
+  /** Fills `spans` for the record's line; false when the line is not the plain compact JSON of its values. */
+  private spanned(line: string, r: readonly unknown[]): boolean {
+    if (r.length !== FINISHED_N || line.charCodeAt(0) !== 0x5b || line.indexOf('\\') !== -1) return false;
+    let p = 1;
+    for (let i = 0; i < FINISHED_N; i++) {
+      const v = r[i];
+      let end: number;
+      if (typeof v === 'string') {
+        // Unescaped: the text between the quotes is the string itself.
+        end = p + v.length + 2;
+        if (line.charCodeAt(p) !== 0x22 || line.charCodeAt(end - 1) !== 0x22) return false;
+      } else if (v === null) {
+        end = p + 4;
+        if (line.charCodeAt(p) !== 0x6e) return false;
+      } else if (typeof v === 'number') {
+        end = line.indexOf(i === FINISHED_N - 1 ? ']' : ',', p);
+        const c = line.charCodeAt(p);
+        if (end < 0 || !(c === 0x2d || (c >= 0x30 && c <= 0x39))) return false;
+      } else return false;
+      if (line.charCodeAt(end) !== (i === FINISHED_N - 1 ? 0x5d : 0x2c)) return false;
+      spans[2 * i] = p;
+      spans[2 * i + 1] = end;
+      p = end + 1;
+    }
+    return p === line.length;
+  }
+}

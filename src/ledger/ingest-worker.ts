@@ -67,16 +67,27 @@ const toEmpty: { path: string; n: number }[] = [];
 const replay = data.resume !== undefined;
 if (replay) {
   applier.take(PendingFiles.read(data.path) as PendingRecord[]);
-  if (data.left) applier.take(recordsOf(data.left));
+  if (data.left) takeLines(data.left);
   taken = data.resume!;
 }
 
-/** The records of lines joined in chunks (IngestBatch's `lines`). */
-function recordsOf(chunks: string[]): PendingRecord[] {
+/**
+ * Applies the records of lines joined in chunks (IngestBatch's `lines`). The lines go with them:
+ * this hub's JSON.stringify wrote them, so a row's chain digest is built from its line
+ * (AuditApplier.take).
+ */
+function takeLines(chunks: string[]): void {
   const records: PendingRecord[] = [];
+  const lines: string[] = [];
   // An empty line is a begin the hub dropped because its finish follows in the same batch.
-  for (const chunk of chunks) for (const line of chunk.split('\n')) if (line !== '') records.push(JSON.parse(line) as PendingRecord);
-  return records;
+  for (const chunk of chunks) {
+    for (const line of chunk.split('\n')) {
+      if (line === '') continue;
+      records.push(JSON.parse(line) as PendingRecord);
+      lines.push(line);
+    }
+  }
+  applier.take(records, lines);
 }
 
 function commit(): void {
@@ -160,7 +171,7 @@ port.on('message', (m: IngestBatch | 'stop') => {
   }
   const n = m[0];
   const empty = m[2];
-  applier.take(recordsOf(m[1]));
+  takeLines(m[1]);
   taken = n;
   if (empty !== undefined) toEmpty.push({ path: empty, n });
   if (!retry) commit();

@@ -127,6 +127,18 @@ describe('the applier, finished rows in runs', () => {
     expect(verifyChain(db!, 4)).toMatchObject({ ok: true, rows: 4 });
   });
 
+  it('a finish taken with its line chains the row its begin put in flight from that line', () => {
+    const { applier, logged } = open();
+    const r = finished(1);
+    applier.take([r.slice(0, BEGIN_COLS.length)]);
+    expect(applier.flush()).toBe(true);
+    applier.take([JSON.parse(JSON.stringify(r)) as unknown[], finished(2)], [JSON.stringify(r), JSON.stringify(finished(2))]);
+    expect(applier.flush()).toBe(true);
+    expect(applier.lineDigests).toBe(2);
+    expect(logged).toEqual([]);
+    expect(verifyChain(db!)).toMatchObject({ ok: true, rows: 2, headSeq: 2 });
+  });
+
   it('binds a column the rows of a run share once, not once a row', () => {
     const { applier } = open();
     applier.take(Array.from({ length: 16 }, (_, i) => finished(i + 1)));
@@ -148,16 +160,18 @@ describe('runs with shared columns write what the runs before them wrote', () =>
   const state = (d: Database): unknown => [d.prepare('SELECT * FROM chain_state').get(), d.prepare('SELECT * FROM sqlite_sequence').all()];
 
   /** `batches` through the applier and through the path before (test/helpers/audit-runs-reference.ts): the same rows, ids and chain. */
-  function sameAsBefore(batches: unknown[][][]): AuditApplier {
+  function sameAsBefore(batches: unknown[][][], withLines = false): AuditApplier {
     const dirs = [tempDir(), tempDir()];
     const [now, before] = dirs.map((d) => openLedgerDb({ path: d.db }));
     try {
       const logged: string[] = [];
       const applier = new AuditApplier(now!, pino({ level: 'error' }, { write: (line: string) => void logged.push(line) }));
       for (const b of batches) {
-        applier.take(b.map((r) => [...r]));
+        // With lines, as the ingest thread takes them: the line JSON.stringify wrote, and its record parsed back.
+        if (withLines) applier.take(b.map((r) => JSON.parse(JSON.stringify(r)) as unknown[]), b.map((r) => JSON.stringify(r)));
+        else applier.take(b.map((r) => [...r]));
         expect(applier.flush()).toBe(true);
-        applyFinishedAsBefore(before!, b);
+        applyFinishedAsBefore(before!, withLines ? b.map((r) => JSON.parse(JSON.stringify(r)) as unknown[]) : b);
       }
       expect(logged).toEqual([]);
       expect(stored(now!)).toEqual(stored(before!));
@@ -192,6 +206,21 @@ describe('runs with shared columns write what the runs before them wrote', () =>
       }),
       { numRuns: 20 },
     );
+  });
+
+  it("taken with their lines, as the ingest thread takes them, the rows' digests are built from the lines (property)", () => {
+    let fromLines = 0;
+    fc.assert(
+      fc.property(fc.array(fc.array(record, { minLength: 1, maxLength: 40 }), { minLength: 1, maxLength: 3 }), (batches) => {
+        let id = 0;
+        fromLines += sameAsBefore(batches.map((b) => b.map(([ts, begin, fin]) => [++id, ts, ...begin, ...fin])), true).lineDigests;
+      }),
+      { numRuns: 20 },
+    );
+    // Lines with an escape (the text 'é "q"\n\\') take the values' digest; the others their line's.
+    expect(fromLines).toBeGreaterThan(0);
+    const plain = Array.from({ length: 20 }, (_, i) => finished(i + 1));
+    expect(sameAsBefore([plain.slice(0, 1), plain.slice(1)], true).lineDigests).toBe(20);
   });
 
   it('for more kinds of run than the applier keeps statements for', () => {

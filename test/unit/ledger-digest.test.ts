@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson, sha256Hex } from '../../src/ledger/canonical.js';
-import { BEGIN_COLS, END_COLS, FIN_COLS, LINKED_COLS, linkedDigest, linkedValues } from '../../src/ledger/audit-apply.js';
+import { BEGIN_COLS, END_COLS, FIN_COLS, LINKED_COLS, LineDigest, linkedDigest, linkedValues } from '../../src/ledger/audit-apply.js';
 import { ColumnsDigest, GENESIS_HASH, rowDigest } from '../../src/ledger/chain.js';
 
 /** The definition the chain documents: sha256(prev + "\n" + canonical JSON of the non-null columns but hash). */
@@ -88,6 +88,53 @@ describe('row digest (the chain hash of one row)', () => {
     // Each column from its own place: a row whose values are all distinct.
     const distinct = LINKED_COLS.map((c, i) => (i % 2 === 0 ? `${c}-${i}` : i * 1000 + 7));
     expect(linkedDigest.digest(GENESIS_HASH, distinct)).toBe(reference(GENESIS_HASH, Object.fromEntries(LINKED_COLS.map((c, i) => [c, distinct[i]]))));
+  });
+
+  it("a finished row's digest built from its line (the ingest thread's) equals linkedDigest's, for any line JSON.stringify writes", () => {
+    const seqAt = LINKED_COLS.indexOf('seq');
+    const n = BEGIN_COLS.length + FIN_COLS.length;
+    // Text that needs escapes (quotes, backslashes, control characters, lone surrogates), text
+    // beyond the BMP, and numbers whose JSON is not their plain digits.
+    const scalar = fc.oneof(
+      { weight: 8, arbitrary: fc.constant(null) },
+      { weight: 8, arbitrary: fc.string().filter((s) => !/["\\]/.test(s)) },
+      { weight: 8, arbitrary: fc.double() },
+      { weight: 4, arbitrary: fc.integer() },
+      { weight: 4, arbitrary: fc.constantFrom('', '\u{1F600}', 'é', 'x,y]', '[null]', -0, 1e21, 5e-324, 0.1 + 0.2, -1.5e-7, Number.NaN, Infinity) },
+      fc.string(),
+      fc.string({ unit: 'binary' }),
+      fc.constantFrom('a"b', 'c\\d', 'e\nf', '\ud800'),
+    );
+    const record = fc.array(scalar, { minLength: n, maxLength: n });
+    const line = new LineDigest();
+    let fromLines = 0;
+    fc.assert(
+      fc.property(record, fc.integer({ min: 1, max: 2 ** 40 }), fc.string(), (written, seq, prev) => {
+        // As the ingest thread has it: the line the hub wrote, and its record parsed back.
+        const text = JSON.stringify(written);
+        const r = JSON.parse(text) as unknown[];
+        const values = linkedValues(r);
+        values[seqAt] = seq;
+        const before = line.taken;
+        expect(line.of(r, text).digest(prev, values)).toBe(linkedDigest.digest(prev, values));
+        if (line.taken > before) fromLines++;
+        // Rows side by side, as a run holds them.
+        const two = [...linkedValues(r), ...values];
+        expect(line.of(r, text).digest(prev, two, LINKED_COLS.length)).toBe(linkedDigest.digest(prev, two, LINKED_COLS.length));
+      }),
+      { numRuns: 2000 },
+    );
+    // Lines without an escape were built from the line, the others took linkedDigest.
+    expect(fromLines).toBeGreaterThan(100);
+    // An audit row's line, typical of a hub's, is taken from its line; one not in JSON.stringify's compact form is not.
+    const row = [...BEGIN_COLS.map((c, i) => (c === 'id' || c === 'ts' ? i + 1 : `${c}-v`)), ...FIN_COLS.map((c) => (c === 'latency_ms' ? 0.25 : c))];
+    const values = linkedValues(row);
+    values[seqAt] = 9;
+    const taken = line.taken;
+    expect(line.of(row, JSON.stringify(row)).digest('p', values)).toBe(linkedDigest.digest('p', values));
+    expect(line.taken).toBe(taken + 1);
+    expect(line.of(row, JSON.stringify(row, null, 1)).digest('p', values)).toBe(linkedDigest.digest('p', values));
+    expect(line.taken).toBe(taken + 1);
   });
 
   it('the applier builds a finished row in its column order, with server and upstream from the finish', () => {
