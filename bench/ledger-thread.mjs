@@ -32,7 +32,7 @@ if (mix !== 'mixed' && mix !== 'bench') throw new Error('--mix is mixed or bench
 
 const lib = (f) => import(join(ROOT, 'dist/src/ledger', f));
 const { openLedgerDb, openLedgerWriter } = await lib('db.js');
-const { AuditApplier } = await lib('audit-apply.js');
+const { AuditApplier, parseLine = JSON.parse } = await lib('audit-apply.js');
 const { RowValues, finishedLine } = await lib('row-values.js');
 const { verifyChain } = await lib('chain.js');
 
@@ -97,14 +97,14 @@ function batches(n) {
   return out;
 }
 
-/** As ingest-worker.ts's takeLines (a build before it ignores the lines). */
+/** As ingest-worker.ts's takeLines (a build before it ignores the lines, or has no parseLine and uses JSON.parse). */
 function takeLines(chunks) {
   const records = [];
   const lines = [];
   for (const chunk of chunks) {
     for (const l of chunk.split('\n')) {
       if (l === '') continue;
-      records.push(JSON.parse(l));
+      records.push(parseLine(l));
       lines.push(l);
     }
   }

@@ -8,7 +8,7 @@
 import { truncateSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import { pino } from 'pino';
-import { AuditApplier, type PendingRecord } from './audit-apply.js';
+import { AuditApplier, parseLine, type PendingRecord } from './audit-apply.js';
 import { openLedgerWriter } from './db.js';
 import { PendingFiles } from './pending-files.js';
 import { THREAD_OPEN, THREAD_REFUSED } from './ingester.js';
@@ -83,7 +83,7 @@ function takeLines(chunks: string[]): void {
   for (const chunk of chunks) {
     for (const line of chunk.split('\n')) {
       if (line === '') continue;
-      records.push(JSON.parse(line) as PendingRecord);
+      records.push(parseLine(line));
       lines.push(line);
     }
   }

@@ -6,8 +6,8 @@
 import type { Database } from 'better-sqlite3';
 import fc from 'fast-check';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
-import { AuditApplier, BEGIN_COLS, FIN_COLS } from '../../src/ledger/audit-apply.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { AuditApplier, BEGIN_COLS, FIN_COLS, parseLine } from '../../src/ledger/audit-apply.js';
 import { verifyChain } from '../../src/ledger/chain.js';
 import { openLedgerDb } from '../../src/ledger/db.js';
 import { tempDir } from './ledger-helpers.js';
@@ -237,5 +237,47 @@ describe('runs with shared columns write what the runs before them wrote', () =>
     );
     const applier = sameAsBefore(batches);
     expect(applier.runInserts).toBe(100);
+  });
+});
+
+describe('a pending line read as the ingest thread reads it (parseLine)', () => {
+  it('gives what JSON.parse gives, for any line JSON.stringify writes (property)', () => {
+    const scalar = fc.oneof(
+      { weight: 6, arbitrary: fc.constant(null) },
+      { weight: 6, arbitrary: fc.string().filter((t) => !/["\\]/.test(t)) },
+      { weight: 6, arbitrary: fc.double() },
+      { weight: 3, arbitrary: fc.integer() },
+      { weight: 3, arbitrary: fc.constantFrom('', ',', ']', 'null', '1', '\u{1F600}', 'é', -0, 1e21, 5e-324, -1.5e-7, 2 ** 53 + 2) },
+      fc.string({ unit: 'binary' }),
+      fc.constantFrom('a"b', 'c\\d', 'e\nf', '\ud800', true, false, { a: 1 }, [1, 'x'], Number.NaN),
+    );
+    fc.assert(
+      fc.property(fc.array(scalar, { maxLength: 40 }), (values) => {
+        const line = JSON.stringify(values);
+        const got = parseLine(line) as unknown[];
+        const want = JSON.parse(line) as unknown[];
+        expect(got).toEqual(want);
+        // -0 as -0 (toEqual takes it for 0), and each value of JSON.parse's type.
+        got.forEach((v, i) => typeof v !== 'object' && expect(Object.is(v, want[i])).toBe(true));
+      }),
+      { numRuns: 3000 },
+    );
+    // Lines that are no array of such values: JSON.parse's reading.
+    for (const line of ['{"g":3}', '{"s":{"id":1},"e":{"outcome":"ok"}}', '[1,[2]]', '[]', '[true]', '"x"', '7', 'null'])
+      expect(parseLine(line)).toEqual(JSON.parse(line));
+    expect(() => parseLine('[1,')).toThrow(SyntaxError);
+  });
+
+  it('reads an audit row\'s line by slicing it, not by JSON.parse', () => {
+    const line = JSON.stringify(finished(7));
+    const parse = vi.spyOn(JSON, 'parse');
+    try {
+      expect(parseLine(line)).toEqual(finished(7));
+      expect(parse).not.toHaveBeenCalled();
+      parseLine('["a\\"b"]');
+      expect(parse).toHaveBeenCalledTimes(1);
+    } finally {
+      parse.mockRestore();
+    }
   });
 });
