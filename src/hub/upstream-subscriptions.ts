@@ -36,6 +36,9 @@ export interface SubscriptionSources {
 const UPDATED = 'notifications/resources/updated';
 
 export class UpstreamSubscriptions {
+  /** Connections whose notification stream's gaps are listened for (watchGaps). */
+  private readonly gapsWatched = new WeakSet<Upstream>();
+
   constructor(private readonly src: SubscriptionSources) {}
 
   /**
@@ -46,6 +49,7 @@ export class UpstreamSubscriptions {
    * was down. (A modern upstream's listen stream is opened again with its filter: ListenManager.)
    */
   resubscribe(h: ServerHandle, upstream: Upstream = h.upstream, conn = ''): void {
+    this.watchGaps(h.id, upstream, conn);
     if (upstream.era === MODERN) return;
     const uris = this.src.subs.uris(h.id, conn);
     // Back without resources.subscribe: nothing it holds is watched any more.
@@ -76,6 +80,26 @@ export class UpstreamSubscriptions {
       void Promise.all(renewed).then(() => {
         if (told) this.src.log.info({ server: h.id, uris: told }, 'subscribed again after a gap: subscribed resources said updated, since a change in the gap was not heard');
       });
+  }
+
+  /**
+   * A legacy HTTP connection's standalone GET stream cut and opened again with nothing to resume
+   * from (HttpUpstream's 'unheard', once the new one is open): an update the server said while
+   * no stream was open was not heard, and it does not say it again, though the session, and its
+   * subscriptions, live on (nothing is subscribed again, so resubscribe says nothing). Every URI
+   * held on that connection is said updated to its subscribers, as after the other gaps. Listened
+   * for from the connection's first `ready` (resubscribe runs at each), once per connection.
+   */
+  private watchGaps(serverId: string, upstream: Upstream, conn: string): void {
+    if (this.gapsWatched.has(upstream)) return;
+    this.gapsWatched.add(upstream);
+    upstream.on('unheard', () => {
+      // A connection replaced since, draining: the one open now was subscribed afresh, and said so.
+      if (this.connectionNow(serverId, conn) !== upstream || upstream.era === MODERN || !upstream.capabilities?.resources?.subscribe) return;
+      const uris = this.src.subs.uris(serverId, conn);
+      for (const uri of uris) upstream.emit('notification', { method: UPDATED, params: { uri } });
+      if (uris.length) this.src.log.info({ server: serverId, uris: uris.length }, 'notification stream open again after a gap it could not resume: subscribed resources said updated, since a change in the gap was not heard');
+    });
   }
 
   /**

@@ -138,6 +138,8 @@ export class HttpUpstream extends HandshakingUpstream {
       },
       heard: (c) => this.handleMessage(c),
       gap: () => void this.emit('gap'),
+      // Its subscribed resources are said updated to their subscribers (UpstreamSubscriptions, which knows them).
+      unheard: () => void this.emit('unheard'),
       renew: (stale) => this.renew(stale),
       foundDown: (reason, minDelayMs) => this.foundDown(reason, minDelayMs),
     };

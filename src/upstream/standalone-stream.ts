@@ -9,7 +9,7 @@ import { LEGACY, type Era } from '../protocol/era.js';
 import { TransportError } from '../protocol/errors.js';
 import type { Classified } from '../protocol/jsonrpc.js';
 import type { Logger } from '../log.js';
-import { StreamCutError } from '../transport/http-client.js';
+import { ExchangeAbort, StreamCutError } from '../transport/http-client.js';
 import { errMessage } from './lifecycle.js';
 import type { HttpExchanges } from './oauth-client.js';
 import { retryAfterSeconds } from './status-text.js';
@@ -31,6 +31,11 @@ export interface StandaloneStreamHost {
   heard(c: Classified): void;
   /** What the server said may have been missed: lists taken "until list_changed" are not. */
   gap(): void;
+  /**
+   * A stream is open again (answered 2xx) after one of this session's was cut and not resumed:
+   * what the server said in between is lost for good (its subscribed resources' updates too).
+   */
+  unheard(): void;
   /** A new session in place of `stale` (HttpUpstream.renew). */
   renew(stale: string | undefined): Promise<void>;
   /** The server is down: refuse its calls and probe it (HttpUpstream.foundDown). */
@@ -42,6 +47,14 @@ export class StandaloneStream {
   private failures = 0;
   /** The session whose GET stream opened (answered 2xx) at least once. */
   private worked: string | undefined;
+  /**
+   * A stream of this session that had opened was cut (or ended) and opened again without
+   * resumption (no event id, or the resumption refused): the next one that opens says so
+   * (host.unheard), once, however many attempts it takes.
+   */
+  private lost = false;
+  /** The session whose GET stream was seen open (a stream still running, not only one that ended 2xx as `worked`). */
+  private seenOpen: string | undefined;
 
   constructor(private readonly host: StandaloneStreamHost) {}
 
@@ -50,9 +63,13 @@ export class StandaloneStream {
     return this.ctl !== undefined;
   }
 
-  /** A new session's stream starts with no failures behind it. */
+  /**
+   * A new session's stream starts with no failures behind it, and with nothing lost to say: a
+   * new session's subscriptions are made again, and said updated then (UpstreamSubscriptions.resubscribe).
+   */
   resetFailures(): void {
     this.failures = 0;
+    this.lost = false;
   }
 
   /** Closes the stream and keeps it closed (until open()). */
@@ -76,17 +93,39 @@ export class StandaloneStream {
       this.host.log.debug({ why, delay }, 'GET stream ended');
       setTimeout(() => {
         if (this.ctl !== ctl || this.host.closed || this.host.session !== session || this.host.era !== LEGACY) return;
+        // Not resumed from an event: whatever the server said while it was down is lost. (A
+        // session whose stream never opened lost nothing a subscriber was not told of: its
+        // subscriptions were said updated as they were made, resubscribe.)
+        if (from === undefined && this.seenOpen === session) this.lost = true;
         this.open(from);
-        // Not resumed from an event: whatever the server said while it was down is lost.
         if (from === undefined) this.host.gap();
       }, delay).unref();
     };
     const headers = lastEventId === undefined ? this.host.headers : { ...this.host.headers, 'last-event-id': lastEventId };
-    this.host.http.get({ headers, signal: ctl.signal, onMessage: (c) => this.fromStream(c) }).then(
+    // The client says when an answer began, not its status. An error answer's short body comes
+    // with its head, so it has ended by the next turn; an answer still running then is the
+    // stream, open. (One that is not after all re-arms `lost` below: told again once one opens.)
+    let ended = false;
+    let toldEarly = false;
+    const began = new ExchangeAbort();
+    began.whenHeard(() =>
+      setImmediate(() => {
+        if (ended || this.ctl !== ctl) return;
+        this.seenOpen = session;
+        if (!this.lost) return;
+        toldEarly = true;
+        this.tellUnheard();
+      }),
+    );
+    this.host.http.get({ headers, signal: ctl.signal, abort: began, onMessage: (c) => this.fromStream(c) }).then(
       (a) => {
+        ended = true;
         if (this.ctl !== ctl) return;
         if (a.status >= 200 && a.status < 300) {
           this.worked = session;
+          this.seenOpen = session;
+          // Open, if only for a moment (a server that ends each stream at once): said before it is opened again.
+          if (this.lost) this.tellUnheard();
           if (a.messages > 0) this.failures = 0;
           const from = a.lastEventId ?? lastEventId;
           // The server's retry is a wait for a stream it keeps; without an event id there is nothing
@@ -94,6 +133,7 @@ export class StandaloneStream {
           // one that brought messages waits at least GET_RETRY_MIN_MS.
           return again('closed by the server', from, from !== undefined && a.messages > 0 ? a.retryMs : undefined);
         }
+        if (toldEarly) this.lost = true;
         // A server unwell, busy (429, as long as its Retry-After asks, up to the longest backoff)
         // or slow (408): the stream is wanted still. Given up, no notification would come.
         if (a.status >= 500 || a.status === 429 || a.status === 408) return again(`HTTP ${a.status}`, lastEventId, undefined, (retryAfterSeconds(a.headers) ?? 0) * 1000);
@@ -120,6 +160,7 @@ export class StandaloneStream {
         this.host.gap();
       },
       (err: unknown) => {
+        ended = true;
         if (this.ctl !== ctl || ctl.signal.aborted) return;
         // A server that refuses the connection (or whose name no longer resolves) is down: said at
         // once (`restarting`, probed with the handshake's backoff) rather than at the next call's
@@ -134,6 +175,13 @@ export class StandaloneStream {
         again(errMessage(err), err instanceof StreamCutError ? err.lastEventId : lastEventId);
       },
     );
+  }
+
+  /** The server's notifications since the last stream was cut are lost: said once. */
+  private tellUnheard(): void {
+    this.lost = false;
+    this.host.log.debug('GET stream open again, not resumed: what the server said meanwhile was not heard');
+    this.host.unheard();
   }
 
   /**

@@ -1,0 +1,92 @@
+/**
+ * The legacy standalone GET stream (src/upstream/standalone-stream.ts) opened again with nothing
+ * to resume from says so to its upstream (host.unheard) once a new stream is open, once per gap,
+ * however many attempts it takes. Against a real loopback server through the real HttpClient;
+ * the host stands for the upstream and records what it is told.
+ */
+import http, { type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/log.js';
+import { LEGACY } from '../../src/protocol/era.js';
+import { HttpClient } from '../../src/transport/http-client.js';
+import { StandaloneStream, type StandaloneStreamHost } from '../../src/upstream/standalone-stream.js';
+
+const servers: http.Server[] = [];
+const streams: StandaloneStream[] = [];
+const clients: HttpClient[] = [];
+afterEach(() => {
+  for (const s of streams.splice(0)) s.stop();
+  for (const c of clients.splice(0)) c.close();
+  for (const s of servers.splice(0)) {
+    s.closeAllConnections();
+    s.close();
+  }
+});
+
+/** A server answering its n-th GET with `answers[n]` (the last one for any after). */
+async function serve(answers: ((res: ServerResponse) => void)[]): Promise<{ url: string; gets: () => number }> {
+  let gets = 0;
+  const s = http.createServer((req, res) => {
+    const answer = answers[Math.min(gets, answers.length - 1)];
+    gets++;
+    answer(res);
+  });
+  servers.push(s);
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${(s.address() as AddressInfo).port}/mcp`, gets: () => gets };
+}
+
+const sse = (res: ServerResponse) => res.writeHead(200, { 'content-type': 'text/event-stream' }).flushHeaders();
+const event = (res: ServerResponse) => res.write(`data: ${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'x' } })}\n\n`);
+/** Opens, says something (so the wait before the next is the shortest, 1 s), and ends. */
+const endsAfterAnEvent = (res: ServerResponse) => {
+  sse(res);
+  event(res);
+  res.end();
+};
+const unwell = (res: ServerResponse) => res.writeHead(503, { 'content-type': 'text/plain' }).end('busy');
+const staysOpen = (res: ServerResponse) => sse(res);
+
+/** A stream on session s1, and what its host was told: at which GET (the count then) each unheard came. */
+function stream(url: string, gets: () => number): { s: StandaloneStream; unheardAt: number[]; gaps: () => number } {
+  const http = new HttpClient({ url, headers: {}, maxFrameBytes: 1 << 20, log: silentLogger });
+  clients.push(http);
+  const unheardAt: number[] = [];
+  let gaps = 0;
+  const host: StandaloneStreamHost = {
+    http,
+    log: silentLogger,
+    session: 's1',
+    headers: { 'mcp-session-id': 's1' },
+    closed: false,
+    era: LEGACY,
+    state: 'ready',
+    heard: () => undefined,
+    gap: () => void gaps++,
+    unheard: () => void unheardAt.push(gets()),
+    renew: () => Promise.resolve(),
+    foundDown: () => undefined,
+  };
+  const s = new StandaloneStream(host);
+  streams.push(s);
+  return { s, unheardAt, gaps: () => gaps };
+}
+
+describe('StandaloneStream', () => {
+  it('a stream that was open, ended with nothing to resume from, then refused once (503): said unheard once, when the third GET is open', async () => {
+    const srv = await serve([endsAfterAnEvent, unwell, staysOpen]);
+    const t = stream(srv.url, srv.gets);
+    t.s.open();
+    await expect.poll(() => t.unheardAt, { timeout: 10_000, interval: 20 }).toEqual([3]);
+    // Both reopenings were gaps for the lists.
+    expect(t.gaps()).toBe(2);
+  }, 20_000);
+
+  it('a session whose stream never opened lost nothing to say: refused (503), then open (no tell), then ended and open again (one tell)', async () => {
+    const srv = await serve([unwell, endsAfterAnEvent, staysOpen]);
+    const t = stream(srv.url, srv.gets);
+    t.s.open();
+    await expect.poll(() => t.unheardAt, { timeout: 10_000, interval: 20 }).toEqual([3]);
+  }, 20_000);
+});
