@@ -79,10 +79,14 @@ export class ExchangeAbort {
     this.onHeard = fn;
   }
 
-  /** @internal the answer began, or the exchange ended. */
-  hear(): void {
+  /** The answer's status, once it began (undefined while unheard, or when the exchange ended without one). */
+  status: number | undefined;
+
+  /** @internal the answer began (its `status`), or the exchange ended. */
+  hear(status?: number): void {
     if (this.heard) return;
     this.heard = true;
+    this.status = status;
     const fn = this.onHeard;
     this.onHeard = undefined;
     // Out of undici's callback: what it does may start exchanges of its own.
@@ -97,6 +101,7 @@ export class ExchangeAbort {
   attach(exchange: { cancel(): void; endSoon(ms: number): void; readonly decoding: boolean }): void {
     if (this.exchange !== undefined) {
       this.heard = false;
+      this.status = undefined;
       this.resent = true;
     }
     this.exchange = exchange;
@@ -414,7 +419,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (status < 200) return true; // 1xx: the answer is still to come
     this.resumeFn = resume;
     this.answer = new Answer(status, raw);
-    this.o.abort?.hear();
+    this.o.abort?.hear(status);
     const coding = codingOf(rawHeader(raw, 'content-encoding'));
     if (status >= 300) {
       // An error body in a coding the hub cannot decode is left unread: its status still tells.

@@ -102,24 +102,15 @@ export class StandaloneStream {
       }, delay).unref();
     };
     const headers = lastEventId === undefined ? this.host.headers : { ...this.host.headers, 'last-event-id': lastEventId };
-    // The client says when an answer began, not its status. An error answer's short body comes
-    // with its head, so it has ended by the next turn; an answer still running then is the
-    // stream, open. (One that is not after all re-arms `lost` below: told again once one opens.)
-    let ended = false;
-    let toldEarly = false;
+    // Open once its answer began 2xx (the head of an event stream): what the server said before is lost, and said so now.
     const began = new ExchangeAbort();
-    began.whenHeard(() =>
-      setImmediate(() => {
-        if (ended || this.ctl !== ctl) return;
-        this.seenOpen = session;
-        if (!this.lost) return;
-        toldEarly = true;
-        this.tellUnheard();
-      }),
-    );
+    began.whenHeard(() => {
+      if (this.ctl !== ctl || began.status === undefined || began.status < 200 || began.status >= 300) return;
+      this.seenOpen = session;
+      if (this.lost) this.tellUnheard();
+    });
     this.host.http.get({ headers, signal: ctl.signal, abort: began, onMessage: (c) => this.fromStream(c) }).then(
       (a) => {
-        ended = true;
         if (this.ctl !== ctl) return;
         if (a.status >= 200 && a.status < 300) {
           this.worked = session;
@@ -133,7 +124,6 @@ export class StandaloneStream {
           // one that brought messages waits at least GET_RETRY_MIN_MS.
           return again('closed by the server', from, from !== undefined && a.messages > 0 ? a.retryMs : undefined);
         }
-        if (toldEarly) this.lost = true;
         // A server unwell, busy (429, as long as its Retry-After asks, up to the longest backoff)
         // or slow (408): the stream is wanted still. Given up, no notification would come.
         if (a.status >= 500 || a.status === 429 || a.status === 408) return again(`HTTP ${a.status}`, lastEventId, undefined, (retryAfterSeconds(a.headers) ?? 0) * 1000);
@@ -160,7 +150,6 @@ export class StandaloneStream {
         this.host.gap();
       },
       (err: unknown) => {
-        ended = true;
         if (this.ctl !== ctl || ctl.signal.aborted) return;
         // A server that refuses the connection (or whose name no longer resolves) is down: said at
         // once (`restarting`, probed with the handshake's backoff) rather than at the next call's

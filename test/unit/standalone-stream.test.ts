@@ -47,6 +47,11 @@ const endsAfterAnEvent = (res: ServerResponse) => {
 };
 const unwell = (res: ServerResponse) => res.writeHead(503, { 'content-type': 'text/plain' }).end('busy');
 const staysOpen = (res: ServerResponse) => sse(res);
+/** A refusal whose body comes well after its head: still no open stream. */
+const slowlyUnwell = (res: ServerResponse) => {
+  res.writeHead(503, { 'content-type': 'text/plain' }).flushHeaders();
+  setTimeout(() => res.end('busy'), 300);
+};
 
 /** A stream on session s1, and what its host was told: at which GET (the count then) each unheard came. */
 function stream(url: string, gets: () => number): { s: StandaloneStream; unheardAt: number[]; gaps: () => number } {
@@ -85,6 +90,13 @@ describe('StandaloneStream', () => {
 
   it('a session whose stream never opened lost nothing to say: refused (503), then open (no tell), then ended and open again (one tell)', async () => {
     const srv = await serve([unwell, endsAfterAnEvent, staysOpen]);
+    const t = stream(srv.url, srv.gets);
+    t.s.open();
+    await expect.poll(() => t.unheardAt, { timeout: 10_000, interval: 20 }).toEqual([3]);
+  }, 20_000);
+
+  it('a refusal whose body comes after its head is no open stream: said unheard once, when the stream after it is open', async () => {
+    const srv = await serve([endsAfterAnEvent, slowlyUnwell, staysOpen]);
     const t = stream(srv.url, srv.gets);
     t.s.open();
     await expect.poll(() => t.unheardAt, { timeout: 10_000, interval: 20 }).toEqual([3]);
