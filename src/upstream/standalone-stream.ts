@@ -45,7 +45,11 @@ export interface StandaloneStreamHost {
 export class StandaloneStream {
   private ctl: AbortController | undefined;
   private failures = 0;
-  /** The session whose GET stream opened (answered 2xx) at least once. */
+  /**
+   * The session whose GET stream opened (its answer began 2xx) at least once: one still running
+   * counts, not only one the server ended (a stream cut by the network, then answered 404, is a
+   * session gone, renewed).
+   */
   private worked: string | undefined;
   /**
    * A stream of this session that had opened was cut (or ended) and opened again without
@@ -53,8 +57,6 @@ export class StandaloneStream {
    * (host.unheard), once, however many attempts it takes.
    */
   private lost = false;
-  /** The session whose GET stream was seen open (a stream still running, not only one that ended 2xx as `worked`). */
-  private seenOpen: string | undefined;
 
   constructor(private readonly host: StandaloneStreamHost) {}
 
@@ -96,7 +98,7 @@ export class StandaloneStream {
         // Not resumed from an event: whatever the server said while it was down is lost. (A
         // session whose stream never opened lost nothing a subscriber was not told of: its
         // subscriptions were said updated as they were made, resubscribe.)
-        if (from === undefined && this.seenOpen === session) this.lost = true;
+        if (from === undefined && this.worked === session) this.lost = true;
         this.open(from);
         if (from === undefined) this.host.gap();
       }, delay).unref();
@@ -106,7 +108,7 @@ export class StandaloneStream {
     const began = new ExchangeAbort();
     began.whenHeard(() => {
       if (this.ctl !== ctl || began.status === undefined || began.status < 200 || began.status >= 300) return;
-      this.seenOpen = session;
+      this.worked = session;
       if (this.lost) this.tellUnheard();
     });
     this.host.http.get({ headers, signal: ctl.signal, abort: began, onMessage: (c) => this.fromStream(c) }).then(
@@ -114,7 +116,6 @@ export class StandaloneStream {
         if (this.ctl !== ctl) return;
         if (a.status >= 200 && a.status < 300) {
           this.worked = session;
-          this.seenOpen = session;
           // Open, if only for a moment (a server that ends each stream at once): said before it is opened again.
           if (this.lost) this.tellUnheard();
           if (a.messages > 0) this.failures = 0;

@@ -47,6 +47,12 @@ const endsAfterAnEvent = (res: ServerResponse) => {
 };
 const unwell = (res: ServerResponse) => res.writeHead(503, { 'content-type': 'text/plain' }).end('busy');
 const staysOpen = (res: ServerResponse) => sse(res);
+/** Opens, and is cut by the network (its socket destroyed), never ended by the server. */
+const cutWhileOpen = (res: ServerResponse) => {
+  sse(res);
+  setTimeout(() => res.socket?.destroy(), 100);
+};
+const gone = (res: ServerResponse) => res.writeHead(404, { 'content-type': 'text/plain' }).end('no session');
 /** A refusal whose body comes well after its head: still no open stream. */
 const slowlyUnwell = (res: ServerResponse) => {
   res.writeHead(503, { 'content-type': 'text/plain' }).flushHeaders();
@@ -54,11 +60,12 @@ const slowlyUnwell = (res: ServerResponse) => {
 };
 
 /** A stream on session s1, and what its host was told: at which GET (the count then) each unheard came. */
-function stream(url: string, gets: () => number): { s: StandaloneStream; unheardAt: number[]; gaps: () => number } {
+function stream(url: string, gets: () => number): { s: StandaloneStream; unheardAt: number[]; gaps: () => number; renewals: () => number } {
   const http = new HttpClient({ url, headers: {}, maxFrameBytes: 1 << 20, log: silentLogger });
   clients.push(http);
   const unheardAt: number[] = [];
   let gaps = 0;
+  let renewals = 0;
   const host: StandaloneStreamHost = {
     http,
     log: silentLogger,
@@ -70,12 +77,15 @@ function stream(url: string, gets: () => number): { s: StandaloneStream; unheard
     heard: () => undefined,
     gap: () => void gaps++,
     unheard: () => void unheardAt.push(gets()),
-    renew: () => Promise.resolve(),
+    renew: () => {
+      renewals++;
+      return Promise.resolve();
+    },
     foundDown: () => undefined,
   };
   const s = new StandaloneStream(host);
   streams.push(s);
-  return { s, unheardAt, gaps: () => gaps };
+  return { s, unheardAt, gaps: () => gaps, renewals: () => renewals };
 }
 
 describe('StandaloneStream', () => {
@@ -100,5 +110,13 @@ describe('StandaloneStream', () => {
     const t = stream(srv.url, srv.gets);
     t.s.open();
     await expect.poll(() => t.unheardAt, { timeout: 10_000, interval: 20 }).toEqual([3]);
+  }, 20_000);
+
+  it('a session whose open stream was cut by the network, then answered 404, is gone: renewed', async () => {
+    const srv = await serve([cutWhileOpen, gone]);
+    const t = stream(srv.url, srv.gets);
+    t.s.open();
+    await expect.poll(() => t.renewals(), { timeout: 10_000, interval: 20 }).toBe(1);
+    expect(srv.gets()).toBe(2);
   }, 20_000);
 });
