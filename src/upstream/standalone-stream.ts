@@ -57,6 +57,12 @@ export class StandaloneStream {
    * (host.unheard), once, however many attempts it takes.
    */
   private lost = false;
+  /**
+   * Opened again without resumption (host.gap said so then): the lists fetched until the new
+   * stream is open were taken while it was thought to come (Upstream.hearsNotifications), and a
+   * change said before it opens is not heard; so the gap is said again once it is open.
+   */
+  private listsUnheard = false;
 
   constructor(private readonly host: StandaloneStreamHost) {}
 
@@ -72,6 +78,7 @@ export class StandaloneStream {
   resetFailures(): void {
     this.failures = 0;
     this.lost = false;
+    this.listsUnheard = false;
   }
 
   /** Closes the stream and keeps it closed (until open()). */
@@ -100,7 +107,10 @@ export class StandaloneStream {
         // subscriptions were said updated as they were made, resubscribe.)
         if (from === undefined && this.worked === session) this.lost = true;
         this.open(from);
-        if (from === undefined) this.host.gap();
+        if (from === undefined) {
+          this.listsUnheard = true;
+          this.host.gap();
+        }
       }, delay).unref();
     };
     const headers = lastEventId === undefined ? this.host.headers : { ...this.host.headers, 'last-event-id': lastEventId };
@@ -109,6 +119,10 @@ export class StandaloneStream {
     began.whenHeard(() => {
       if (this.ctl !== ctl || began.status === undefined || began.status < 200 || began.status >= 300) return;
       this.worked = session;
+      if (this.listsUnheard) {
+        this.listsUnheard = false;
+        this.host.gap();
+      }
       if (this.lost) this.tellUnheard();
     });
     this.host.http.get({ headers, signal: ctl.signal, abort: began, onMessage: (c) => this.fromStream(c) }).then(
