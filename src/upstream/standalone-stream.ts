@@ -53,8 +53,8 @@ export class StandaloneStream {
   private worked: string | undefined;
   /**
    * A stream of this session that had opened was cut (or ended) and opened again without
-   * resumption (no event id, or the resumption refused): the next one that opens says so
-   * (host.unheard), once, however many attempts it takes.
+   * resumption (no event id, or the resumption refused), or the session is new (resetFailures):
+   * the next one that opens says so (host.unheard), once, however many attempts it takes.
    */
   private lost = false;
   /**
@@ -72,12 +72,14 @@ export class StandaloneStream {
   }
 
   /**
-   * A new session's stream starts with no failures behind it, and with nothing lost to say: a
-   * new session's subscriptions are made again, and said updated then (UpstreamSubscriptions.resubscribe).
+   * A new session's stream starts with no failures behind it. Its subscriptions are made again
+   * as it is ready, and said updated as the server answers each (UpstreamSubscriptions.resubscribe),
+   * maybe before this stream is open: what the server says until then is not heard, so its
+   * opening says so (host.unheard) once more: a read too many rather than an update missed.
    */
   resetFailures(): void {
     this.failures = 0;
-    this.lost = false;
+    this.lost = true;
     this.listsUnheard = false;
   }
 

@@ -127,4 +127,12 @@ describe('StandaloneStream', () => {
     await expect.poll(() => t.renewals(), { timeout: 10_000, interval: 20 }).toBe(1);
     expect(srv.gets()).toBe(2);
   }, 20_000);
+
+  it("a new session's stream (resetFailures) says unheard once it is open, after a refusal: its subscriptions were made again before it", async () => {
+    const srv = await serve([unwell, staysOpen]);
+    const t = stream(srv.url, srv.gets);
+    t.s.resetFailures();
+    t.s.open();
+    await expect.poll(() => t.unheardAt, { timeout: 10_000, interval: 20 }).toEqual([2]);
+  }, 20_000);
 });
