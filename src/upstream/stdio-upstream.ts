@@ -16,7 +16,8 @@ import { HubShortError } from './lifecycle.js';
 import { LEGACY_CLIENT_CAPABILITIES } from './envelope.js';
 import { stdioVerdict, type ProbeVerdict, type StdioProbeOutcome } from './era-probe.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
-import { errMessage, HOLDS_EXCLUSIVE, HOLDS_SHARED, type Pending, type UpstreamOptions } from './rpc-base.js';
+import { errMessage, type UpstreamOptions } from './rpc-base.js';
+import { HOLDS_EXCLUSIVE, HOLDS_SHARED, type Pending } from './pending-call.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
 import { monotonicNow } from '../monotonic.js';
 
