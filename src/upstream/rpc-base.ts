@@ -30,6 +30,7 @@ import type { AskClient, CallOptions, ListenEnd, ListenFilter, ListenHandle, Lis
 import { Canceller, reasonOf } from '../cancel.js';
 import { IdTable, KeyedTable } from '../keyed-table.js';
 import { monotonicNow } from '../monotonic.js';
+import { logTargets } from './log-targets.js';
 import { HOLDS_OWN_SLOT, HOLDS_SLOT, hubsOwn, isList, nextToken, type Pending } from './pending-call.js';
 
 export { errMessage, type UpstreamOptions } from './lifecycle.js';
@@ -69,8 +70,6 @@ const DECODE_WAIT_MS = 1_000;
  * (a newer one replaced it) may be a copy of what the newer one says, which the sink knows.
  */
 const ENDED_LISTENS = 32;
-
-const NO_CALLS: Pending[] = [];
 
 export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private nextId = 0;
@@ -859,7 +858,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       return this.resolveCall(this.pending.get(Number(params.requestId))!, {});
     }
     if (msg.method === 'notifications/message') {
-      const targets = this.logTargets(via);
+      const targets = logTargets(this.pending, via, this._era === MODERN, this.servedFor);
       if (targets.length > 0) {
         // Without the related-task of a task the hub runs itself, as its questions go (relayedInput).
         const line = redactLogMessage(relayedNotice(params));
@@ -930,46 +929,6 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     return 0;
   }
 
-  /**
-   * Which calls a `notifications/message` goes to: the one whose answer stream carried it; else
-   * the calls in flight that could be its own (on a modern connection those that asked for
-   * logs; on a legacy one, where logging is session-wide, every caller's call). A line about
-   * another user's call (sent after its answer, or from work it started) must not reach whoever
-   * happens to call next, so with other principals' calls once carried on the connection a
-   * line goes to a lone call only (modern), or to none (legacy). While it has carried one
-   * principal's calls alone, the line is that principal's whichever call it is about: it goes to
-   * each of those in flight, once per legacy session (logScope), as a legacy server's session-wide
-   * line goes to its one client; dropped, a server's lines vanished whenever its calls overlapped.
-   */
-  private logTargets(via: Pending | undefined): Pending[] {
-    if (via !== undefined) return this.isPending(via) && via.opts?.onLog ? [via] : NO_CALLS;
-    const modern = this._era === MODERN;
-    if (!modern && this.servedFor === null) return NO_CALLS;
-    let found: Pending[] | undefined;
-    let lone: Pending | undefined;
-    for (const p of this.pending.values()) {
-      // The hub's own requests (a health check's ping, a list) are no calls a line could be about:
-      // a server busy with a call answers a ping sent meanwhile after it, so one waits at its end.
-      if (modern ? p.opts?.logLevel === undefined : p.internal || p.listen || hubsOwn(p)) continue;
-      if (lone === undefined) {
-        lone = p;
-        continue;
-      }
-      if (typeof this.servedFor !== 'string') return NO_CALLS;
-      found ??= [lone];
-      found.push(p);
-    }
-    if (found === undefined) return lone?.opts?.onLog ? [lone] : NO_CALLS;
-    const scopes = new Set<string>();
-    return found.filter((p) => {
-      if (!p.opts?.onLog) return false;
-      const scope = p.opts.logScope;
-      if (scope === undefined) return true;
-      if (scopes.has(scope)) return false;
-      scopes.add(scope);
-      return true;
-    });
-  }
 }
 
 /** The task a server's request says it belongs to (`_meta` io.modelcontextprotocol/related-task). */
