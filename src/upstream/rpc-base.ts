@@ -19,7 +19,7 @@ import {
 import { errorResponse, idKey, isObj, resultResponse, type Classified, type Notification, type Request } from '../protocol/jsonrpc.js';
 import type { ProgressInfo } from '../protocol/types.js';
 import { legacyMeta, modernMeta, withMeta } from './envelope.js';
-import { MAX_OPEN_ASKS, RELATED_TASK, fileRootsOnly, relayedInput, relayedNotice, withoutRelatedTask } from '../protocol/input-results.js';
+import { MAX_OPEN_ASKS, fileRootsOnly, relayedInput, relayedNotice, withoutRelatedTask } from '../protocol/input-results.js';
 import { errMessage, Lifecycle } from './lifecycle.js';
 import { Limiter, LimitError } from './limiter.js';
 import { withRetries } from './retry.js';
@@ -30,6 +30,7 @@ import type { AskClient, CallOptions, ListenEnd, ListenFilter, ListenHandle, Lis
 import { Canceller, reasonOf } from '../cancel.js';
 import { IdTable, KeyedTable } from '../keyed-table.js';
 import { monotonicNow } from '../monotonic.js';
+import { askTarget } from './ask-target.js';
 import { logTargets } from './log-targets.js';
 import { HOLDS_OWN_SLOT, HOLDS_SLOT, hubsOwn, isList, nextToken, type Pending } from './pending-call.js';
 
@@ -663,13 +664,6 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     return undefined;
   }
 
-  /** The call waiting for `task`'s result, if any. */
-  private waiterFor(task: string | undefined): Pending | undefined {
-    if (task === undefined) return undefined;
-    for (const p of this.pending.values()) if (p.taskId === task && !p.internal) return p;
-    return undefined;
-  }
-
   private onServerRequest(msg: Request, via: Pending | undefined): void {
     if (this._era === MODERN) {
       // 2026-07-28 servers never send requests (they ask with input_required, digest §5) and
@@ -685,47 +679,10 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       const sent = via.cancelSent;
       return void sent.then(() => this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(INTERNAL_ERROR, `the call this ${msg.method} came with has ended`))), via));
     }
-    let target: Pending | undefined;
-    let waiter: Pending | undefined;
-    // Nobody to ask: not that the client lacks the method (-32601 would say so, and a server may
-    // remember it), but that no call of the hub's is there for the question to belong to.
-    let nobody: string | undefined;
-    if (via !== undefined) {
-      if (!this.isPending(via)) nobody = `the call this ${msg.method} came with has ended`;
-      target = this.isPending(via) && via.opts?.onServerRequest ? via : undefined;
-    } else if ((waiter = this.waiterFor(relatedTask(msg.params))) !== undefined) {
-      // A task's request names its task (spec: related-task): the call waiting for its result.
-      target = waiter.opts?.onServerRequest ? waiter : undefined;
-    } else {
-      // Unattributable: it can only be a call's if that call is the one in flight. With more
-      // than one, answering for any of them could hand one user's request to another. Calls
-      // waiting for a task count only when no other call is in flight: their task's requests
-      // name the task (above). The hub's own requests (its list fetches) are no call: nobody
-      // could be asked for one, and counted alone in flight it had the server told -32601.
-      let n = 0;
-      let tasks = 0;
-      let taskTarget: Pending | undefined;
-      for (const p of this.pending.values()) {
-        if (p.internal || p.listen || hubsOwn(p)) continue;
-        if (p.taskId !== undefined) {
-          tasks++;
-          taskTarget = p.opts?.onServerRequest ? p : undefined;
-          continue;
-        }
-        n++;
-        target = p.opts?.onServerRequest ? p : undefined;
-      }
-      if (n === 0) {
-        // Several task waits are as ambiguous as several calls (refused below).
-        n = tasks;
-        target = taskTarget;
-      }
-      if (n === 0) nobody = `no call of the hub's is in flight to ask ${msg.method} for`;
-      if (n > 1) {
-        target = undefined;
-        this.log.warn({ method: msg.method, inFlight: n }, 'server request with several calls in flight; refused');
-        return this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(INTERNAL_ERROR, 'ambiguous: several calls in flight'))), via);
-      }
+    const { target, nobody, inFlight } = askTarget(this.pending, msg, via);
+    if (inFlight !== undefined) {
+      this.log.warn({ method: msg.method, inFlight }, 'server request with several calls in flight; refused');
+      return this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(INTERNAL_ERROR, 'ambiguous: several calls in flight'))), via);
     }
     if (target === undefined) {
       // Outside any call a roots/list (a server asking after a list_changed the hub passed on, or
@@ -928,12 +885,4 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   protected retiredListenMs(): number {
     return 0;
   }
-
-}
-
-/** The task a server's request says it belongs to (`_meta` io.modelcontextprotocol/related-task). */
-function relatedTask(params: Record<string, unknown> | undefined): string | undefined {
-  const meta = params?._meta as Record<string, unknown> | undefined;
-  const related = meta?.[RELATED_TASK] as { taskId?: unknown } | undefined;
-  return typeof related?.taskId === 'string' ? related.taskId : undefined;
 }
