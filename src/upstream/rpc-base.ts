@@ -16,22 +16,22 @@ import {
   TransportError,
   UpstreamUnavailableError,
 } from '../protocol/errors.js';
-import { errorResponse, idKey, isObj, resultResponse, type Classified, type Notification, type Request } from '../protocol/jsonrpc.js';
-import type { ProgressInfo } from '../protocol/types.js';
+import { errorResponse, idKey, resultResponse, type Classified, type Notification, type Request } from '../protocol/jsonrpc.js';
 import { legacyMeta, modernMeta, withMeta } from './envelope.js';
-import { MAX_OPEN_ASKS, fileRootsOnly, relayedInput, relayedNotice, withoutRelatedTask } from '../protocol/input-results.js';
+import { MAX_OPEN_ASKS, fileRootsOnly, relayedInput, relayedNotice } from '../protocol/input-results.js';
 import { errMessage, Lifecycle } from './lifecycle.js';
 import { Limiter, LimitError } from './limiter.js';
 import { withRetries } from './retry.js';
 import { readyWithin } from './ready-within.js';
 import { upstreamError } from './upstream-error.js';
-import { redactErrorText, redactLogMessage } from '../policy/secret-text.js';
+import { redactLogMessage } from '../policy/secret-text.js';
 import type { AskClient, CallOptions, ListenEnd, ListenFilter, ListenHandle, ListenSink, Upstream } from './types.js';
 import { Canceller, reasonOf } from '../cancel.js';
 import { IdTable, KeyedTable } from '../keyed-table.js';
 import { monotonicNow } from '../monotonic.js';
 import { askTarget } from './ask-target.js';
 import { logTargets } from './log-targets.js';
+import { progressInfo } from './progress-info.js';
 import { HOLDS_OWN_SLOT, HOLDS_SLOT, hubsOwn, isList, nextToken, type Pending } from './pending-call.js';
 
 export { errMessage, type UpstreamOptions } from './lifecycle.js';
@@ -783,15 +783,8 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       else if (p.waits === 0 && !p.listen) p.timer = setTimeout(() => this.timerFired(p), p.timeoutMs);
       this.callAnswered();
       if (!p.opts?.onProgress) return;
-      if (typeof params.progress !== 'number') return;
-      const info: ProgressInfo = { progress: params.progress };
-      if (typeof params.total === 'number') info.total = params.total;
-      // Upstream text the client shows its user, as a log line's: credentials redacted.
-      if (typeof params.message === 'string') info.message = redactErrorText(params.message);
-      // Its keys are the server's to the client, as a result's _meta is (digest §8.4); but not
-      // the related-task, a task the hub runs itself and the client never saw (relayedInput).
-      const meta = isObj(params._meta) ? withoutRelatedTask(params._meta) : undefined;
-      if (meta !== undefined) info._meta = meta;
+      const info = progressInfo(params);
+      if (info === undefined) return;
       try {
         p.opts.onProgress(info);
       } catch (err) {
