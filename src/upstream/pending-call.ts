@@ -52,9 +52,9 @@ export interface Pending {
   holds: number;
   /** A `tasks/result` (router/legacy-task.ts): the task it waits for, whose requests name it. */
   taskId?: string;
-  /** Which ready connection it was sent on (UpstreamBase.readyCount): see noteUnanswered. */
+  /** Which ready connection it was sent on (HangWatch.readyCount): see UpstreamBase.noteUnanswered. */
   readonly gen: number;
-  /** UpstreamBase.answers when it was sent: any answer since (or progress) says the server was working meanwhile. */
+  /** HangWatch.answers when it was sent: any answer since (or progress) says the server was working meanwhile. */
   readonly answeredAtSend: number;
 }
 

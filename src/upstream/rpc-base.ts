@@ -30,6 +30,7 @@ import { Canceller, reasonOf } from '../cancel.js';
 import { IdTable, KeyedTable } from '../keyed-table.js';
 import { monotonicNow } from '../monotonic.js';
 import { askTarget } from './ask-target.js';
+import { HangWatch } from './hang-watch.js';
 import { logTargets } from './log-targets.js';
 import { progressInfo } from './progress-info.js';
 import { HOLDS_OWN_SLOT, HOLDS_SLOT, hubsOwn, isList, nextToken, type Pending } from './pending-call.js';
@@ -37,27 +38,7 @@ import { HOLDS_OWN_SLOT, HOLDS_SLOT, hubsOwn, isList, nextToken, type Pending } 
 export { errMessage, type UpstreamOptions } from './lifecycle.js';
 // The call record, where the HTTP transport's modules import it from.
 export { hubsOwn, type Pending } from './pending-call.js';
-
-/**
- * Public calls in a row that time out (the server's own limit) with no call answered and no
- * progress heard in between, after which the server is taken for one that takes calls but
- * answers none (see UpstreamBase.noteUnanswered). One long call is one timeout; any answer
- * (a result, a JSON-RPC error, a progress notification) starts the count over, and so does a
- * timeout that comes PROBATION_LIMITS of the server's call limits after the one before it.
- */
-export const UNANSWERED_CALLS = 3;
-
-/**
- * Probation (see UpstreamBase.probation) ends with the first call answered, or once the server
- * has been back this many of its own call limits (timeoutMs, or maxTotalTimeoutMs when shorter:
- * 10 minutes at the default 60 s) with no call left unanswered: with nothing but lists and pings
- * meanwhile (its tools not called, overnight), a call timing out then says how the server is now,
- * not that the hang it was restarted for goes on, and is one timeout of three again. Counted in
- * its limits, not a fixed time: a server whose calls may take 10 minutes would otherwise be off
- * probation before one of them could show it still hung. A row of calls left unanswered lapses
- * after as long without another (UpstreamBase.noteUnanswered), for the same reason.
- */
-export const PROBATION_LIMITS = 10;
+export { PROBATION_LIMITS, UNANSWERED_CALLS } from './hang-watch.js';
 
 /** Why a server-to-client request was withdrawn when the upstream itself cancelled it: it wants no answer then. */
 const WITHDRAWN_BY_SERVER = 'the server withdrew its request';
@@ -87,29 +68,11 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   /** Its answer on the way: roots/list sent meanwhile share it, so the client is asked once at a time. */
   private rootsAnswer: Promise<Record<string, unknown>> | undefined;
   readonly limiter: Limiter = this.spec.limiter ?? new Limiter(this.spec.maxConcurrent ?? Infinity, this.spec.maxQueue ?? 0);
-  /** How many times the connection became ready: a call remembers the one it was sent on (Pending.gen). */
-  private readyCount = 0;
-  /** Calls of this ready connection that timed out in a row, no call answered since the first (see UNANSWERED_CALLS). */
-  private unanswered = 0;
-  /** When the last of those timed out (monotonicNow()): the row lapses PROBATION_LIMITS of its limits after. */
-  private unansweredAt = 0;
-  /** Calls answered and progress heard, ever: a call remembers the count it was sent at (Pending.answeredAtSend). */
-  private answers = 0;
-  /**
-   * Taken down for calls left unanswered (or, HTTP, a circuit opened by timeouts) and back since:
-   * its handshake and pings are answered, so the next timeout, before any call is answered,
-   * takes it down again rather than after UNANSWERED_CALLS more (each waiting out its timeout).
-   * Ends at the first call answered, or after PROBATION_LIMITS (onProbation).
-   */
-  protected probation = false;
-  /**
-   * Taken down as hung either way (also: a stdio process its health check found silent) and
-   * back since, not yet serving well: a hang now is one more in a row (RestartPolicy.onHung).
-   * Ends as probation does.
-   */
-  private hungBack = false;
-  /** When the connection last became ready (monotonicNow()): probation lapses PROBATION_LIMITS after. */
-  private backAt = 0;
+  /** Whether the server takes calls without answering them: the row of those left unanswered, its probation once back. */
+  private readonly hang = new HangWatch(
+    () => this.ownLimitMs(),
+    () => this.servedWell(),
+  );
 
   /**
    * A new server process of its own (stdio) is starting, the last one gone with whatever work it
@@ -125,9 +88,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
 
   /** A new connection is up: calls sent from now on are its (their timeouts count, not older ones'). */
   protected override connected(): void {
-    this.readyCount++;
-    this.unanswered = 0;
-    this.backAt = monotonicNow();
+    this.hang.connected();
   }
 
   /** The server's own limit on a call: its timeoutMs, or its maxTotalTimeoutMs when shorter. */
@@ -135,25 +96,21 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     return Math.min(this.spec.timeoutMs, this.spec.maxTotalTimeoutMs ?? Infinity);
   }
 
-  /** Whether it is still on probation: it lapses once back PROBATION_LIMITS of its limits with no call left unanswered. */
-  private onProbation(): boolean {
-    if ((this.probation || this.hungBack) && monotonicNow() - this.backAt >= PROBATION_LIMITS * this.ownLimitMs()) this.endProbation();
-    return this.probation;
+  /**
+   * Taken down for calls left unanswered (or, HTTP, a circuit opened by timeouts) and back since
+   * (HangWatch.probation): the HTTP upstream puts a server its breaker opened on it.
+   */
+  protected get probation(): boolean {
+    return this.hang.probation;
   }
 
-  /**
-   * The server is being taken down as hung; `probation`: for calls left unanswered, and so on
-   * probation once back. Not a process its health check found silent: that check may fire on a
-   * machine too loaded to let a well server answer in time, and a probation then would have
-   * the next slow call restart a server that only shared a busy machine; one still hung is found
-   * again by the check, or by UNANSWERED_CALLS. A probation that lapsed meanwhile ends first, so
-   * a server that served well since its last hang is restarted after the first delay again
-   * (RestartPolicy.onServedWell), not a longer one.
-   */
+  protected set probation(on: boolean) {
+    this.hang.probation = on;
+  }
+
+  /** The server is being taken down as hung; `probation`: for calls left unanswered (HangWatch.wentHung). */
   protected wentHung(probation: boolean): void {
-    this.onProbation();
-    this.hungBack = true;
-    if (probation) this.probation = true;
+    this.hang.wentHung(probation);
   }
 
   /** Send a serialised request (`params` as on the wire); a failure to send is reported with failCall. */
@@ -344,7 +301,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
    * the HTTP circuit breaker holds the same).
    */
   protected answeredSince(p: Pending): boolean {
-    return p.answeredAtSend !== this.answers;
+    return p.answeredAtSend !== this.hang.answers;
   }
 
   /**
@@ -353,21 +310,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
    * HTTP circuit breaker holds the same).
    */
   protected sentBeforeReady(p: Pending): boolean {
-    return p.gen !== this.readyCount;
-  }
-
-  /** A call answered, or progress heard for one: the server is working its calls. */
-  private callAnswered(): void {
-    this.answers++;
-    this.unanswered = 0;
-    if (this.probation || this.hungBack) this.endProbation();
-  }
-
-  /** Off probation: the server works its calls, and a hang of it now is a first one again (RestartPolicy.onServedWell). */
-  private endProbation(): void {
-    this.probation = false;
-    this.hungBack = false;
-    this.servedWell();
+    return p.gen !== this.hang.readyCount;
   }
 
   /**
@@ -390,7 +333,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     // flight failing, and lastError said "calls". So are its other requests of its own (a
     // subscription renewed as the server came back: answered, it ended every probation at once).
     if (hubsOwn(p)) return;
-    if (err === undefined || err instanceof RpcError) return this.callAnswered();
+    if (err === undefined || err instanceof RpcError) return this.hang.answered();
     if (!(err instanceof TimeoutError) || err.callers || this.sentBeforeReady(p) || this._state !== 'ready') return;
     // A call answered, or progress heard (its own included), since this one was sent: the server
     // was working its calls meanwhile, and this one is slow, not unanswered. Otherwise calls
@@ -406,16 +349,9 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     // others in line behind it, and ending it would end that call under the user (the health
     // check spares it for the same reason).
     if (this.awaitsClient()) return;
-    // Far apart, timeouts are no row: a call left unanswered now and two others days ago (the
-    // server answering nothing else meanwhile: not called) say that this call was slow, not that
-    // the server takes calls without answering them. As long as probation lasts (onProbation).
-    const now = monotonicNow();
-    if (this.unanswered > 0 && now - this.unansweredAt >= PROBATION_LIMITS * this.ownLimitMs()) this.unanswered = 0;
-    this.unansweredAt = now;
-    const n = ++this.unanswered;
-    if (n < (this.onProbation() ? 1 : UNANSWERED_CALLS)) return;
-    this.unanswered = 0;
-    this.wentHung(true);
+    // One more in a row, or the row that says it hangs (HangWatch.unansweredCall).
+    const n = this.hang.unansweredCall();
+    if (n === 0) return;
     const ms = err.ms;
     this.callsUnanswered(
       n === 1
@@ -455,7 +391,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     const who = opts?.principal;
     if (who !== undefined && this.servedFor !== who) this.servedFor = this.servedFor === undefined ? who : null;
     return new Promise((resolve, reject) => {
-      const p: Pending = { id, method, opts, timeoutMs, internal, resolve, reject, timer: undefined, token: undefined, waits: 0, onAbort: undefined, listen, holds, deadline, gen: this.readyCount, answeredAtSend: this.answers };
+      const p: Pending = { id, method, opts, timeoutMs, internal, resolve, reject, timer: undefined, token: undefined, waits: 0, onAbort: undefined, listen, holds, deadline, gen: this.hang.readyCount, answeredAtSend: this.hang.answers };
       if (method === 'tasks/result' && typeof params.taskId === 'string') p.taskId = params.taskId;
       try {
         this.send(p, params);
@@ -781,7 +717,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       if (p.timer) p.timer.refresh();
       // Due, and waiting to be judged (timerFired): heard in time after all, its wait starts again.
       else if (p.waits === 0 && !p.listen) p.timer = setTimeout(() => this.timerFired(p), p.timeoutMs);
-      this.callAnswered();
+      this.hang.answered();
       if (!p.opts?.onProgress) return;
       const info = progressInfo(params);
       if (info === undefined) return;
