@@ -5,7 +5,6 @@
  * (and, through Lifecycle, connect/disconnect).
  */
 import { LEGACY, MODERN } from '../protocol/era.js';
-import { META_SUBSCRIPTION_ID } from '../protocol/meta.js';
 import {
   CancelledError,
   INTERNAL_ERROR,
@@ -31,6 +30,7 @@ import { IdTable, KeyedTable } from '../keyed-table.js';
 import { monotonicNow } from '../monotonic.js';
 import { askTarget } from './ask-target.js';
 import { HangWatch } from './hang-watch.js';
+import { EndedListens, isListenId, listenOf } from './listen-streams.js';
 import { logTargets } from './log-targets.js';
 import { progressInfo } from './progress-info.js';
 import { HOLDS_OWN_SLOT, HOLDS_SLOT, hubsOwn, isList, nextToken, type Pending } from './pending-call.js';
@@ -46,21 +46,14 @@ const WITHDRAWN_BY_SERVER = 'the server withdrew its request';
 /** How long a due timeout waits at most for an answer that was read in time to be decoded (Pending.ctl.decoding). */
 const DECODE_WAIT_MS = 1_000;
 
-/**
- * How many ended listen streams are remembered, so that what comes tagged with their ids after
- * they ended still reaches their sinks: a change a server said on a stream as the hub closed it
- * (a newer one replaced it) may be a copy of what the newer one says, which the sink knows.
- */
-const ENDED_LISTENS = 32;
-
 export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private nextId = 0;
   /** The one principal this connection has carried calls for; null once it has carried two, or one made for several (CallOptions.principal null), until a new process (newProcess). */
   private servedFor: string | null | undefined;
   protected readonly pending = new IdTable<Pending>();
   private readonly byToken = new KeyedTable<Pending>();
-  /** The sinks of the last few listen streams that ended, by their ids (see ENDED_LISTENS). */
-  private readonly endedListens = new Map<number, ListenSink>();
+  /** The sinks of the last few listen streams that ended (listen-streams.ts, ENDED_LISTENS). */
+  private readonly endedListens = new EndedListens();
   /** Server-to-client requests relayed to a call's client and not yet answered, by the upstream's request id. */
   private readonly serverAsks = new Map<string, { p: Pending; withdrawn: Canceller }>();
   /** The client that last said its roots changed, which answers roots/list sent outside any call (rootsChanged). */
@@ -457,8 +450,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     p.hardTimer = undefined;
     if (p.token !== undefined) this.byToken.delete(p.token);
     if (p.listen) {
-      this.endedListens.set(p.id, p.listen);
-      if (this.endedListens.size > ENDED_LISTENS) this.endedListens.delete(this.endedListens.keys().next().value!);
+      this.endedListens.add(p.id, p.listen);
     }
     if (p.onAbort) p.opts!.signal!.removeEventListener('abort', p.onAbort);
     // Its questions still open at the client are withdrawn there (the client hears
@@ -728,10 +720,10 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       }
       return;
     }
-    const stream = this.listenOf(params, via);
+    const stream = listenOf(this.pending, params, via);
     // A server ending a stdio subscription may say so with notifications/cancelled (digest §4.1).
     if (stream && msg.method === 'notifications/cancelled') return this.resolveCall(stream, {});
-    const sink = stream ? stream.listen : this.endedListenOf(params, via);
+    const sink = stream ? stream.listen : this.endedListens.sinkOf(params, via);
     if (sink) {
       let kept: boolean | void = undefined;
       try {
@@ -740,7 +732,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
         this.log.warn({ err: errMessage(err) }, 'listen handler threw');
       }
       if (msg.method === 'notifications/subscriptions/acknowledged' || kept === false) return;
-    } else if (msg.method === 'notifications/cancelled' && this.isListenId(params.requestId)) {
+    } else if (msg.method === 'notifications/cancelled' && isListenId(this.pending, params.requestId)) {
       return this.resolveCall(this.pending.get(Number(params.requestId))!, {});
     }
     if (msg.method === 'notifications/message') {
@@ -761,27 +753,6 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
         this.log.debug({ lineLevel: typeof params.level === 'string' ? params.level.slice(0, 16) : undefined }, "a log line no call could be told as its own, on a connection that served several principals: relayed to no client");
     }
     this.emit('notification', { method: msg.method, params });
-  }
-
-  /** The listen stream a message belongs to: the stream it came on, or its subscriptionId. */
-  private listenOf(params: Record<string, unknown>, via: Pending | undefined): Pending | undefined {
-    if (via?.listen && this.isPending(via)) return via;
-    const meta = params._meta as Record<string, unknown> | undefined;
-    const sid = meta?.[META_SUBSCRIPTION_ID];
-    return sid !== undefined && this.isListenId(sid) ? this.pending.get(Number(sid)) : undefined;
-  }
-
-  /** The sink of an ended listen stream a message belongs to: the stream it came on (HTTP), or its subscriptionId. */
-  private endedListenOf(params: Record<string, unknown>, via: Pending | undefined): ListenSink | undefined {
-    if (via?.listen) return via.listen;
-    const sid = (params._meta as Record<string, unknown> | undefined)?.[META_SUBSCRIPTION_ID];
-    return typeof sid === 'number' || typeof sid === 'string' ? this.endedListens.get(Number(sid)) : undefined;
-  }
-
-  private isListenId(id: unknown): boolean {
-    if (typeof id !== 'number' && typeof id !== 'string') return false;
-    const p = this.pending.get(Number(id));
-    return p !== undefined && p.listen !== undefined;
   }
 
   listen(filter: ListenFilter, onMessage: ListenSink): ListenHandle {
