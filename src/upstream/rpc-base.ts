@@ -17,7 +17,7 @@ import {
 } from '../protocol/errors.js';
 import { errorResponse, idKey, resultResponse, type Classified, type Notification, type Request } from '../protocol/jsonrpc.js';
 import { legacyMeta, modernMeta, withMeta } from './envelope.js';
-import { MAX_OPEN_ASKS, fileRootsOnly, relayedInput, relayedNotice } from '../protocol/input-results.js';
+import { MAX_OPEN_ASKS, relayedInput, relayedNotice } from '../protocol/input-results.js';
 import { errMessage, Lifecycle } from './lifecycle.js';
 import { Limiter, LimitError } from './limiter.js';
 import { withRetries } from './retry.js';
@@ -29,6 +29,7 @@ import { Canceller, reasonOf } from '../cancel.js';
 import { IdTable, KeyedTable } from '../keyed-table.js';
 import { monotonicNow } from '../monotonic.js';
 import { askTarget } from './ask-target.js';
+import { answerFrame, failureFrame, RootsRelay } from './client-answers.js';
 import { HangWatch } from './hang-watch.js';
 import { EndedListens, isListenId, listenOf } from './listen-streams.js';
 import { logTargets } from './log-targets.js';
@@ -57,9 +58,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   /** Server-to-client requests relayed to a call's client and not yet answered, by the upstream's request id. */
   private readonly serverAsks = new Map<string, { p: Pending; withdrawn: Canceller }>();
   /** The client that last said its roots changed, which answers roots/list sent outside any call (rootsChanged). */
-  private rootsFrom: { principal: string; ask: AskClient } | undefined;
-  /** Its answer on the way: roots/list sent meanwhile share it, so the client is asked once at a time. */
-  private rootsAnswer: Promise<Record<string, unknown>> | undefined;
+  private readonly roots = new RootsRelay();
   readonly limiter: Limiter = this.spec.limiter ?? new Limiter(this.spec.maxConcurrent ?? Infinity, this.spec.maxQueue ?? 0);
   /** Whether the server takes calls without answering them: the row of those left unanswered, its probation once back. */
   private readonly hang = new HangWatch(
@@ -72,7 +71,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
    * did for the principals it served: none of their lines can come from this one. Served by two,
    * it counts as served by none now (a `servers restart` starts with none too), and the next
    * principal's lines are theirs again until another calls. Served by one, it stays theirs: their
-   * client answers the new process's roots/list (rootsFrom). Not over HTTP: the server outlives
+   * client answers the new process's roots/list (rootsChanged). Not over HTTP: the server outlives
    * the connection, and other users' work in it too.
    */
   protected newProcess(): void {
@@ -122,45 +121,17 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
    */
   rootsChanged(principal: string, ask: AskClient): boolean {
     if (this._era !== LEGACY || this._state !== 'ready' || this.servedFor !== principal) return false;
-    this.rootsFrom = { principal, ask };
-    // A roots/list the server sends from now on is about this change: it does not share the
-    // answer to one asked before it (its question still at the client, which may answer with
-    // the roots it had then), or the server would keep those for good.
-    this.rootsAnswer = undefined;
+    this.roots.changed(principal, ask);
     this.notify('notifications/roots/list_changed');
     return true;
   }
 
   /** A roots/list outside any call, answered by the client that said its roots changed. */
   private askRoots(msg: Request, from: { ask: AskClient }): void {
-    let answer = this.rootsAnswer;
-    if (answer === undefined) {
-      try {
-        answer = from.ask(relayedInput({ method: msg.method, params: msg.params }));
-      } catch (err) {
-        answer = Promise.reject(err);
-      }
-      const mine = answer;
-      this.rootsAnswer = mine;
-      const clear = (): void => {
-        if (this.rootsAnswer === mine) this.rootsAnswer = undefined;
-      };
-      mine.then(clear, clear);
-    }
-    answer.then(
-      (result) => this.reply(this.answerFrame(msg, result), undefined),
-      (err: unknown) => this.reply(JSON.stringify(errorResponse(msg.id, err instanceof RpcError ? err : new RpcError(INTERNAL_ERROR, 'the client could not answer'))), undefined),
+    this.roots.ask(msg, from).then(
+      (result) => this.reply(answerFrame(msg, result, this.log), undefined),
+      (err: unknown) => this.reply(failureFrame(msg, err), undefined),
     );
-  }
-
-  /** The frame of a client's answer to the server's `msg`; a roots answer with only the roots the server may take. */
-  private answerFrame(msg: Request, result: Record<string, unknown>): string {
-    if (msg.method === 'roots/list') {
-      const { result: kept, dropped } = fileRootsOnly(result);
-      if (dropped > 0) this.log.warn({ dropped, kept: (kept.roots as unknown[]).length }, 'client roots that are not file:// URIs left out of the answer to roots/list (2025-11-25 allows no others)');
-      result = kept;
-    }
-    return JSON.stringify(resultResponse(msg.id, result));
   }
 
   protected failInFlight(message: string): void {
@@ -616,7 +587,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       // Outside any call a roots/list (a server asking after a list_changed the hub passed on, or
       // as it starts) goes to the client that said its roots changed, while this connection's
       // calls are still its principal's alone.
-      const from = this.rootsFrom;
+      const from = this.roots.from;
       if (nobody !== undefined && via === undefined && msg.method === 'roots/list' && from !== undefined && this.servedFor === from.principal) return this.askRoots(msg, from);
       if (nobody !== undefined) return this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(INTERNAL_ERROR, nobody))), via);
       return this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(METHOD_NOT_FOUND, `client does not support ${msg.method}`))), via);
@@ -643,12 +614,11 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     }
     answer
       .then(
-        (result) => this.answerFrame(msg, result),
+        (result) => answerFrame(msg, result, this.log),
         (err: unknown) => {
           // A question withdrawn (the call was cancelled, or the upstream withdrew it) is no failure.
           if (!(err instanceof RpcError) && !(err instanceof CancelledError)) this.log.warn({ method: msg.method, err: errMessage(err) }, 'server request handler failed');
-          // Only errors a peer could have said travel on; local failures stay generic.
-          return JSON.stringify(errorResponse(msg.id, err instanceof RpcError ? err : new RpcError(INTERNAL_ERROR, 'the client could not answer')));
+          return failureFrame(msg, err);
         },
       )
       .then((frame) => {
