@@ -29,6 +29,7 @@ import { Canceller, reasonOf } from '../cancel.js';
 import { IdTable, KeyedTable } from '../keyed-table.js';
 import { monotonicNow } from '../monotonic.js';
 import { askTarget } from './ask-target.js';
+import { callTimeout, DECODE_WAIT_MS, timeoutReason } from './call-timeout.js';
 import { answerFrame, failureFrame, RootsRelay } from './client-answers.js';
 import { HangWatch } from './hang-watch.js';
 import { EndedListens, isListenId, listenOf } from './listen-streams.js';
@@ -43,9 +44,6 @@ export { PROBATION_LIMITS, UNANSWERED_CALLS } from './hang-watch.js';
 
 /** Why a server-to-client request was withdrawn when the upstream itself cancelled it: it wants no answer then. */
 const WITHDRAWN_BY_SERVER = 'the server withdrew its request';
-
-/** How long a due timeout waits at most for an answer that was read in time to be decoded (Pending.ctl.decoding). */
-const DECODE_WAIT_MS = 1_000;
 
 export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private nextId = 0;
@@ -420,9 +418,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     if (p.hardTimer) clearTimeout(p.hardTimer);
     p.hardTimer = undefined;
     if (p.token !== undefined) this.byToken.delete(p.token);
-    if (p.listen) {
-      this.endedListens.add(p.id, p.listen);
-    }
+    if (p.listen) this.endedListens.add(p.id, p.listen);
     if (p.onAbort) p.opts!.signal!.removeEventListener('abort', p.onAbort);
     // Its questions still open at the client are withdrawn there (the client hears
     // notifications/cancelled): nobody will use their answers now.
@@ -490,17 +486,10 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   /** `hardMs`: the hard cap fired rather than the idle timeout. */
   private onTimeout(p: Pending, hardMs?: number): void {
     if (!this.settle(p)) return;
-    const err = new TimeoutError(this.id, hardMs ?? p.timeoutMs);
-    // A caller's own limit is one shorter than the server's: its timeoutMs, or its
-    // maxTotalTimeoutMs when that is shorter still (the router passes the smaller of the two as
-    // each call's timeoutMs, which is then the server's own, not a caller's).
-    const own = this.ownLimitMs();
-    err.callers = hardMs !== undefined ? hardMs < (this.spec.maxTotalTimeoutMs ?? Infinity) : p.timeoutMs < own;
-    if (hardMs !== undefined) err.message = `server "${this.id}" did not finish within its limit of ${hardMs} ms (progress does not extend it)`;
-    else if (p.token !== undefined) err.message = `server "${this.id}" did not answer within ${p.timeoutMs} ms (nor report progress)`;
+    const err = callTimeout(this.id, p, hardMs, this.ownLimitMs(), this.spec.maxTotalTimeoutMs);
     this.ended(p, err);
     p.reject(err);
-    if (!p.internal) this.cancelUpstream(p, hardMs !== undefined ? `exceeded its limit of ${hardMs} ms` : `timed out after ${p.timeoutMs} ms`);
+    if (!p.internal) this.cancelUpstream(p, timeoutReason(p, hardMs));
   }
 
   /**
