@@ -25,7 +25,7 @@ import { readyWithin } from './ready-within.js';
 import { upstreamError } from './upstream-error.js';
 import { redactLogMessage } from '../policy/secret-text.js';
 import type { AskClient, CallOptions, ListenEnd, ListenFilter, ListenHandle, ListenSink, Upstream } from './types.js';
-import { Canceller, reasonOf } from '../cancel.js';
+import { reasonOf } from '../cancel.js';
 import { IdTable, KeyedTable } from '../keyed-table.js';
 import { monotonicNow } from '../monotonic.js';
 import { askTarget } from './ask-target.js';
@@ -34,6 +34,7 @@ import { answerFrame, failureFrame, RootsRelay } from './client-answers.js';
 import { HangWatch } from './hang-watch.js';
 import { EndedListens, isListenId, listenOf } from './listen-streams.js';
 import { logTargets } from './log-targets.js';
+import { OpenAsks, WITHDRAWN_BY_SERVER } from './open-asks.js';
 import { progressInfo } from './progress-info.js';
 import { HOLDS_OWN_SLOT, HOLDS_SLOT, hubsOwn, isList, nextToken, type Pending } from './pending-call.js';
 
@@ -41,9 +42,6 @@ export { errMessage, type UpstreamOptions } from './lifecycle.js';
 // The call record, where the HTTP transport's modules import it from.
 export { hubsOwn, type Pending } from './pending-call.js';
 export { PROBATION_LIMITS, UNANSWERED_CALLS } from './hang-watch.js';
-
-/** Why a server-to-client request was withdrawn when the upstream itself cancelled it: it wants no answer then. */
-const WITHDRAWN_BY_SERVER = 'the server withdrew its request';
 
 export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private nextId = 0;
@@ -54,7 +52,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   /** The sinks of the last few listen streams that ended (listen-streams.ts, ENDED_LISTENS). */
   private readonly endedListens = new EndedListens();
   /** Server-to-client requests relayed to a call's client and not yet answered, by the upstream's request id. */
-  private readonly serverAsks = new Map<string, { p: Pending; withdrawn: Canceller }>();
+  private readonly serverAsks = new OpenAsks();
   /** The client that last said its roots changed, which answers roots/list sent outside any call (rootsChanged). */
   private readonly roots = new RootsRelay();
   readonly limiter: Limiter = this.spec.limiter ?? new Limiter(this.spec.maxConcurrent ?? Infinity, this.spec.maxQueue ?? 0);
@@ -420,9 +418,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     if (p.token !== undefined) this.byToken.delete(p.token);
     if (p.listen) this.endedListens.add(p.id, p.listen);
     if (p.onAbort) p.opts!.signal!.removeEventListener('abort', p.onAbort);
-    // Its questions still open at the client are withdrawn there (the client hears
-    // notifications/cancelled): nobody will use their answers now.
-    if (p.waits > 0) for (const a of this.serverAsks.values()) if (a.p === p) a.withdrawn.abort('the call that asked ended');
+    if (p.waits > 0) this.serverAsks.withdrawFor(p);
     this.letGo(p);
     return true;
   }
@@ -591,8 +587,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     }
     this.pauseTimer(p);
     const key = idKey(msg.id);
-    const withdrawn = new Canceller();
-    this.serverAsks.set(key, { p, withdrawn });
+    const withdrawn = this.serverAsks.open(key, p);
     const eid = msg.params?.elicitationId;
     if (msg.method === 'elicitation/create' && typeof eid === 'string') (p.urlElicitations ??= new Set()).add(eid);
     let answer: Promise<Record<string, unknown>>;
@@ -611,7 +606,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
         },
       )
       .then((frame) => {
-        if (this.serverAsks.get(key)?.withdrawn === withdrawn) this.serverAsks.delete(key);
+        this.serverAsks.close(key, withdrawn);
         this.resumeTimer(p);
         // Cancelled by the upstream itself: it wants no answer (digest §4).
         if (withdrawn.signal.reason === WITHDRAWN_BY_SERVER) return;
@@ -644,11 +639,8 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
 
   private onNotification(msg: Notification, via: Pending | undefined): void {
     const params = msg.params ?? {};
-    if (msg.method === 'notifications/cancelled' && this.serverAsks.size > 0) {
-      // The upstream withdraws one of its own requests to the client: so does the hub, at the client.
-      const ask = this.serverAsks.get(idKey(params.requestId));
-      if (ask && (via === undefined || via === ask.p)) return ask.withdrawn.abort(WITHDRAWN_BY_SERVER);
-    }
+    // The upstream withdraws one of its own requests to the client: so does the hub, at the client.
+    if (msg.method === 'notifications/cancelled' && this.serverAsks.size > 0 && this.serverAsks.withdrawnByServer(params.requestId, via)) return;
     if (msg.method === 'notifications/elicitation/complete' && typeof params.elicitationId === 'string') {
       // To the client that was asked the URL-mode elicitation of that id, while its call runs.
       for (const p of this.pending.values()) {
