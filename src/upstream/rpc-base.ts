@@ -3,6 +3,13 @@
  * the era envelope, progress-token remapping, timeouts that reset on progress, cancellation,
  * and routing of server-to-client traffic. Subclasses supply the bytes: transmit, cancel, reply
  * (and, through Lifecycle, connect/disconnect).
+ *
+ * This class keeps what runs on every call or needs the connection's state at each step: the
+ * slot, sending, settling, the timers, the answers and the relaying of notifications and of a
+ * server's requests. What stands alone is beside it: pending-call.ts (the call record),
+ * hang-watch.ts (calls left unanswered, probation), call-timeout.ts, ask-target.ts (whose call
+ * a server's request is), open-asks.ts and client-answers.ts (its questions at a client, their
+ * answers, roots outside a call), listen-streams.ts, log-targets.ts, progress-info.ts.
  */
 import { LEGACY, MODERN } from '../protocol/era.js';
 import {
