@@ -1,13 +1,15 @@
 /**
  * Which `subscriptions/listen` stream a server's notification belongs to: one in flight (the
  * stream it came on, or the subscriptionId in its `_meta`), or one that ended a moment ago,
- * whose sink still hears what comes tagged with its id. Opening a stream and handing it its
- * messages stay with the connection (UpstreamBase.listen, onNotification).
+ * whose sink still hears what comes tagged with its id; and the handle a listen stream is
+ * held by. Sending the stream and handing it its messages stay with the connection
+ * (UpstreamBase.listen, onNotification).
  */
 import type { IdTable } from '../keyed-table.js';
 import { META_SUBSCRIPTION_ID } from '../protocol/meta.js';
 import type { Pending } from './pending-call.js';
-import type { ListenSink } from './types.js';
+import { errMessage } from './lifecycle.js';
+import type { ListenEnd, ListenHandle, ListenSink } from './types.js';
 
 /**
  * How many ended listen streams are remembered, so that what comes tagged with their ids after
@@ -47,4 +49,32 @@ export class EndedListens {
     const sid = (params._meta as Record<string, unknown> | undefined)?.[META_SUBSCRIPTION_ID];
     return typeof sid === 'number' || typeof sid === 'string' ? this.sinks.get(Number(sid)) : undefined;
   }
+}
+
+/** The handle of a listen stream that could not be opened: over at once, for `reason`. */
+export function refusedListen(reason: string): ListenHandle {
+  return { close: () => undefined, ended: Promise.resolve({ reason }) };
+}
+
+/**
+ * The handle of the listen stream `open` sends now, which `signal` ends. `retiredMs`: how long a
+ * stream another replaced is still read (UpstreamBase.retiredListenMs), asked when it is.
+ */
+export function listenHandle(open: (signal: AbortSignal) => Promise<unknown>, retiredMs: () => number): ListenHandle {
+  let settle!: (e: ListenEnd) => void;
+  const ended = new Promise<ListenEnd>((resolve) => (settle = resolve));
+  const ac = new AbortController();
+  open(ac.signal).then(
+    () => settle({ reason: 'ended by the server' }),
+    (err: unknown) => settle(ac.signal.aborted ? { reason: 'closed' } : { reason: errMessage(err), error: err instanceof Error ? err : new Error(String(err)) }),
+  );
+  const close = (): void => ac.abort('listen closed');
+  const retire = (): void => {
+    const ms = retiredMs();
+    if (ms <= 0) return close();
+    const t = setTimeout(close, ms);
+    t.unref();
+    void ended.then(() => clearTimeout(t));
+  };
+  return { close, retire, ended };
 }

@@ -31,7 +31,7 @@ import { withRetries } from './retry.js';
 import { readyWithin } from './ready-within.js';
 import { upstreamError } from './upstream-error.js';
 import { redactLogMessage } from '../policy/secret-text.js';
-import type { AskClient, CallOptions, ListenEnd, ListenFilter, ListenHandle, ListenSink, Upstream } from './types.js';
+import type { AskClient, CallOptions, ListenFilter, ListenHandle, ListenSink, Upstream } from './types.js';
 import { reasonOf } from '../cancel.js';
 import { IdTable, KeyedTable } from '../keyed-table.js';
 import { monotonicNow } from '../monotonic.js';
@@ -39,7 +39,7 @@ import { askTarget } from './ask-target.js';
 import { callTimeout, DECODE_WAIT_MS, timeoutReason } from './call-timeout.js';
 import { answerFrame, failureFrame, RootsRelay } from './client-answers.js';
 import { HangWatch } from './hang-watch.js';
-import { EndedListens, isListenId, listenOf } from './listen-streams.js';
+import { EndedListens, isListenId, listenHandle, listenOf, refusedListen } from './listen-streams.js';
 import { logTargets } from './log-targets.js';
 import { OpenAsks, WITHDRAWN_BY_SERVER } from './open-asks.js';
 import { progressInfo } from './progress-info.js';
@@ -714,26 +714,11 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   }
 
   listen(filter: ListenFilter, onMessage: ListenSink): ListenHandle {
-    let settle!: (e: ListenEnd) => void;
-    const ended = new Promise<ListenEnd>((resolve) => (settle = resolve));
-    if (this._state !== 'ready' || this._era !== MODERN) {
-      settle({ reason: this._state !== 'ready' ? `upstream is ${this._state}` : 'not a modern upstream' });
-      return { close: () => undefined, ended };
-    }
-    const ac = new AbortController();
-    this.call('subscriptions/listen', { notifications: filter }, { signal: ac.signal }, false, onMessage).then(
-      () => settle({ reason: 'ended by the server' }),
-      (err: unknown) => settle(ac.signal.aborted ? { reason: 'closed' } : { reason: errMessage(err), error: err instanceof Error ? err : new Error(String(err)) }),
+    if (this._state !== 'ready' || this._era !== MODERN) return refusedListen(this._state !== 'ready' ? `upstream is ${this._state}` : 'not a modern upstream');
+    return listenHandle(
+      (signal) => this.call('subscriptions/listen', { notifications: filter }, { signal }, false, onMessage),
+      () => this.retiredListenMs(),
     );
-    const close = (): void => ac.abort('listen closed');
-    const retire = (): void => {
-      const ms = this.retiredListenMs();
-      if (ms <= 0) return close();
-      const t = setTimeout(close, ms);
-      t.unref();
-      void ended.then(() => clearTimeout(t));
-    };
-    return { close, retire, ended };
   }
 
   /**
