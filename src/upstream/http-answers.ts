@@ -8,7 +8,7 @@ import type { RpcError } from '../protocol/errors.js';
 import type { HttpAnswer } from '../transport/http-client.js';
 import { redactedExcerpt } from '../policy/secret-text.js';
 import type { BearerChallenge } from './oauth-client.js';
-import type { Pending } from './rpc-base.js';
+import type { Pending } from './pending-call.js';
 import { upstreamError } from './upstream-error.js';
 
 /** The most of a server's `error_description` a reason repeats. */

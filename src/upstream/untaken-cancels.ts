@@ -5,7 +5,7 @@
  */
 import type { ExchangeAbort } from '../transport/http-client.js';
 import { monotonicNow } from '../monotonic.js';
-import type { Pending } from './rpc-base.js';
+import type { Pending } from './pending-call.js';
 
 /** The most a cancellation waits for its request's POST to be answered, or the server's timeoutMs if shorter. */
 export const UNTAKEN_CANCEL_WAIT_MS = 2_000;

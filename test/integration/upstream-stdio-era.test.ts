@@ -74,7 +74,7 @@ describe('stdio era detection', () => {
     // The probe is never cancelled (nothing but initialize may precede initialize).
     expect(perProcess(spec.logFile)[0].some((m) => m.method === 'notifications/cancelled')).toBe(false);
     // Nor is it left open once initialize answered: as a second call in flight it would leave
-    // the legacy log line below to no call (rpc-base logTargets).
+    // the legacy log line below to no call (log-targets.ts).
     const logs: unknown[] = [];
     await u.request('tools/call', { name: 'log', arguments: { text: 'mine' } }, { onLog: (p) => logs.push(p) });
     expect(logs).toMatchObject([{ data: 'mine' }]);
