@@ -40,6 +40,13 @@ export interface CallSeriesNames {
   duration: { name: string; help: string };
 }
 
+/** The bucket a value falls in: the first whose bound it does not pass (bounds.length: +Inf only). */
+export function bucketOf(bounds: readonly number[], value: number): number {
+  let i = 0;
+  while (i < bounds.length && value > bounds[i]!) i++;
+  return i;
+}
+
 export class CallSeries {
   private readonly table = new Map<string, Map<string, Map<string, Series>>>();
   private readonly all: Series[] = [];
@@ -55,10 +62,7 @@ export class CallSeries {
     const s = this.series(method, server, tool);
     s.outcomes.set(outcome, (s.outcomes.get(outcome) ?? 0) + 1);
     if (seconds === undefined || !Number.isFinite(seconds)) return;
-    const b = this.bounds;
-    let i = 0;
-    while (i < b.length && seconds > b[i]!) i++;
-    s.buckets[i]!++;
+    s.buckets[bucketOf(this.bounds, seconds)]!++;
     s.sum += seconds;
     s.count++;
   }

@@ -6,7 +6,7 @@
  * prom-client Registry it renders as prom-client's would (the shape CallSeries gives its
  * histogram; tested against prom-client in test/unit/unlabelled-histogram.test.ts).
  */
-import type { RegistryMetric } from './call-series.js';
+import { bucketOf, type RegistryMetric } from './call-series.js';
 
 interface Counts {
   /** Observations per bucket (not cumulative); one past the last bound is +Inf only. */
@@ -27,10 +27,7 @@ export class UnlabelledHistogram {
   observe(value: number): void {
     if (!Number.isFinite(value)) return;
     const c = (this.counts ??= this.fresh());
-    const b = this.bounds;
-    let i = 0;
-    while (i < b.length && value > b[i]!) i++;
-    c.buckets[i]!++;
+    c.buckets[bucketOf(this.bounds, value)]!++;
     c.sum += value;
     c.count++;
   }

@@ -7,7 +7,7 @@ import fc from 'fast-check';
 import { Counter, Histogram, Registry, type Metric } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { CallSeries } from '../../src/call-series.js';
-import { parseExposition, type Sample } from '../helpers/prometheus.js';
+import { expectSameMetrics } from '../helpers/same-metrics.js';
 
 const BOUNDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const OK = new Set(['ok', 'replayed']);
@@ -48,8 +48,6 @@ function promClient(calls: Call[]): Registry {
   return registry;
 }
 
-const key = (s: Sample): string => `${s.name}{${Object.entries(s.labels).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k}=${v}`).join(',')}}`;
-const byKey = (samples: Sample[]): Map<string, number> => new Map(samples.map((s) => [key(s), s.value]));
 
 const call = fc.record({
   method: fc.constantFrom('tools/call', 'prompts/get', 'tools/list', 'other'),
@@ -63,18 +61,7 @@ describe('CallSeries (calls, errors and durations without per-call label hashing
   it('renders what prom-client renders for the same calls, as text and as JSON', async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(call, { maxLength: 40 }), async (calls) => {
-        const [a, b] = [ours(calls), promClient(calls)];
-        const [ta, tb] = [parseExposition(await a.metrics()), parseExposition(await b.metrics())];
-        expect(ta.types).toEqual(tb.types);
-        expect(ta.help).toEqual(tb.help);
-        const [sa, sb] = [byKey(ta.samples), byKey(tb.samples)];
-        expect([...sa.keys()].sort()).toEqual([...sb.keys()].sort());
-        for (const [k, v] of sb) expect(sa.get(k), k).toBeCloseTo(v, 9);
-        const json = (r: Registry) => r.getMetricsAsJSON().then((ms) => ms.map((m) => ({ ...m, values: m.values.map((v) => ({ ...v, labels: { ...v.labels } })) })));
-        const [ja, jb] = await Promise.all([json(a), json(b)]);
-        const flat = (ms: Awaited<ReturnType<typeof json>>) =>
-          ms.flatMap((m) => m.values.map((v) => [`${(v as { metricName?: string }).metricName ?? m.name}`, JSON.stringify(Object.entries(v.labels).sort()), v.value]));
-        expect(flat(ja).sort()).toEqual(flat(jb).sort());
+        await expectSameMetrics(ours(calls), promClient(calls));
       }),
       { numRuns: 150 },
     );

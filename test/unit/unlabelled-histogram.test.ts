@@ -10,7 +10,8 @@ import { describe, expect, it } from 'vitest';
 import { Metrics } from '../../src/metrics.js';
 import { UnlabelledHistogram } from '../../src/unlabelled-histogram.js';
 import type { AuditBegin, AuditEnd } from '../../src/ledger/types.js';
-import { parseExposition, type Sample } from '../helpers/prometheus.js';
+import { parseExposition } from '../helpers/prometheus.js';
+import { expectSameMetrics } from '../helpers/same-metrics.js';
 
 const BOUNDS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
 const NAME = 'commit_seconds';
@@ -36,8 +37,6 @@ function promClient(steps: Step[]): Registry {
   return registry;
 }
 
-const key = (s: Sample): string => `${s.name}{${Object.entries(s.labels).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k}=${v}`).join(',')}}`;
-const byKey = (samples: Sample[]): Map<string, number> => new Map(samples.map((s) => [key(s), s.value]));
 const step: fc.Arbitrary<Step> = fc.oneof(
   { weight: 8, arbitrary: fc.oneof(fc.constantFrom(...BOUNDS, 0), fc.double({ min: 0, max: 5, noNaN: true, noDefaultInfinity: true })) },
   { weight: 1, arbitrary: fc.constant(null) },
@@ -47,18 +46,7 @@ describe('UnlabelledHistogram (the ledger commit time without prom-client on the
   it('renders what prom-client renders for the same observations and resets, as text and as JSON', async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(step, { maxLength: 40 }), async (steps) => {
-        const [a, b] = [ours(steps), promClient(steps)];
-        const [ta, tb] = [parseExposition(await a.metrics()), parseExposition(await b.metrics())];
-        expect(ta.types).toEqual(tb.types);
-        expect(ta.help).toEqual(tb.help);
-        const [sa, sb] = [byKey(ta.samples), byKey(tb.samples)];
-        expect([...sa.keys()].sort()).toEqual([...sb.keys()].sort());
-        for (const [k, v] of sb) expect(sa.get(k), k).toBeCloseTo(v, 9);
-        const flat = async (r: Registry) =>
-          (await r.getMetricsAsJSON()).flatMap((m) =>
-            m.values.map((v) => [`${(v as { metricName?: string }).metricName ?? m.name}`, JSON.stringify(Object.entries({ ...v.labels }).sort()), v.value]),
-          );
-        expect((await flat(a)).sort()).toEqual((await flat(b)).sort());
+        await expectSameMetrics(ours(steps), promClient(steps));
       }),
       { numRuns: 200 },
     );
