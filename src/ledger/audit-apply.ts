@@ -169,14 +169,22 @@ export class AuditApplier {
     return this.queue.length;
   }
 
+  /** Entries flush() has taken out of the queue since this applier began (committed, or failed alone and dropped). */
+  get flushed(): number {
+    return this.out;
+  }
+  private out = 0;
+
   /**
    * Everything taken into SQLite in one transaction, chained in this order. A row that fails
    * alone is logged by the group commit and dropped. False when SQLite refused the whole batch:
    * it stays queued for the next flush. `replay`: rows may be in SQLite already (the file is
    * emptied only after its batch committed), in flight (finish them) or finished (skip them).
+   * `max`: at most this many queued entries, the first, are committed; the rest stay queued.
    */
-  flush(replay = false): boolean {
+  flush(replay = false, max = Infinity): boolean {
     if (this.queue.length === 0) return true;
+    if (this.queue.length > max) return this.flushHead(max, replay);
     const batch = this.queue;
     this.queue = [];
     this.unsaved.clear();
@@ -186,11 +194,31 @@ export class AuditApplier {
     const together = replay ? undefined : () => this.applyInRuns(batch);
     if (this.gc.commitEach(batch, apply, together)) {
       for (const e of batch) if (!e.done) this.inFlight.add(e.id);
+      this.out += batch.length;
       return true;
     }
     this.queue = batch;
     for (const e of batch) if (!e.done) this.unsaved.set(e.id, e);
     return false;
+  }
+
+  /**
+   * The first `n` queued entries, as flush() commits a queue, the rest left queued. A begin
+   * committed here is in flight in SQLite: its finish, taken later, is an UPDATE; one still
+   * queued takes its finish in place, as before.
+   */
+  private flushHead(n: number, replay: boolean): boolean {
+    const batch = this.queue.slice(0, n);
+    const together = replay ? undefined : () => this.applyInRuns(batch);
+    if (!this.gc.commitEach(batch, (e) => this.apply(e, replay), together)) return false;
+    this.queue.splice(0, n);
+    for (const e of batch) {
+      if (e.done) continue;
+      this.unsaved.delete(e.id);
+      this.inFlight.add(e.id);
+    }
+    this.out += n;
+    return true;
   }
 
   /**

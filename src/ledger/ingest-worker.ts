@@ -90,23 +90,51 @@ function takeLines(chunks: string[]): void {
   applier.take(records, lines);
 }
 
+/**
+ * The most rows one transaction takes. A backlog (batches SQLite refused for a while: a lock
+ * held, a full disk) went in as one transaction when SQLite took rows again: at ~5 µs a row
+ * (4.2–5.9 measured, 100,000 rows), more on a loaded machine, a synchronous call of seconds
+ * from a few hundred thousand rows (an hour's refusals at a hundred calls a second), which a
+ * stop could not wait out: ended inside a SQLite call, the thread can take the process down (see
+ * Ingester.stop). In chunks of this many (17–23 ms each, up to ~0.1 s loaded; the backlog as a
+ * whole took as long as in one transaction), with the event loop turning between them, a stop is
+ * heard after the chunk under way. The hub's usual batches (a few dozen rows) are far below it,
+ * and go in whole as they always did.
+ */
+const CHUNK_ROWS = 4096;
+/** A backlog is being committed chunk by chunk (CHUNK_ROWS): the next chunk's turn. */
+let chunk: NodeJS.Immediate | null = null;
+/**
+ * Batches taken while rows wait (SQLite refused them, or a backlog goes in chunk by chunk), or
+ * that make a backlog, each with the applier's count of entries (AuditApplier.flushed) at which
+ * all its rows are committed, oldest first: a batch is announced only once they are. (A finish
+ * merged into a queued begin sits at the begin's place, before its own batch's end.) Empty
+ * whenever nothing waits: the usual batch is committed whole as it comes.
+ */
+const ends: [n: number, flushed: number][] = [];
+
 function commit(): void {
   retry = null;
-  if (!applier.flush(replay)) {
-    // The whole batch was refused (disk full, a lock held too long): keep it, and what comes
-    // after it, in order, and try again. The group commit logged the cause.
-    if (Atomics.load(applied, 1) !== THREAD_REFUSED) log.warn('ledger: rows wait in the pending file until SQLite takes them again');
-    Atomics.store(applied, 1, THREAD_REFUSED); // a reader waiting for this batch stops waiting
-    Atomics.notify(applied, 0);
-    retry = setTimeout(commit, data.retryMs);
-    return;
-  }
+  chunk = null;
+  if (!applier.flush(replay, CHUNK_ROWS)) return refused();
   committedSince = true;
   checkpointsOn();
+  Atomics.store(applied, 1, THREAD_OPEN);
+  let done = taken;
+  if (applier.queued === 0) ends.length = 0;
+  else {
+    // The event loop turns before the next chunk: a stop is heard there.
+    chunk = setImmediate(commit);
+    let i = 0;
+    while (i < ends.length && ends[i]![1] <= applier.flushed) i++;
+    if (i === 0) return; // no batch whole yet
+    done = ends[i - 1]![0];
+    ends.splice(0, i);
+  }
   // Emptied before the commit is announced: the hub writes to a file again only once it hears
   // of the commit (by message, or by waiting on `applied`), so nothing it wrote is ever cut.
   const emptied: string[] = [];
-  while (toEmpty.length > 0 && toEmpty[0]!.n <= taken) {
+  while (toEmpty.length > 0 && toEmpty[0]!.n <= done) {
     const { path } = toEmpty.shift()!;
     try {
       truncateSync(path, 0);
@@ -115,10 +143,19 @@ function commit(): void {
       // the hub empties it itself, and warns if it cannot either
     }
   }
-  Atomics.store(applied, 1, THREAD_OPEN);
-  Atomics.store(applied, 0, taken);
+  Atomics.store(applied, 0, done);
   Atomics.notify(applied, 0);
-  port.postMessage((emptied.length > 0 ? { applied: taken, emptied } : taken) satisfies IngestReport);
+  port.postMessage((emptied.length > 0 ? { applied: done, emptied } : done) satisfies IngestReport);
+}
+
+/** The whole transaction was refused (disk full, a lock held too long): what it held stays queued, in order, and is tried again. */
+function refused(): void {
+  if (ends.length === 0 || ends[ends.length - 1]![0] !== taken) ends.push([taken, applier.flushed + applier.queued]);
+  // The group commit logged the cause.
+  if (Atomics.load(applied, 1) !== THREAD_REFUSED) log.warn('ledger: rows wait in the pending file until SQLite takes them again');
+  Atomics.store(applied, 1, THREAD_REFUSED); // a reader waiting for this batch stops waiting
+  Atomics.notify(applied, 0);
+  retry = setTimeout(commit, data.retryMs);
 }
 
 let checkpointFailing = false;
@@ -163,6 +200,8 @@ if (replay) commit();
 
 port.on('message', (m: IngestBatch | 'stop') => {
   if (m === 'stop') {
+    // Between chunks of a backlog: the rest stays in the pending files, for the hub's close or the next start.
+    if (chunk) clearImmediate(chunk);
     if (retry) clearTimeout(retry);
     if (checkpoints) clearInterval(checkpoints);
     db.close();
@@ -174,5 +213,9 @@ port.on('message', (m: IngestBatch | 'stop') => {
   takeLines(m[1]);
   taken = n;
   if (empty !== undefined) toEmpty.push({ path: empty, n });
-  if (!retry) commit();
+  if (retry || chunk || applier.queued > CHUNK_ROWS) {
+    ends.push([n, applier.flushed + applier.queued]);
+    if (retry || chunk) return; // its turn comes
+  }
+  commit();
 });

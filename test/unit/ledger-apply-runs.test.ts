@@ -281,3 +281,58 @@ describe('a pending line read as the ingest thread reads it (parseLine)', () => 
     }
   });
 });
+
+describe('a queue committed a few entries a transaction (flush with a most)', () => {
+  it('commits only the first entries; a begin committed in flight takes its finish, taken later, as an UPDATE, one still queued in place; every row ends once, chained', () => {
+    const { applier, logged } = open();
+    const begin = (id: number) => finished(id).slice(0, BEGIN_COLS.length);
+    applier.take([begin(1), finished(7), begin(2), finished(8), begin(3), finished(9), begin(4), finished(10), begin(5), begin(6)]);
+    expect(applier.flush(false, 4)).toBe(true);
+    expect([applier.queued, applier.flushed]).toEqual([6, 4]);
+    const stored = () => db!.prepare('SELECT id, seq, outcome FROM audit ORDER BY id').all();
+    expect(stored()).toEqual([
+      { id: 1, seq: null, outcome: 'in_flight' },
+      { id: 2, seq: null, outcome: 'in_flight' },
+      { id: 7, seq: 1, outcome: 'ok' },
+      { id: 8, seq: 2, outcome: 'ok' },
+    ]);
+    // The finishes of 1 and 2 (in SQLite) are entries of their own; those of 3–6 (queued) complete their begins.
+    applier.take([1, 2, 3, 4, 5, 6].map((id) => finished(id)));
+    expect(applier.queued).toBe(8);
+    while (applier.queued > 0) expect(applier.flush(false, 3)).toBe(true);
+    expect(applier.flushed).toBe(12);
+    expect(stored()).toEqual([
+      { id: 1, seq: 9, outcome: 'ok' },
+      { id: 2, seq: 10, outcome: 'ok' },
+      { id: 3, seq: 3, outcome: 'ok' },
+      { id: 4, seq: 5, outcome: 'ok' },
+      { id: 5, seq: 7, outcome: 'ok' },
+      { id: 6, seq: 8, outcome: 'ok' },
+      { id: 7, seq: 1, outcome: 'ok' },
+      { id: 8, seq: 2, outcome: 'ok' },
+      { id: 9, seq: 4, outcome: 'ok' },
+      { id: 10, seq: 6, outcome: 'ok' },
+    ]);
+    expect(verifyChain(db!)).toMatchObject({ ok: true, rows: 10 });
+    expect(logged).toEqual([]);
+  });
+
+  it('a chunk SQLite refuses stays queued, in order, and goes in at the next try', () => {
+    const { applier } = open();
+    applier.take([1, 2, 3, 4, 5].map((id) => finished(id)));
+    const other = openLedgerDb({ path: t!.db });
+    other.pragma('busy_timeout = 0');
+    other.prepare('BEGIN IMMEDIATE').run();
+    db!.pragma('busy_timeout = 0');
+    try {
+      expect(applier.flush(false, 2)).toBe(false);
+      expect([applier.queued, applier.flushed]).toEqual([5, 0]);
+    } finally {
+      other.prepare('ROLLBACK').run();
+      other.close();
+    }
+    while (applier.queued > 0) expect(applier.flush(false, 2)).toBe(true);
+    expect(rows().map((r) => [r.id, r.seq])).toEqual([[1, 1], [2, 2], [3, 3], [4, 4], [5, 5]]);
+    expect(verifyChain(db!)).toMatchObject({ ok: true, rows: 5 });
+  });
+});

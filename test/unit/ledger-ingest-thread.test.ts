@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, statSync, symlinkSync } from 'node:fs';
+import { existsSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import type { Worker } from 'node:worker_threads';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 import fc from 'fast-check';
@@ -11,6 +12,7 @@ import { joinChunks } from '../../src/ledger/batch-lines.js';
 import { PendingFiles } from '../../src/ledger/pending-files.js';
 import type { AuditHandle } from '../../src/ledger/types.js';
 import { silentLogger } from '../../src/log.js';
+import { BEGIN_COLS } from '../../src/ledger/audit-apply.js';
 import { closeAndRemove, begin, end, line, tempDir, until } from './ledger-helpers.js';
 
 let t: ReturnType<typeof tempDir>;
@@ -413,6 +415,83 @@ describe('the ledger ingest thread', () => {
     }
     expect(applied).toEqual([1]);
   }, 30_000);
+
+  it('a backlog SQLite refused goes in a few thousand rows a transaction once it takes rows again: a stop is heard between two, the thread ends on its own having announced only whole batches, and the rest goes in once from the pending files', async () => {
+    t = tempDir();
+    await Ledger.open({ path: t.db, backgroundCheckpoint: false }).close(); // the tables
+    const ingester = new Ingester(t.db, { log: silentLogger, onApplied: () => undefined, retryMs: 50, checkpointMs: null, restartMs: 1000 });
+    ingester.send([]);
+    expect(ingester.waitSync(1, 10_000)).toBe(true); // open, and idle
+    const worker = (ingester as unknown as { worker: Worker }).worker;
+    const exitCode = new Promise<number>((resolve) => worker.once('exit', resolve));
+    // Batch n's lines at sent[n]. Each batch: 1,500 calls begun and finished in it, 300 begun,
+    // and the finishes of the previous batch's 300 begins but every seventh (left in flight).
+    const sent: string[][] = [[], []];
+    const s = (id: number) => ({ id, ts: id, request_id: `r${id}`, principal: 'alice', client_era: '2026-07-28', method: 'tools/call', server: 'fs', upstream_name: 'read' });
+    const e = { outcome: 'ok', latency_ms: 1, server: 'fs', upstream_name: 'read' };
+    let id = 0;
+    let begun: number[] = [];
+    const unfinished: number[] = [];
+    const other = new Database(t.db);
+    other.prepare('BEGIN IMMEDIATE').run(); // another writer's lock, held past the thread's busy_timeout
+    let last: number;
+    try {
+      sent.push([line(s(++id), e)]);
+      ingester.send(sent[2]!); // its commit waits 5 s for the lock, and is refused
+      for (let b = 0; b < 60; b++) {
+        const lines: string[] = [];
+        for (const open of begun) {
+          if (open % 7 !== 0) lines.push(line(s(open), e));
+          else unfinished.push(open);
+        }
+        begun = [];
+        for (let k = 0; k < 1500; k++) lines.push(line(s(++id), e));
+        for (let k = 0; k < 300; k++) {
+          lines.push(line(s(++id)));
+          begun.push(id);
+        }
+        sent.push(lines);
+        last = ingester.send(joinChunks(lines)); // taken while the thread waits to try again: a backlog of ~120,000 lines
+      }
+      unfinished.push(...begun);
+      await until(() => ingester.refusing, (x) => x, 30_000);
+      expect(ingester.refusing).toBe(true);
+    } finally {
+      other.prepare('ROLLBACK').run();
+      other.close();
+    }
+    // In one transaction, the backlog was announced all at once, seconds later, and a stop meanwhile waited for its end (or ended the thread inside it).
+    expect(await ingester.whenApplied(6, 60_000)).toBe(true);
+    expect(ingester.applied).toBeLessThan(last!);
+    const t0 = performance.now();
+    await ingester.stop();
+    expect(performance.now() - t0).toBeLessThan(3_000);
+    expect(await exitCode).toBe(0); // it ended on its own, not by terminate()
+    const announced = ingester.applied;
+    expect(announced).toBeLessThan(last!); // the stop was heard before the backlog's end
+    // Every row of every batch announced is in SQLite, finished if its finish was among them.
+    const reader = new Database(t.db, { readonly: true });
+    const stored = new Map((reader.prepare('SELECT id, outcome FROM audit').all() as { id: number; outcome: string }[]).map((r) => [r.id, r.outcome]));
+    reader.close();
+    for (let n = 2; n <= announced; n++) {
+      for (const l of sent[n]!) {
+        const v = JSON.parse(l) as unknown[];
+        const outcome = stored.get(v[0] as number);
+        expect(outcome, `row ${String(v[0])} of batch ${n}`).toBeDefined();
+        if (v.length > BEGIN_COLS.length) expect(outcome).toBe('ok');
+      }
+    }
+    expect(stored.size).toBeLessThan(id);
+    // What the thread committed and what it did not, all in the pending file: a start applies it, each row once.
+    writeFileSync(PendingFiles.paths(t.db)[0], sent.flat().join('\n') + '\n');
+    ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: id });
+    const after = new Database(t.db, { readonly: true });
+    const notOk = (after.prepare(`SELECT id FROM audit WHERE outcome != 'ok' ORDER BY id`).pluck().all() as number[]);
+    expect((after.prepare('SELECT count(DISTINCT request_id) FROM audit').pluck().get() as number)).toBe(id);
+    after.close();
+    expect(notOk).toEqual(unfinished.sort((x, y) => x - y)); // the calls never finished (unknown after the start), and only those
+  }, 120_000);
 
   it('a reader does not wait while SQLite refuses the batches; they go in once it takes them again', async () => {
     t = tempDir();
