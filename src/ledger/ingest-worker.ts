@@ -11,7 +11,7 @@ import { pino } from 'pino';
 import { AuditApplier, parseLine, type PendingRecord } from './audit-apply.js';
 import { openLedgerWriter } from './db.js';
 import { PendingFiles } from './pending-files.js';
-import { THREAD_OPEN, THREAD_REFUSED } from './ingester.js';
+import { THREAD_CUT, THREAD_OPEN, THREAD_OPENING, THREAD_REFUSED } from './ingester.js';
 
 export interface IngestWorkerData {
   path: string;
@@ -54,6 +54,9 @@ const data = workerData as IngestWorkerData;
 const applied = new Int32Array(data.applied);
 // Lines of pino JSON, logged again by the hub's own logger.
 const log = pino({ base: undefined, timestamp: false }, { write: (line: string) => port.postMessage({ log: line } satisfies IngestReport) });
+// Before the first SQLite call: a hub that cut this thread short first (Ingester.cutShort) ends
+// it, and it must not be inside such a call then. Atomics.wait is left when the thread is ended.
+if (Atomics.compareExchange(applied, 1, 0, THREAD_OPENING) !== 0) for (;;) Atomics.wait(applied, 1, THREAD_CUT);
 const db = openLedgerWriter(data.path);
 const applier = new AuditApplier(db, log);
 Atomics.store(applied, 1, THREAD_OPEN);

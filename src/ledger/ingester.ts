@@ -20,6 +20,9 @@ export interface IngesterOptions {
 /** Slot 1 of the shared memory: the thread has opened the database, or SQLite refuses its batches. */
 export const THREAD_OPEN = 1;
 export const THREAD_REFUSED = 2;
+/** Slot 1: the thread is in its first SQLite calls (opening the database); or, set by the hub first, it is being cut short and makes none. */
+export const THREAD_OPENING = 3;
+export const THREAD_CUT = 4;
 
 const NONE: readonly string[] = [];
 
@@ -200,12 +203,15 @@ export class Ingester {
    * before any call, a one-shot `switchyard stdio`). Resolves true once it is gone: it has
    * committed nothing of what it was handed, or perhaps some of it (it opened meanwhile), and
    * the caller applies all of it from the pending files, as a start does. False when the thread
-   * had opened (or is gone): stop() it as usual. Cut short while it works, it leaves no
+   * has begun to open the database (or is gone): stop() it as usual. Cut short while it works, it leaves no
    * transaction behind: better-sqlite3 closes a thread's connections as the thread ends, and
    * SQLite rolls back what was not committed.
    */
   cutShort(): Promise<boolean> {
-    if (this.gone || this.stopping || Atomics.load(this.shared, 1) !== 0) return Promise.resolve(false);
+    // Only a thread that has not begun to open the database: ended inside one of its first
+    // SQLite calls, an open that then failed took the process down (see stop). The thread marks
+    // the open as begun the same way, so one of the two marks wins and the other stands aside.
+    if (this.gone || this.stopping || Atomics.compareExchange(this.shared, 1, 0, THREAD_CUT) !== 0) return Promise.resolve(false);
     const worker = this.worker;
     this.stopping = new Promise<void>((resolve) => {
       clearTimeout(this.restartTimer);
@@ -223,7 +229,11 @@ export class Ingester {
       this.worker.once('exit', () => resolve());
       this.worker.ref();
       this.worker.postMessage('stop');
-      setTimeout(() => void this.worker.terminate(), STOP_TERMINATE_MS).unref();
+      setTimeout(() => {
+        // One that has not begun to open the database by now makes no SQLite call after this (see cutShort).
+        Atomics.compareExchange(this.shared, 1, 0, THREAD_CUT);
+        void this.worker.terminate();
+      }, STOP_TERMINATE_MS).unref();
     });
     return this.stopping;
   }

@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import type { Worker } from 'node:worker_threads';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -533,7 +533,7 @@ async function withOneRow(level: string): Promise<{ logged: string[]; worker: { 
   return { logged, l, worker: (l as unknown as { ingester: { worker: { terminate(): Promise<number> } } }).ingester.worker };
 }
 
-/** Whether the ledger's ingest thread has opened the database (its slot in the shared memory, see Ingester). */
+/** Whether the ledger's ingest thread has opened the database, or begun to (its slot in the shared memory, see Ingester). */
 function threadOpened(l: Ledger): boolean {
   const shared = (l as unknown as { ingester: { shared: Int32Array } }).ingester.shared;
   return Atomics.load(shared, 1) !== 0;
@@ -566,6 +566,34 @@ function opened(): Ledger {
   if (!ledger) throw new Error('no ledger open');
   return ledger;
 }
+
+describe('a close while the ingest thread opens the database', () => {
+  it('does not end the thread inside its first SQLite call: ended there, an open that failed took the process down (v8::ToLocalChecked Empty MaybeLocal)', () => {
+    t = tempDir();
+    // The "database" is a FIFO: the test's open of it for writing returns only once the thread's
+    // SQLite has opened it, that is while the thread is inside that call, which then fails
+    // (SQLite cannot read a pipe). A process of its own: the abort would take vitest's with it.
+    execFileSync('mkfifo', [t.db]);
+    const ingester = new URL('../../dist/src/ledger/ingester.js', import.meta.url).href;
+    const log = new URL('../../dist/src/log.js', import.meta.url).href;
+    const script = `
+      import { openSync, closeSync } from 'node:fs';
+      import { Ingester } from ${JSON.stringify(ingester)};
+      import { silentLogger } from ${JSON.stringify(log)};
+      const ingester = new Ingester(${JSON.stringify(t.db)}, { log: silentLogger, onApplied: () => {}, retryMs: 1000, checkpointMs: null, restartMs: 60000 });
+      const fd = openSync(${JSON.stringify(t.db)}, 'w');
+      const cut = await ingester.cutShort(); // as Ledger.close does first
+      if (!cut) await ingester.stop();
+      closeSync(fd);
+      process.stdout.write(JSON.stringify({ cut }));
+    `;
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 30_000 });
+    expect(r.stderr).not.toMatch(/FATAL ERROR/);
+    expect(r.signal).toBe(null);
+    expect(r.status).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({ cut: false }); // it had begun to open: stopped as usual
+  });
+});
 
 describe('hand-overs in chunks', () => {
   it('a big batch goes to the thread as strings well under V8\'s large-object size (128 KB), and every row arrives', async () => {
