@@ -23,6 +23,16 @@ export function joinChunks(lines: readonly string[], max = CHUNK_CHARS): string[
   return out;
 }
 
+/**
+ * The lines of chunks joinChunks made, but the empty ones (a begin the hub dropped because its
+ * finish follows in the same hand-over).
+ */
+export function splitChunks(chunks: readonly string[]): string[] {
+  const out: string[] = [];
+  for (const chunk of chunks) for (const line of chunk.split('\n')) if (line !== '') out.push(line);
+  return out;
+}
+
 /** Lines that are not '' (a begin whose finish came before the hand-over). */
 export function liveLines(lines: readonly string[]): number {
   let n = 0;

@@ -3,6 +3,7 @@ import type { Logger } from '../log.js';
 import { monotonicNow } from '../monotonic.js';
 import type { Ingester } from './ingester.js';
 import { AuditApplier, recordRow, type PendingRecord } from './audit-apply.js';
+import { splitChunks } from './batch-lines.js';
 import { PendingFiles } from './pending-files.js';
 
 /** How long close() waits for the ingest thread; what it has not committed stays in the files. */
@@ -69,7 +70,7 @@ const NOT_TAKEN = 'ledger: SQLite did not take the last rows before the stop; th
 function applyHere(db: Database, files: string, kept: readonly string[], log: Logger): boolean {
   const applier = new AuditApplier(db, log);
   applier.take(PendingFiles.read(files) as PendingRecord[]);
-  for (const chunk of kept) applier.take(chunk.split('\n').flatMap((l) => (l === '' ? [] : [JSON.parse(l) as PendingRecord])));
+  applier.take(splitChunks(kept).map((l) => JSON.parse(l) as PendingRecord));
   return applier.queued === 0 || applier.flush(true);
 }
 
@@ -83,7 +84,7 @@ function applyHere(db: Database, files: string, kept: readonly string[], log: Lo
  * the files it was in may be emptied since; counted as lost whole, its row was not.
  */
 function keepRefused(kept: readonly string[], files: string, rewrite: (lines: string[]) => boolean, db: Database, log: Logger): void {
-  const lines = kept.flatMap((chunk) => chunk.split('\n')).filter((l) => l !== '');
+  const lines = splitChunks(kept);
   if (lines.length === 0) return;
   const filed = PendingFiles.read(files) as PendingRecord[];
   const written = new Set(filed.map((r) => JSON.stringify(r)));

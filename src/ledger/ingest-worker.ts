@@ -10,6 +10,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { pino } from 'pino';
 import { AuditApplier, parseLine, type PendingRecord } from './audit-apply.js';
 import { openLedgerWriter } from './db.js';
+import { splitChunks } from './batch-lines.js';
 import { PendingFiles } from './pending-files.js';
 import { THREAD_CUT, THREAD_OPEN, THREAD_OPENING, THREAD_REFUSED } from './ingester.js';
 
@@ -80,17 +81,8 @@ if (replay) {
  * (AuditApplier.take).
  */
 function takeLines(chunks: string[]): void {
-  const records: PendingRecord[] = [];
-  const lines: string[] = [];
-  // An empty line is a begin the hub dropped because its finish follows in the same batch.
-  for (const chunk of chunks) {
-    for (const line of chunk.split('\n')) {
-      if (line === '') continue;
-      records.push(parseLine(line));
-      lines.push(line);
-    }
-  }
-  applier.take(records, lines);
+  const lines = splitChunks(chunks);
+  applier.take(lines.map(parseLine), lines);
 }
 
 /**
