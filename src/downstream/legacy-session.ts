@@ -7,6 +7,7 @@ import type { Canceller, Signal } from '../cancel.js';
 import { KeyedTable } from '../keyed-table.js';
 import { monotonicNow } from '../monotonic.js';
 import type { SessionStreams } from './resumable.js';
+import type { TakenBackGap } from './taken-back-gap.js';
 import { declares, required, requiredNames } from '../protocol/client-capabilities.js';
 import { inputResultProblem, normalInputResult } from '../protocol/input-results.js';
 
@@ -58,6 +59,8 @@ export class LegacySession {
   private ahead: { key: string; reason: string | undefined; at: number }[] = [];
   /** Its resumable SSE streams and what they keep for a reconnection (HTTP; made at its first streamed answer). */
   streams: SessionStreams | undefined;
+  /** Taken back by a restarted hub with resource subscriptions: said updated once its GET stream is open (TakenBackGap). */
+  takenBackGap: TakenBackGap | undefined;
   /**
    * Names this session object in the ids of its questions. Another hub given the same key, or
    * this hub restarted, serves the session with an object of its own: counted from 1 alone, its

@@ -7,6 +7,7 @@ import type { HubCore, ResourceUpdate, SeenBy } from './core.js';
 import { LegacySession } from './legacy-session.js';
 import type { SessionFacts, SessionIds } from './session-ids.js';
 import type { Kept, SessionMemory } from './session-memory.js';
+import { TakenBackGap } from './taken-back-gap.js';
 
 const DEFAULT_SESSION_IDLE_MS = 60 * 60_000;
 export const DEFAULT_MAX_SESSIONS = 10_000;
@@ -95,15 +96,27 @@ export class SessionTable {
     this.sessions.set(sid, session);
     // Subscribed again, as its client believes it still is; a URI that routes nowhere now is dropped.
     if (kept?.logLevel !== undefined && LOG_LEVELS.includes(kept.logLevel)) session.logLevel = kept.logLevel;
-    if (kept?.uris.length && this.core.subscribeResources)
-      void this.core.subscribeResources(sid, kept.uris, principal, group).then(
-        (honoured) => {
+    if (kept?.uris.length && this.core.subscribeResources) {
+      const made = this.core.subscribeResources(sid, kept.uris, principal, group).then(
+        (honoured): readonly string[] => {
           // Ended meanwhile (a DELETE right after the restart): what was just made is let go.
-          if (this.sessions.get(sid) !== session) return this.core.sessionClosed(sid);
+          if (this.sessions.get(sid) !== session) {
+            this.core.sessionClosed(sid);
+            return [];
+          }
           for (const uri of kept.uris) if (!honoured.includes(uri)) this.memory?.unsubscribed(sid, uri);
+          return honoured;
         },
-        (err: unknown) => this.log.warn({ err: String((err as Error)?.message ?? err) }, 'subscriptions of a session taken back not renewed'),
+        (err: unknown): readonly string[] => {
+          this.log.warn({ err: String((err as Error)?.message ?? err) }, 'subscriptions of a session taken back not renewed');
+          return [];
+        },
       );
+      // Nothing watched them while the hub was down: said updated once its client listens again.
+      session.takenBackGap = new TakenBackGap(made, (uris) =>
+        this.log.info({ principal, uris }, 'subscribed resources of a session taken back said updated, since a change while the hub was down was not heard'),
+      );
+    }
     this.log.info({ principal, client: facts.clientInfo?.name, subscriptions: kept?.uris.length ?? 0 }, 'legacy session taken back (opened by an earlier hub process, or another hub)');
     return session;
   }

@@ -1,0 +1,45 @@
+import type { LegacySession } from './legacy-session.js';
+
+/**
+ * What a restarted hub owes a legacy session it took back holding resource subscriptions:
+ * nothing watched them while the hub was down or restarting, so an update said then was not
+ * heard, and the client, never told its session ended, would not read them again. As after the
+ * hub's other gaps in watching (docs/CATALOG.md), each URI subscribed again here is said updated,
+ * once per take-back, on the session's GET stream once its client has it open again: a POST may
+ * take the session back first (nothing is said on its answer stream, and nothing is lost), and
+ * the GET may open before the subscriptions are made again (it is said once they are, so that a
+ * read after it sees the resource watched). A URI unsubscribed meanwhile is left out.
+ */
+export class TakenBackGap {
+  private readonly unsubscribedSince = new Set<string>();
+  /** 'owed' until said; 'waiting' while an open stream waits for the subscriptions to be made. */
+  private state: 'owed' | 'waiting' | 'told' = 'owed';
+
+  constructor(
+    /** The URIs subscribed again for the session (those routed somewhere still); [] if that failed. */
+    private readonly made: Promise<readonly string[]>,
+    /** Hears how many URIs were said updated (for the log). */
+    private readonly told: (uris: number) => void,
+  ) {}
+
+  unsubscribed(uri: string): void {
+    this.unsubscribedSince.add(uri);
+  }
+
+  /** The session's GET stream opened (or was resumed): said there once the subscriptions are made again. */
+  streamOpened(session: LegacySession): void {
+    if (this.state !== 'owed') return;
+    this.state = 'waiting';
+    void this.made.then((uris) => {
+      if (session.ended) return void (this.state = 'told');
+      const s = session.stream;
+      // Closed or cut before they were made again: said on the stream its client opens (or resumes) next.
+      if (s === undefined || s.closed || s.connected === false) return void (this.state = 'owed');
+      this.state = 'told';
+      if (session.takenBackGap === this) session.takenBackGap = undefined;
+      const owed = uris.filter((u) => !this.unsubscribedSince.has(u));
+      for (const uri of owed) s.send({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri } });
+      if (owed.length) this.told(owed.length);
+    });
+  }
+}
