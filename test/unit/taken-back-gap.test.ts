@@ -1,0 +1,87 @@
+import { describe, expect, it } from 'vitest';
+import { LegacySession } from '../../src/downstream/legacy-session.js';
+import { TakenBackGap } from '../../src/downstream/taken-back-gap.js';
+import type { MessageSink } from '../../src/downstream/core.js';
+
+/** A GET stream that keeps what it is sent; `closed`/`connected` as the test sets them. */
+function stream(): MessageSink & { sent: unknown[]; closed: boolean; connected: boolean } {
+  const sent: unknown[] = [];
+  return { sent, closed: false, connected: true, send: (m: object) => void sent.push(m) };
+}
+
+const uris = (s: { sent: unknown[] }) => s.sent.map((m) => (m as { params: { uri: string } }).params.uri);
+
+/** A session taken back, its subscriptions made again when `make` is called. */
+function takenBack(): { session: LegacySession; gap: TakenBackGap; make(uris: string[]): Promise<void>; told: number[] } {
+  let resolve!: (u: string[]) => void;
+  const made = new Promise<string[]>((r) => (resolve = r));
+  const told: number[] = [];
+  const session = new LegacySession('2025-11-25', undefined, {}, 'alice', 'sid');
+  const gap = new TakenBackGap(made, (n) => told.push(n));
+  session.takenBackGap = gap;
+  return { session, gap, told, make: async (u) => (resolve(u), await made, await Promise.resolve()) };
+}
+
+describe('TakenBackGap', () => {
+  it('says each URI made again updated on the stream open when they are made, once: not again at a later open', async () => {
+    const t = takenBack();
+    const s = stream();
+    t.session.stream = s;
+    t.gap.streamOpened(t.session);
+    t.gap.streamOpened(t.session); // a resumption while it waits
+    expect(s.sent).toEqual([]);
+    await t.make(['a://1', 'b://2']);
+    expect(uris(s)).toEqual(['a://1', 'b://2']);
+    expect(t.told).toEqual([2]);
+    expect(t.session.takenBackGap).toBeUndefined();
+    const again = stream();
+    t.session.stream = again;
+    t.gap.streamOpened(t.session);
+    await Promise.resolve();
+    expect(again.sent).toEqual([]);
+  });
+
+  it('owes them to the next stream when the one open was cut or closed before they were made', async () => {
+    for (const end of ['cut', 'closed'] as const) {
+      const t = takenBack();
+      const first = stream();
+      t.session.stream = first;
+      t.gap.streamOpened(t.session);
+      if (end === 'cut') first.connected = false;
+      else first.closed = true;
+      await t.make(['a://1']);
+      expect(first.sent).toEqual([]);
+      const next = stream();
+      t.session.stream = next;
+      t.gap.streamOpened(t.session);
+      await Promise.resolve();
+      await Promise.resolve();
+      expect(uris(next)).toEqual(['a://1']);
+    }
+  });
+
+  it('leaves out a URI unsubscribed before, and says nothing to a session that ended or of none made', async () => {
+    const t = takenBack();
+    const s = stream();
+    t.session.stream = s;
+    t.gap.unsubscribed('b://2');
+    t.gap.streamOpened(t.session);
+    await t.make(['a://1', 'b://2']);
+    expect(uris(s)).toEqual(['a://1']);
+
+    const ended = takenBack();
+    const e = stream();
+    ended.session.stream = e;
+    ended.gap.streamOpened(ended.session);
+    ended.session.close();
+    await ended.make(['a://1']);
+    expect(e.sent).toEqual([]);
+
+    const none = takenBack();
+    const n = stream();
+    none.session.stream = n;
+    none.gap.streamOpened(none.session);
+    await none.make([]);
+    expect([n.sent, none.told]).toEqual([[], []]);
+  });
+});
