@@ -61,7 +61,11 @@ interface Entry {
   done: boolean;
   /** Its in-flight row is in SQLite already, so finishing it is an UPDATE. */
   inDb: boolean;
-  /** The finished line `v` was parsed from, when take() was given it: its chain digest is built from it (see LineDigest). */
+  /**
+   * The line `v` was parsed from, when take() was given it (a begin's, or the finish's once
+   * `done`): a finished row's chain digest is built from it (see LineDigest). Dropped with the
+   * values parsed again by pack() while SQLite refuses the queue.
+   */
   line: string | undefined;
 }
 
@@ -143,14 +147,14 @@ export class AuditApplier {
     for (const r of records) {
       i++;
       // Before valuesOf, which lengthens an older line's array to this hub's length in place.
-      const line = lines !== undefined && Array.isArray(r) && r.length === FINISHED_N ? lines[i] : undefined;
+      const line = lines !== undefined && Array.isArray(r) && (r.length === FINISHED_N || r.length === BEGIN_N) ? lines[i] : undefined;
       const v = valuesOf(r);
       if (!v) continue; // a header line, or not a row
       const id = v[0] as number;
       const done = v.length === FINISHED_N;
       if (!done) {
         if (this.unsaved.has(id)) continue; // a replayed line twice
-        const entry: Entry = { id, v, done, inDb: false, line: undefined };
+        const entry: Entry = { id, v, done, inDb: false, line };
         this.queue.push(entry);
         this.unsaved.set(id, entry);
         continue;
@@ -165,8 +169,48 @@ export class AuditApplier {
     }
   }
 
+  /**
+   * Lines this process's hub wrote (a hand-over to the ingest thread), as take()'s records and
+   * lines. While SQLite refuses the queue (the last flush was refused) they are read by
+   * JSON.parse and not kept, as pack() leaves the queue.
+   */
+  takeLines(lines: readonly string[]): void {
+    if (this.refused) this.take(lines.map((l) => JSON.parse(l) as PendingRecord));
+    else this.take(lines.map(parseLine), lines);
+  }
+
   get queued(): number {
     return this.queue.length;
+  }
+
+  /** Queued entries that keep the line their values were parsed from (see pack): for tests. */
+  get linesHeld(): number {
+    let n = 0;
+    for (const e of this.queue) if (e.line !== undefined) n++;
+    return n;
+  }
+
+  /** The last flush was refused whole: the queue waits, packed (see pack). */
+  private refused = false;
+
+  /**
+   * Each queued entry that keeps its line, read again by JSON.parse, and the line let go: so
+   * a queue SQLite refuses (a full disk, another writer's lock, for as long as that lasts) holds
+   * each row once. A line's values as parseLine reads them are slices of it, and of the hand-over
+   * chunk it was cut from, which they keep whole, with a string of their own for each short
+   * value besides; JSON.parse's values keep nothing of the line, and its short strings (the
+   * principal, the method, the server) are shared. ~1,000 bytes of heap a queued row (a 309-byte
+   * line, 729 with stored bodies) before, ~260 (291) after (docs/BENCHMARKS.md, sixty-sixth
+   * session). Their digests, once SQLite takes them, are built from their values (linkedDigest),
+   * as for rows read from a pending file.
+   */
+  private pack(): void {
+    this.refused = true;
+    for (const e of this.queue) {
+      if (e.line === undefined) continue;
+      e.v = valuesOf(JSON.parse(e.line) as PendingRecord)!;
+      e.line = undefined;
+    }
   }
 
   /** Entries flush() has taken out of the queue since this applier began (committed, or failed alone and dropped). */
@@ -195,10 +239,12 @@ export class AuditApplier {
     if (this.gc.commitEach(batch, apply, together)) {
       for (const e of batch) if (!e.done) this.inFlight.add(e.id);
       this.out += batch.length;
+      this.refused = false;
       return true;
     }
     this.queue = batch;
     for (const e of batch) if (!e.done) this.unsaved.set(e.id, e);
+    this.pack();
     return false;
   }
 
@@ -210,7 +256,11 @@ export class AuditApplier {
   private flushHead(n: number, replay: boolean): boolean {
     const batch = this.queue.slice(0, n);
     const together = replay ? undefined : () => this.applyInRuns(batch);
-    if (!this.gc.commitEach(batch, (e) => this.apply(e, replay), together)) return false;
+    if (!this.gc.commitEach(batch, (e) => this.apply(e, replay), together)) {
+      this.pack();
+      return false;
+    }
+    this.refused = false;
     this.queue.splice(0, n);
     for (const e of batch) {
       if (e.done) continue;

@@ -8,7 +8,7 @@
 import { truncateSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import { pino } from 'pino';
-import { AuditApplier, parseLine, type PendingRecord } from './audit-apply.js';
+import { AuditApplier, type PendingRecord } from './audit-apply.js';
 import { openLedgerWriter } from './db.js';
 import { splitChunks } from './batch-lines.js';
 import { PendingFiles } from './pending-files.js';
@@ -76,13 +76,12 @@ if (replay) {
 }
 
 /**
- * Applies the records of lines joined in chunks (IngestBatch's `lines`). The lines go with them:
- * this hub's JSON.stringify wrote them, so a row's chain digest is built from its line
- * (AuditApplier.take).
+ * Applies the records of lines joined in chunks (IngestBatch's `lines`). The lines go with them
+ * (but while SQLite refuses the queue): this hub's JSON.stringify wrote them, so a row's chain
+ * digest is built from its line (AuditApplier.takeLines).
  */
 function takeLines(chunks: string[]): void {
-  const lines = splitChunks(chunks);
-  applier.take(lines.map(parseLine), lines);
+  applier.takeLines(splitChunks(chunks));
 }
 
 /**

@@ -6,10 +6,13 @@
 import type { Database } from 'better-sqlite3';
 import fc from 'fast-check';
 import { pino } from 'pino';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AuditApplier, BEGIN_COLS, FIN_COLS, parseLine } from '../../src/ledger/audit-apply.js';
 import { verifyChain } from '../../src/ledger/chain.js';
 import { openLedgerDb } from '../../src/ledger/db.js';
+import { joinChunks, splitChunks } from '../../src/ledger/batch-lines.js';
 import { tempDir } from './ledger-helpers.js';
 import { applyFinishedAsBefore } from '../helpers/audit-runs-reference.js';
 
@@ -334,5 +337,56 @@ describe('a queue committed a few entries a transaction (flush with a most)', ()
     while (applier.queued > 0) expect(applier.flush(false, 2)).toBe(true);
     expect(rows().map((r) => [r.id, r.seq])).toEqual([[1, 1], [2, 2], [3, 3], [4, 4], [5, 5]]);
     expect(verifyChain(db!)).toMatchObject({ ok: true, rows: 5 });
+  });
+});
+
+describe('a queue SQLite refuses', () => {
+  it('holds each row once: the values of the hub\'s lines, not the lines (and the hand-over chunks) they were sliced from as well; taken again, they go in chained', () => {
+    const { applier } = open();
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const heap = () => {
+      for (let i = 0; i < 3; i++) gc();
+      return process.memoryUsage().heapUsed;
+    };
+    const N = 20_000;
+    // Hand-overs of 200 hub lines (100 calls begun and finished in them, 100 begun), each its own
+    // strings, as the thread receives them; let go as the thread lets them go once taken.
+    const handOver = (from: number) => {
+      const lines: string[] = [];
+      for (let id = from; id < from + 200; id++) lines.push(JSON.stringify(id % 2 === 0 ? finished(id) : finished(id).slice(0, BEGIN_COLS.length)));
+      return joinChunks(lines).map((c) => ` ${c}`.slice(1));
+    };
+    const other = openLedgerDb({ path: t!.db });
+    other.pragma('busy_timeout = 0');
+    other.prepare('BEGIN IMMEDIATE').run();
+    db!.pragma('busy_timeout = 0');
+    let perRow: number;
+    try {
+      const before = heap();
+      for (let from = 1; from <= N / 2; from += 200) applier.takeLines(splitChunks(handOver(from)));
+      expect(applier.flush()).toBe(false); // refused whole
+      // Taken while it refuses: held the same way from the start.
+      for (let from = N / 2 + 1; from <= N; from += 200) applier.takeLines(splitChunks(handOver(from)));
+      expect(applier.flush(false, 4096)).toBe(false);
+      perRow = (heap() - before) / N;
+      expect(applier.queued).toBe(N);
+      expect(applier.linesHeld).toBe(0);
+    } finally {
+      other.prepare('ROLLBACK').run();
+      other.close();
+    }
+    // 1,007 bytes a row with the lines kept (a ~250-byte line here), 427 without (the entry, its
+    // array of values, the map of begins included).
+    expect(perRow, `${Math.round(perRow)} bytes of heap a queued row`).toBeLessThan(650);
+    while (applier.queued > 0) expect(applier.flush(false, 4096)).toBe(true);
+    expect(verifyChain(db!)).toMatchObject({ ok: true, rows: N / 2 }); // the finished rows; the begins are in flight
+    expect(applier.lineDigests).toBe(0); // their digests from their values, as for a pending file's rows
+    // SQLite takes rows again: the next hand-over's lines are kept for their digests, as usual.
+    applier.takeLines(splitChunks(handOver(N + 2)));
+    expect(applier.linesHeld).toBe(200);
+    expect(applier.flush()).toBe(true);
+    expect(applier.lineDigests).toBe(100);
+    expect(verifyChain(db!)).toMatchObject({ ok: true, rows: N / 2 + 100 });
   });
 });
