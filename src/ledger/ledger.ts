@@ -501,12 +501,12 @@ export class Ledger implements RowFinisher {
     let ingested: boolean;
     // After a write the pending files refused (a full disk), the lines it carried are only in
     // the batches handed to the thread: cut short, it would take them with it. It is let start.
-    if (this.pending.status.failures === 0 && (await this.ingester.cutShort())) ingested = applyLeft(this.db, this.files, this.log);
+    if (this.pending.status.failures === 0 && (await this.ingester.cutShort())) ingested = await applyLeft(this.db, this.files, this.log);
     else {
       ingested = await whenIngested(this.ingester, this.handed, INGEST_RETRY_MS);
       const refused = this.ingester.refusing; // read before the thread's end clears it
       await this.ingester.stop();
-      ingested ||= afterStop(this.db, this.files, this.ingester.keptLines, refused, (lines) => this.pending.rewrite(lines), this.log);
+      ingested ||= await afterStop(this.db, this.files, this.ingester.keptLines, refused, (lines) => this.pending.rewrite(lines), this.log);
     }
     this.head.close();
     this.stores.close();

@@ -1,4 +1,4 @@
-import { PendingLog, WriteStatus } from './pending-log.js';
+import { lineSlices, parseLines, PendingLog, WriteStatus } from './pending-log.js';
 
 /**
  * The ledger's two pending files, written in turns. Rows move into SQLite on another thread
@@ -61,6 +61,20 @@ export class PendingFiles {
     };
     files.sort((x, y) => gen(x) - gen(y));
     return files.flat();
+  }
+
+  /** Both files' bytes, in the order they were written (as read()), read off the event loop: see lineSlices. */
+  static async readBytes(dbPath: string): Promise<Buffer[]> {
+    const files = await Promise.all(PendingFiles.paths(dbPath).map((p) => PendingLog.readBytes(p)));
+    const gen = (bytes: Buffer): number => {
+      // Its first record (a torn line is none): the header, if it is one.
+      for (const [line] of lineSlices(bytes, 1)) {
+        const [first] = parseLines([line!]) as ({ g?: unknown } | undefined)[];
+        if (first !== undefined) return typeof first.g === 'number' ? first.g : 0;
+      }
+      return 0;
+    };
+    return gen(files[1]!) < gen(files[0]!) ? [files[1]!, files[0]!] : files;
   }
 
   append(line: string, join = false): Promise<void> {

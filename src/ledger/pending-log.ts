@@ -1,4 +1,5 @@
 import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { INTERNAL_ERROR, RpcError } from '../protocol/errors.js';
 import { atTurnEnd, COMMIT } from '../turn-end.js';
 import { monotonicNow } from '../monotonic.js';
@@ -77,16 +78,13 @@ export class PendingLog {
    */
   static read(path: string): unknown[] {
     if (!existsSync(path) || !statSync(path).isFile()) return [];
-    const out: unknown[] = [];
-    for (const line of readFileSync(path, 'utf8').split('\n')) {
-      if (line === '') continue;
-      try {
-        out.push(JSON.parse(line));
-      } catch {
-        // torn: skipped
-      }
-    }
-    return out;
+    return parseLines(readFileSync(path, 'utf8').split('\n'));
+  }
+
+  /** Such a file's bytes (none if it is no regular file, as read()), read off the event loop. */
+  static async readBytes(path: string): Promise<Buffer> {
+    if (!existsSync(path) || !statSync(path).isFile()) return Buffer.alloc(0);
+    return readFile(path);
   }
 
   /**
@@ -277,4 +275,37 @@ function writeAll(fd: number, text: string): void {
   const buf = Buffer.from(text);
   let off = n;
   while (off < buf.length) off += writeSync(fd, buf, off, buf.length - off);
+}
+
+/** The records of a pending file's lines, as PendingLog.read gives them: an empty line is none, a torn one (see read) is skipped. */
+export function parseLines(lines: readonly string[]): unknown[] {
+  const out: unknown[] = [];
+  for (const line of lines) {
+    if (line === '') continue;
+    try {
+      out.push(JSON.parse(line));
+    } catch {
+      // torn: skipped
+    }
+  }
+  return out;
+}
+
+/**
+ * A pending file's bytes (readBytes) as lines, `max` at a time, each decoded as its slice comes:
+ * decoding and splitting 100,000 rows at once (30 MB) took ~0.2 s in one piece, a slice of
+ * 4,096 ~2.5 ms.
+ */
+export function* lineSlices(bytes: Buffer, max: number): Generator<string[]> {
+  let at = 0;
+  while (at < bytes.length) {
+    const slice: string[] = [];
+    while (slice.length < max && at < bytes.length) {
+      let end = bytes.indexOf(0x0a, at);
+      if (end < 0) end = bytes.length;
+      if (end > at) slice.push(bytes.toString('utf8', at, end));
+      at = end + 1;
+    }
+    if (slice.length > 0) yield slice;
+  }
 }
