@@ -37,23 +37,12 @@ export async function whenIngested(ingester: IngestProgress, handed: number, ret
 }
 
 /**
- * For close(), when the ingest thread was ended before it opened the database (cutShort):
- * what it was handed goes into SQLite here, from the pending files (named by `files`), as at a
- * start (rows it committed after all are skipped). Only when every line was written there (no
- * write failed). A close soon after the open (an idle hub's stop) so no longer waits for the
- * thread's start. False when SQLite refused them: they stay for the next start.
- */
-export async function applyLeft(db: Database, files: string, log: Logger): Promise<boolean> {
-  if (await applyHere(db, files, [], log)) return true;
-  log.warn(NOT_TAKEN);
-  return false;
-}
-
-/**
  * For close(), once the ingest thread is gone without having committed all it was handed
- * (whenIngested false). `refused`: SQLite refused its last batch. Otherwise the thread ended
- * unasked (or outlasted the wait): what it left goes into SQLite here, from the pending files
- * and the kept batches (`kept`, see Ingester.send), as a replacement thread would have put it.
+ * (whenIngested false), or was ended before it opened the database (Ingester.cutShort: a close
+ * soon after the open, an idle hub's stop, then waits for no thread's start). `refused`: SQLite
+ * refused its last batch. Otherwise the thread ended unasked, outlasted the wait, or was cut
+ * short: what it left goes into SQLite here, from the pending files and the kept batches
+ * (`kept`, see Ingester.send), as a replacement thread would have put it.
  * Left to the next start, lines a full disk had kept out of the files were lost unless the
  * files had room again, though SQLite might have taken them. When SQLite refuses, keepRefused.
  * True when everything is in SQLite.

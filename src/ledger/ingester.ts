@@ -202,7 +202,8 @@ export class Ingester {
    * (65–72 ms of an idle ledger's close, most of it the thread's own start-up: a hub stopped
    * before any call, a one-shot `switchyard stdio`). Resolves true once it is gone: it has
    * committed nothing of what it was handed, or perhaps some of it (it opened meanwhile), and
-   * the caller applies all of it from the pending files, as a start does. False when the thread
+   * the caller applies all of it from the pending files and the kept batches (keptLines), as a
+   * replacement thread does. False when the thread
    * has begun to open the database (or is gone): stop() it as usual. Cut short while it works, it leaves no
    * transaction behind: better-sqlite3 closes a thread's connections as the thread ends, and
    * SQLite rolls back what was not committed.

@@ -1,6 +1,6 @@
 import type { Database } from 'better-sqlite3';
 import { silentLogger, type Logger } from '../log.js';
-import { afterStop, applyLeft, whenIngested } from './close-leftovers.js';
+import { afterStop, whenIngested } from './close-leftovers.js';
 import type { VerifyResult, Witness } from './chain.js';
 import { ChainHeadLog, HEAD_LOG_EVERY_MS } from './head-log.js';
 import { openLedgerDb } from './db.js';
@@ -499,14 +499,17 @@ export class Ledger implements RowFinisher {
     this.head.stop();
     this.ingest(true);
     let ingested: boolean;
-    // After a write the pending files refused (a full disk), the lines it carried are only in
-    // the batches handed to the thread: cut short, it would take them with it. It is let start.
-    if (this.pending.status.failures === 0 && (await this.ingester.cutShort())) ingested = await applyLeft(this.db, this.files, this.log);
+    const rewrite = (lines: string[]): boolean => this.pending.rewrite(lines);
+    // A thread that has not begun to open the database is ended at once, and what it was handed
+    // goes in here: the pending files, and the batches kept for lines a failed write (a full
+    // disk) left out of them, whose only copy they are (see Ingester.send), as a thread
+    // replacing it would take them.
+    if (await this.ingester.cutShort()) ingested = await afterStop(this.db, this.files, this.ingester.keptLines, false, rewrite, this.log);
     else {
       ingested = await whenIngested(this.ingester, this.handed, INGEST_RETRY_MS);
       const refused = this.ingester.refusing; // read before the thread's end clears it
       await this.ingester.stop();
-      ingested ||= await afterStop(this.db, this.files, this.ingester.keptLines, refused, (lines) => this.pending.rewrite(lines), this.log);
+      ingested ||= await afterStop(this.db, this.files, this.ingester.keptLines, refused, rewrite, this.log);
     }
     this.head.close();
     this.stores.close();

@@ -287,10 +287,40 @@ describe('the ledger ingest thread', () => {
     await expect(l.record(begin({ requestId: 'listed', method: 'tools/list' }), end())).rejects.toMatchObject({ code: -32603 });
     expect(l.commitCounters().writeFailures).toBeGreaterThan(0);
     // The thread has not opened the database yet (it takes tens of ms to start): the close
-    // that follows would cut it short and apply only what the pending files hold, none of this.
+    // that follows cuts it short, and must apply more than what the pending files hold (none of this).
     expect(threadOpened(l), 'the thread opened before the close').toBe(false);
     await l.close();
     expect(logged.join('')).not.toMatch(/did not take the last rows/);
+    ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    const rows = ledger.query({}).map((r) => [r.requestId, r.outcome]);
+    expect(rows).toContainEqual(['refused', 'rpc_error']);
+    expect(rows).toContainEqual(['listed', 'ok']);
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 2 });
+  });
+
+  it('a ledger closed before its thread has opened the database cuts it short after failed writes too, and puts the rows they left out of the files in SQLite from memory', async () => {
+    t = tempDir();
+    // /dev/full refuses every write with ENOSPC, as a full disk does; the database itself has room.
+    for (const p of PendingFiles.paths(t.db)) symlinkSync('/dev/full', p);
+    const logged: string[] = [];
+    const log = pino({ level: 'warn' }, { write: (line: string) => void logged.push(line) });
+    const cutShort = vi.spyOn(Ingester.prototype, 'cutShort'); // watched, and run as it is
+    try {
+      const l = (ledger = Ledger.open({ path: t.db, log, backgroundCheckpoint: false }));
+      const refused = l.begin(begin({ requestId: 'refused' }));
+      await expect(l.whenCommitted()).rejects.toMatchObject({ code: -32603 });
+      await expect(refused.finish(end({ outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: -32603 }))).rejects.toMatchObject({ code: -32603 });
+      await expect(l.record(begin({ requestId: 'listed', method: 'tools/list' }), end())).rejects.toMatchObject({ code: -32603 });
+      expect(l.commitCounters().writeFailures).toBeGreaterThan(0);
+      expect(threadOpened(l), 'the thread opened before the close').toBe(false);
+      await l.close();
+      // Ended before its start, not waited for (65–72 ms on a quiet machine, see the test above).
+      expect(cutShort).toHaveBeenCalledTimes(1);
+      await expect(cutShort.mock.results[0]!.value).resolves.toBe(true);
+    } finally {
+      cutShort.mockRestore();
+    }
+    expect(logged.join('')).not.toMatch(/did not take the last rows|are lost/);
     ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
     const rows = ledger.query({}).map((r) => [r.requestId, r.outcome]);
     expect(rows).toContainEqual(['refused', 'rpc_error']);
