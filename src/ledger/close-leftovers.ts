@@ -60,7 +60,7 @@ const NOT_TAKEN = 'ledger: SQLite did not take the last rows before the stop; th
  * The most lines applyHere reads, and rows it commits in one transaction, between two turns of
  * the event loop: as the ingest thread commits a backlog (CHUNK_ROWS, ingest-worker.ts).
  */
-export const CLOSE_CHUNK_ROWS = 4096;
+const CLOSE_CHUNK_ROWS = 4096;
 
 /**
  * The pending files' rows, then the kept batches' (chunks of lines), into SQLite on the hub's

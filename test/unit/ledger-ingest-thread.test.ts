@@ -157,29 +157,8 @@ describe('the ledger ingest thread', () => {
   });
 
   it('a close that finds the thread ended mid-backlog commits what it left a few thousand rows a transaction, the event loop turning between: every row once, chained', async () => {
-    t = tempDir();
-    const logged: string[] = [];
-    const log = pino({ level: 'info' }, { write: (line: string) => void logged.push(line) });
-    const l = (ledger = Ledger.open({ path: t.db, log, backgroundCheckpoint: false }));
-    await l.record(begin({ requestId: 'first' }), end());
-    l.sync(); // the thread has opened the database
-    // Another writer holds the lock past the thread's busy_timeout: a backlog builds up.
-    const other = new Database(t.db);
-    other.prepare('BEGIN IMMEDIATE').run();
     const N = 60_000;
-    try {
-      // Calls begun first and finished after the others: a begin and its finish chunks apart.
-      const running = Array.from({ length: 3_000 }, (_, i) => l.begin(begin({ requestId: `long${i}` })));
-      for (let i = 0; i < N; i++) void l.record(begin({ requestId: `r${i}` }), end());
-      running.forEach((h, i) => void (i % 300 === 0 ? undefined : h.finish(end({ outcome: 'timeout' }))));
-      await l.whenCommitted(); // in the pending files
-      await until(() => l.commitCounters().batchesUnapplied, (n) => n > 0 && !(l as unknown as { ingester: Ingester }).ingester.down, 5_000);
-      await endBetweenRetries(l); // as a crash would: every row waits in the pending files
-    } finally {
-      other.prepare('ROLLBACK').run();
-      other.close();
-    }
-    await until(() => logged.join(''), (text) => /ingest thread ended/.test(text), 5_000);
+    const { l, logged } = await backlogOfEndedThread(N);
     // The loop's longest stall while the close runs, its last stretch included (a histogram
     // such as monitorEventLoopDelay samples a stall only once its timer runs after it).
     let last = performance.now();
@@ -205,6 +184,34 @@ describe('the ledger ingest thread', () => {
     const outcomes = reader.prepare('SELECT outcome, count(*) AS n FROM audit GROUP BY outcome ORDER BY outcome').all();
     reader.close();
     // The ten calls never finished are unknown after the start, as a stop leaves them.
+    expect(outcomes).toEqual([{ outcome: 'ok', n: N + 1 }, { outcome: 'timeout', n: 2_990 }, { outcome: 'unknown', n: 10 }]);
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: N + 3_001 });
+  }, 60_000);
+
+  it('a close whose chunk SQLite refuses midway (a full disk) leaves what it had not taken in the pending files: the next start puts every row in once, chained', async () => {
+    const N = 60_000;
+    const { l, logged } = await backlogOfEndedThread(N);
+    // Room for a few chunks more in the database and its WAL, not for all of them.
+    const size = Math.max(...[t.db, `${t.db}-wal`].map((f) => (existsSync(f) ? statSync(f).size : 0)));
+    fileCap(String(size + 4 * 1024 * 1024));
+    try {
+      await l.close();
+    } finally {
+      fileCap('unlimited');
+    }
+    expect(logged.join('')).toMatch(/did not take the last rows/);
+    const reader = new Database(t.db, { readonly: true });
+    const before = reader.prepare('SELECT count(*) AS n FROM audit').pluck().get() as number;
+    reader.close();
+    // Some chunks went in before the refusal, not all of them.
+    expect(before).toBeGreaterThan(4_096);
+    expect(before).toBeLessThan(N + 3_001);
+    expect(existsSync(`${t.db}-pending`) || existsSync(`${t.db}-pending.2`)).toBe(true);
+    ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    const after = new Database(t.db, { readonly: true });
+    expect(after.prepare('SELECT count(*) AS n, count(DISTINCT request_id) AS d FROM audit').get()).toEqual({ n: N + 3_001, d: N + 3_001 });
+    const outcomes = after.prepare('SELECT outcome, count(*) AS n FROM audit GROUP BY outcome ORDER BY outcome').all();
+    after.close();
     expect(outcomes).toEqual([{ outcome: 'ok', n: N + 1 }, { outcome: 'timeout', n: 2_990 }, { outcome: 'unknown', n: 10 }]);
     expect(ledger.verify()).toMatchObject({ ok: true, rows: N + 3_001 });
   }, 60_000);
@@ -614,6 +621,36 @@ async function withOneRow(level: string): Promise<{ logged: string[]; worker: { 
   l.sync();
   // No public way to kill it: reach the worker as a crash would.
   return { logged, l, worker: (l as unknown as { ingester: { worker: { terminate(): Promise<number> } } }).ingester.worker };
+}
+
+/**
+ * A fresh ledger whose thread ended (as a crash would) while SQLite refused its batches: row
+ * 'first' in SQLite, then in the pending files alone 3,000 calls begun before `n` finished rows
+ * and finished after them (but every 300th, never finished), a begin and its finish chunks apart.
+ */
+async function backlogOfEndedThread(n: number): Promise<{ l: Ledger; logged: string[] }> {
+  t = tempDir();
+  const logged: string[] = [];
+  const log = pino({ level: 'info' }, { write: (line: string) => void logged.push(line) });
+  const l = (ledger = Ledger.open({ path: t.db, log, backgroundCheckpoint: false }));
+  await l.record(begin({ requestId: 'first' }), end());
+  l.sync(); // the thread has opened the database
+  // Another writer holds the lock past the thread's busy_timeout: a backlog builds up.
+  const other = new Database(t.db);
+  other.prepare('BEGIN IMMEDIATE').run();
+  try {
+    const running = Array.from({ length: 3_000 }, (_, i) => l.begin(begin({ requestId: `long${i}` })));
+    for (let i = 0; i < n; i++) void l.record(begin({ requestId: `r${i}` }), end());
+    running.forEach((h, i) => void (i % 300 === 0 ? undefined : h.finish(end({ outcome: 'timeout' }))));
+    await l.whenCommitted(); // in the pending files
+    await until(() => l.commitCounters().batchesUnapplied, (x) => x > 0 && !(l as unknown as { ingester: Ingester }).ingester.down, 5_000);
+    await endBetweenRetries(l); // every row waits in the pending files
+  } finally {
+    other.prepare('ROLLBACK').run();
+    other.close();
+  }
+  await until(() => logged.join(''), (text) => /ingest thread ended/.test(text), 5_000);
+  return { l, logged };
 }
 
 /** Whether the ledger's ingest thread has opened the database, or begun to (its slot in the shared memory, see Ingester). */
