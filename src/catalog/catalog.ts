@@ -88,7 +88,7 @@ export { LACKING_TTL_MS } from './list-hints.js';
  * hub names and resource URIs back to their upstream. Emits 'changed' (kind, principal?, server?)
  * when a list of a family may have changed (list_changed, an upstream coming or going, a pin
  * approved) — only that principal's, only that server's part, when given — and
- * 'resourceUpdated' ({server, uri}).
+ * 'resourceUpdated' ({server, uri, principal?, meta?: the server's own `_meta` keys}).
  */
 export class Catalog extends EventEmitter {
   readonly cache: ListCache;

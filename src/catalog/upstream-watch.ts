@@ -20,6 +20,9 @@ import { RefetchGate } from './refetch-gate.js';
 import { principalConn } from './principal-conn.js';
 import { principalListenKey, serverOfListenKey } from './keys.js';
 import { currentRecord, replacedConnection, type OwnConnection } from './replaced-connection.js';
+import { isObj } from '../protocol/jsonrpc.js';
+import { withoutRelatedTask } from '../protocol/input-results.js';
+import { META_SUBSCRIPTION_ID } from '../protocol/meta.js';
 
 export interface UpstreamWatchOptions {
   servers: () => readonly ServerHandle[];
@@ -200,7 +203,11 @@ export class UpstreamWatch {
       this.reads.invalidate(h.id, params.uri);
       // A subscriber of a parent URI would learn the name of a resource the hub hides.
       if (await this.parts.hiddenEverywhere(h.id, params.uri)) return;
-      this.o.emit('resourceUpdated', principal === undefined ? { server: h.id, uri: params.uri } : { server: h.id, uri: params.uri, principal });
+      const update: { server: string; uri: string; principal?: string; meta?: Record<string, unknown> } = { server: h.id, uri: params.uri };
+      if (principal !== undefined) update.principal = principal;
+      const meta = updateMeta(params._meta);
+      if (meta) update.meta = meta;
+      this.o.emit('resourceUpdated', update);
     }
   }
 
@@ -261,4 +268,15 @@ export class UpstreamWatch {
   close(): void {
     this.refetches.close();
   }
+}
+
+/**
+ * What of a server's `_meta` on its resources/updated its subscribers are told: its own keys
+ * pass (digest §8.4), as a progress's and a log line's do; its subscription id names the hub's
+ * listen stream to it, not a client's, and its related-task a task the hub runs itself.
+ */
+function updateMeta(meta: unknown): Record<string, unknown> | undefined {
+  if (!isObj(meta)) return undefined;
+  const { [META_SUBSCRIPTION_ID]: _sid, ...rest } = meta;
+  return Object.keys(rest).length > 0 ? withoutRelatedTask(rest) : undefined;
 }

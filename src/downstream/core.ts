@@ -54,7 +54,7 @@ export interface HubCore {
   /**
    * 'listChanged' (kind: 'tools'|'prompts'|'resources'|'resourceTemplates', principal?: only
    * its clients, seenBy?: (group) => whether clients of that endpoint group see the change);
-   * 'resourceUpdated' ({uri, subscribers: ReadonlySet<string>, seenBy: SeenBy}: a subscriber
+   * 'resourceUpdated' ({uri, meta?, subscribers: ReadonlySet<string>, seenBy: SeenBy}: a subscriber
    * is told only when its endpoint group shows the resource's server).
    */
   readonly events: EventEmitter;
@@ -98,6 +98,8 @@ export interface MessageSink {
 /** What 'resourceUpdated' carries. */
 export interface ResourceUpdate {
   uri: string;
+  /** The server's own `_meta` keys on its update (none of the protocol's), passed on as they came. */
+  meta?: Record<string, unknown>;
   subscribers: ReadonlySet<string>;
   seenBy: SeenBy;
 }

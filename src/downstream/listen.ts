@@ -80,7 +80,7 @@ export class ListenHub {
     core.events.on('resourceUpdated', (u: ResourceUpdate) => {
       for (const l of this.listeners)
         if (u.subscribers.has(l.key) && !l.sink.closed && u.seenBy(l.group))
-          l.sink.send({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: u.uri, _meta: { [META_SUBSCRIPTION_ID]: l.id } } });
+          l.sink.send({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: u.uri, _meta: { ...u.meta, [META_SUBSCRIPTION_ID]: l.id } } });
     });
     core.events.on('listChanged', (kind: string, principal?: string, seenBy?: SeenBy) => {
       const flag = FLAG[kind];

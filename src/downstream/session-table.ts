@@ -50,7 +50,7 @@ export class SessionTable {
     core.events.on('resourceUpdated', (u: ResourceUpdate) => {
       for (const key of u.subscribers) {
         const s = this.sessions.get(key) ?? this.stdioSession(key);
-        if (s && u.seenBy(s.group)) s.stream?.send({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: u.uri } });
+        if (s && u.seenBy(s.group)) s.stream?.send({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: u.meta ? { uri: u.uri, _meta: u.meta } : { uri: u.uri } });
       }
     });
   }

@@ -17,9 +17,10 @@ export function relayCatalogChanges(catalog: Pick<Catalog, 'on' | 'groups'>, sub
   // Said on a principal's own connection: for the subscriptions made on that connection only.
   // A subscription outlives a reload of `groups`: a client whose group no longer shows the
   // server is not told of its resources (seenBy), as it could no longer subscribe to them.
-  catalog.on('resourceUpdated', (u: { server: string; uri: string; principal?: string }) =>
+  catalog.on('resourceUpdated', (u: { server: string; uri: string; principal?: string; meta?: Record<string, unknown> }) =>
     events.emit('resourceUpdated', {
       uri: u.uri,
+      meta: u.meta,
       subscribers: subs.subscribers(u.server, u.uri, u.principal === undefined ? '' : principalConn(u.principal)),
       seenBy: (group?: string) => catalog.groups.showsServer(group, u.server),
     }),
