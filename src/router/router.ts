@@ -515,7 +515,12 @@ export class Router {
     if (first && !asked && cacheableRead(forwarded, result)) {
       const hinted = server.upstream.era === MODERN ? cacheTtl(result.ttlMs) : 0;
       const scope = result.cacheScope === 'public' && server.upstream.era === MODERN ? 'public' : 'private';
-      this.catalog.reads.put(server.id, partition, uri, result, server.config.cacheTtlMs ?? hinted, scope, since);
+      const ttlMs = server.config.cacheTtlMs ?? hinted;
+      this.catalog.reads.put(server.id, partition, uri, result, ttlMs, scope, since);
+      // The client is told what the hub holds the read to, as a hit of it is told: a 2025-11-25
+      // server's own ttlMs or cacheScope (its era has neither) passed on made a read the hub
+      // keeps private and asks for again public and fresh for a minute, to every cache behind it.
+      if (result.ttlMs !== ttlMs || result.cacheScope !== scope) return { ...result, ttlMs, cacheScope: scope };
     }
     // A retry's result holds the user's answers: no cache between the hub and its client may keep
     // it, whatever the upstream said (digest §3.3: results of MRTR retries are never cached).

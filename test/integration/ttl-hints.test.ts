@@ -17,9 +17,12 @@ beforeAll(async () => {
     servers: {
       frac: nodeServer(MUTABLE, [], { ERA: 'modern', LIST_TTL_MS: '1200.5', CACHE_SCOPE: 'public', DOC_URI: 'frac://doc' }),
       huge: nodeServer(MUTABLE, [], { ERA: 'modern', LIST_TTL_MS: '1e300', CACHE_SCOPE: 'public', DOC_URI: 'huge://doc' }),
+      // 2025-11-25 servers that put a draft's hints on their answers anyway; the second one's reads the hub keeps a minute.
+      draft: nodeServer(MUTABLE, [], { ERA: 'legacy', LEGACY_HINTS: '1', LIST_TTL_MS: '60000', CACHE_SCOPE: 'public', DOC_URI: 'draft://doc' }),
+      kept: { ...nodeServer(MUTABLE, [], { ERA: 'legacy', LEGACY_HINTS: '1', LIST_TTL_MS: '5000', CACHE_SCOPE: 'public', DOC_URI: 'kept://doc' }), cacheTtlMs: 60_000 },
     },
   });
-  await waitForReady(hub.url, ['frac', 'huge']);
+  await waitForReady(hub.url, ['frac', 'huge', 'draft', 'kept']);
 }, 60_000);
 
 afterAll(async () => {
@@ -46,5 +49,24 @@ describe('caching hints out of the schema', () => {
     } finally {
       await c.close();
     }
+  });
+
+  // A 2025-11-25 server's answer is private and kept only as long as the hub keeps it (docs/CATALOG.md):
+  // its own ttlMs and cacheScope, which its era does not define, were passed on as the hub's, so a
+  // client (or a cache behind the hub, for every user) kept "public for a minute" a read the hub
+  // itself asks for again each time.
+  it('a read of a legacy server carries the hub’s hints, not the ttlMs and cacheScope the server put on it', async () => {
+    const read = async (uri: string) => (await modernCall(hub.url, uri, 'resources/read', { uri })).body?.result as Record<string, unknown>;
+    const first = await read('draft://doc');
+    expect(first.contents).toHaveLength(1);
+    expect({ ttlMs: first.ttlMs, cacheScope: first.cacheScope }).toEqual({ ttlMs: 0, cacheScope: 'private' });
+    // With cacheTtlMs the hub keeps it that long, and says so: at the first read as at a hit of it.
+    const kept = await read('kept://doc');
+    expect(kept.cacheScope).toBe('private');
+    expect(kept.ttlMs).toBe(60_000);
+    const hit = await read('kept://doc');
+    expect(hit.cacheScope).toBe('private');
+    expect(hit.ttlMs as number).toBeGreaterThan(5_000);
+    expect(hit.ttlMs as number).toBeLessThanOrEqual(60_000);
   });
 });
