@@ -514,7 +514,10 @@ export class Router {
     const result = await this.forward('resources/read', forwarded, readCtx, server, { hubName: uri, upstreamName: uri }, t0, { bind, vet, judged });
     if (first && !asked && cacheableRead(forwarded, result)) {
       const hinted = server.upstream.era === MODERN ? cacheTtl(result.ttlMs) : 0;
-      const scope = result.cacheScope === 'public' && server.upstream.era === MODERN ? 'public' : 'private';
+      // Read over a principal's own credentials (partition), it is that principal's, as the lists
+      // its connection fetches are (listHints): the server checked that account alone, so the
+      // shared cache handed it to principals the server would refuse.
+      const scope = result.cacheScope === 'public' && server.upstream.era === MODERN && partition === '' ? 'public' : 'private';
       const ttlMs = server.config.cacheTtlMs ?? hinted;
       this.catalog.reads.put(server.id, partition, uri, result, ttlMs, scope, since);
       // The client is told what the hub holds the read to, as a hit of it is told: a 2025-11-25
