@@ -12,6 +12,7 @@
  * answers, roots outside a call), listen-streams.ts, log-targets.ts, progress-info.ts.
  */
 import { LEGACY, MODERN } from '../protocol/era.js';
+import { legacyResult } from './legacy-result.js';
 import {
   CancelledError,
   INTERNAL_ERROR,
@@ -523,7 +524,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
           return;
         }
         if ('error' in c.msg) this.failCall(p, upstreamError(c.msg.error));
-        else this.resolveCall(p, c.msg.result);
+        else this.resolveCall(p, this._era === LEGACY ? legacyResult(c.msg.result) : c.msg.result);
         return;
       }
       case 'request':
