@@ -467,7 +467,8 @@ export class Router {
 
   private async readResource(params: Result, ctx: CallContext): Promise<Result> {
     const t0 = performance.now();
-    const uri = typeof params.uri === 'string' ? params.uri : '';
+    if (typeof params.uri !== 'string') throw await this.refused('resources/read', ctx, noUri('resources/read'));
+    const uri = params.uri;
     const grace = this.opts.startupGrace(ctx);
     if (grace) await unlessAborted(() => grace, ctx.signal, () => undefined);
     const view = viewOf(ctx);
@@ -599,7 +600,8 @@ export class Router {
 
   private async subscribe(params: Result, ctx: CallContext): Promise<Result> {
     const method = 'resources/subscribe';
-    const uri = typeof params.uri === 'string' ? params.uri : '';
+    if (typeof params.uri !== 'string') throw await this.refused(method, ctx, noUri(method));
+    const uri = params.uri;
     if (uri.length > MAX_SUBSCRIBED_URI_LENGTH) {
       throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, `the hub keeps resource subscriptions to URIs of at most ${MAX_SUBSCRIBED_URI_LENGTH} characters`), { hubName: uri });
     }
@@ -733,7 +735,8 @@ export class Router {
    */
   private async unsubscribe(params: Result, ctx: CallContext): Promise<Result> {
     const method = 'resources/unsubscribe';
-    const uri = typeof params.uri === 'string' ? params.uri : '';
+    if (typeof params.uri !== 'string') throw await this.refused(method, ctx, noUri(method));
+    const uri = params.uri;
     const subscriber = subscriberOf(ctx);
     let answer: Result | undefined;
     let holder: string | undefined;
@@ -852,6 +855,14 @@ function atMost100(r: Result): Result {
 }
 
 const MAX_COMPLETION_VALUES = 100;
+
+/**
+ * A request about a resource without its `uri` (both eras require it, a string): invalid params,
+ * not a resource "not found" under the name "" (digest §3.1).
+ */
+function noUri(method: string): RpcError {
+  return new RpcError(INVALID_PARAMS, `${method} needs params.uri, a string`);
+}
 
 /**
  * completion/complete has no MRTR and no tasks (digest §3.1): an answer with any resultType but

@@ -14,7 +14,7 @@ import type { StdioUpstream } from '../../src/upstream/index.js';
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { modernBody, modernHeaders, modernPost, post, waitForReady, type Json } from '../helpers/wire.js';
+import { legacySession, modernBody, modernHeaders, modernPost, post, waitForReady, type Json } from '../helpers/wire.js';
 import { serverConfig, startMutable, tmp, type Fixture } from './catalog-helpers.js';
 import { waitFor } from './upstream-helpers.js';
 
@@ -126,6 +126,17 @@ describe('resources/read over upstreams whose lists are kept 0 ms', () => {
     }
     expect(count('bad', 'resources/read')).toBe(0);
     expect(lists('bad').resources - before.resources).toBeLessThanOrEqual(1);
+  });
+
+  it('a read, subscribe or unsubscribe without a uri is invalid params in both eras, not a resource "not found" named ""', async () => {
+    const modern = await modernPost(hub.url, 'no-uri', 'resources/read', {});
+    expect((modern.body as Json).error).toMatchObject({ code: -32602, message: 'resources/read needs params.uri, a string' });
+    expect(((modern.body as Json).error as Json).data).toBeUndefined();
+    const session = await legacySession(hub.url);
+    for (const [i, method] of (['resources/read', 'resources/subscribe', 'resources/unsubscribe'] as const).entries()) {
+      const reply = await session.request(i + 1, method, { uri: 7 });
+      expect((reply.body as Json).error, method).toMatchObject({ code: -32602, message: `${method} needs params.uri, a string` });
+    }
   });
 });
 
