@@ -3,7 +3,7 @@
  * JSON-RPC message per line) becomes one POST with the headers its era needs, and every
  * message the hub answers (JSON or SSE) becomes one line back. Legacy: the Mcp-Session-Id of
  * the initialize answer rides on every later request, a GET stream carries server
- * notifications, DELETE ends the session. Modern: the headers mirror the body
+ * notifications, DELETE ends the session; a batch line is one POST too (forwardBatch). Modern: the headers mirror the body
  * (MCP-Protocol-Version, Mcp-Method, Mcp-Name, and Mcp-Param-* for `x-mcp-header` arguments,
  * learnt from the tools/list results passing through) and `notifications/cancelled` closes the
  * request's stream, which is how HTTP cancels (digest §6.3).
@@ -12,7 +12,7 @@ import { redactLogText, type Logger } from '../log.js';
 import { LEGACY } from '../protocol/era.js';
 import { INTERNAL_ERROR, PARSE_ERROR, RpcError } from '../protocol/errors.js';
 import { encodeHeaderValue } from '../protocol/header-value.js';
-import { errorResponse, parseFrame, type Classified, type Id } from '../protocol/jsonrpc.js';
+import { batchOf, classify, errorResponse, parseFrame, type Classified, type Id } from '../protocol/jsonrpc.js';
 import { KEYS_KEPT_HEADER, META_CLIENT_CAPABILITIES, META_IDEMPOTENCY_KEY, META_PROTOCOL_VERSION } from '../protocol/meta.js';
 import { ParamHeaderIndex } from '../upstream/param-headers.js';
 import { replayable } from '../upstream/retry.js';
@@ -108,6 +108,12 @@ export class HttpBridge {
   /** One line from the local client. Never throws. */
   line(text: string): void {
     if (this.closed || text.trim() === '') return;
+    const batch = batchOf(text);
+    if (batch) {
+      const p = this.gate.then(() => this.forwardBatch(batch, text)).catch((err) => this.opts.log.error({ err: String(err) }, 'bridge: forwarding a batch failed'));
+      this.pending.add(p);
+      return;
+    }
     const c = parseFrame(text);
     if (c.kind === 'invalid') {
       if (c.error.code === PARSE_ERROR || c.id === undefined) this.emit(errorResponse(undefined, c.error));
@@ -220,6 +226,67 @@ export class HttpBridge {
       return;
     }
     this.forwardHttpError(id, a);
+  }
+
+  /**
+   * A JSON-RPC batch goes to the hub whole, as the client wrote it: the hub takes one on a
+   * session at 2025-03-26 and refuses it otherwise (as over HTTP, and as `stdio` does), and its
+   * batch rules hold (an initialize in it, the in-flight limit). What a member streams meanwhile
+   * (progress, a question to the client) comes on lines of its own; the members' answers leave
+   * together, as one line holding their array, as `switchyard stdio` writes them. A cancel
+   * naming a member goes to the hub, and nothing is passed on for that member.
+   */
+  private async forwardBatch(members: unknown[], body: string): Promise<void> {
+    const ac = new Canceller();
+    const requests: { id: Id; key: string; f: Inflight }[] = [];
+    let replay = true;
+    for (const m of members) {
+      const c = classify(m);
+      if (c.kind !== 'request') continue;
+      const f: Inflight = { ac, answered: false, cancelled: false, modern: false };
+      const key = inflightKey(c.msg.id);
+      requests.push({ id: c.msg.id, key, f });
+      this.inflight.set(key, f);
+      replay &&= replayable(c.msg.method, undefined);
+    }
+    const answers: object[] = [];
+    const onMessage = (m: Classified): void => {
+      if (m.kind === 'invalid') return;
+      if (m.kind !== 'response') return this.emit(m.msg);
+      // Every answer on this exchange is a member's: one naming no request (an id-less error for
+      // a member that was none) goes in the array too.
+      const id = m.msg.id;
+      const r = id === undefined || id === null ? undefined : requests.find((q) => q.key === inflightKey(id) && !q.f.answered);
+      if (r) r.f.answered = true;
+      if (!r?.f.cancelled) answers.push(m.msg);
+    };
+    const usedSession = this.sessionId;
+    const live = () => requests.filter((q) => !q.f.answered && !q.f.cancelled);
+    let a: HttpAnswer;
+    try {
+      a = await this.http.post(body, { headers: this.legacyHeaders(), signal: ac.signal, onMessage, replay, batch: true });
+      if (a.status === 404 && usedSession !== undefined && live().length > 0 && (await this.renewSession(usedSession))) {
+        a = await this.http.post(body, { headers: this.legacyHeaders(), signal: ac.signal, onMessage, replay, batch: true });
+      }
+    } catch (err) {
+      if (!this.closed) {
+        this.missed = true;
+        const message = `the hub at ${this.shownUrl} is not reachable: ${redactLogText((err as Error).message)}`;
+        const failed = live().map((q) => errorResponse(q.id, new RpcError(INTERNAL_ERROR, message)));
+        if (failed.length > 0) this.emit(failed);
+      }
+      return;
+    } finally {
+      for (const q of requests) if (this.inflight.get(q.key) === q.f) this.inflight.delete(q.key);
+    }
+    this.reached = true;
+    if (a.status >= 300) {
+      // The hub refused it whole: its error (no id, as for any batch refused) is the answer.
+      const c = a.body ? parseFrame(a.body) : undefined;
+      return this.emit(c?.kind === 'response' && 'error' in c.msg ? c.msg : errorResponse(undefined, new RpcError(INTERNAL_ERROR, `the hub answered HTTP ${a.status}`)));
+    }
+    for (const q of live()) answers.push(errorResponse(q.id, new RpcError(INTERNAL_ERROR, 'the hub ended the answer stream without a response')));
+    if (answers.length > 0) this.emit(answers);
   }
 
   /** A notification or a response of the local client, to its legacy session. */

@@ -22,7 +22,7 @@ import type { Dispatcher, Pool } from 'undici';
 import { redactLogText, type Logger } from '../log.js';
 import { redactedExcerpt } from '../policy/secret-text.js';
 import { CancelledError, TransportError } from '../protocol/errors.js';
-import { parseFrame, type Classified } from '../protocol/jsonrpc.js';
+import { batchOf, classify, parseFrame, type Classified } from '../protocol/jsonrpc.js';
 import { SseFeed } from './sse.js';
 import { ACCEPT_ENCODING, codingOf, decodable, decoderFor, type Coding } from './content-coding.js';
 import type { Transform } from 'node:stream';
@@ -121,6 +121,11 @@ export interface HttpExchangeOptions {
    * A GET or a DELETE always is (idempotent methods).
    */
   replay?: boolean;
+  /**
+   * The body is a JSON-RPC batch (a 2025-03-26 client's, passed on by `connect`): a JSON answer
+   * holding an array is its members' answers, each given to onMessage.
+   */
+  batch?: boolean;
 }
 
 export interface HttpAnswer {
@@ -570,6 +575,14 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   private deliver(text: string): void {
+    const members = this.o.batch ? batchOf(text) : undefined;
+    if (members) {
+      for (const m of members) {
+        this.answer!.messages++;
+        this.o.onMessage?.(classify(m));
+      }
+      return;
+    }
     const c = parseFrame(text);
     if (c.kind === 'invalid') {
       this.client.log.warn({ reason: c.error.message, snippet: redactedExcerpt(text, 200, redactLogText) }, 'skipped an HTTP answer that is not JSON-RPC');

@@ -91,6 +91,52 @@ describe('connect bridges a legacy client (SDK v1)', () => {
     // EOF on the bridge's stdin → DELETE: the daemon forgets the session.
     await waitFor(async () => metricValue(await scrape(hub.url), 'switchyard_open_sessions') === 0);
   });
+
+  it('passes a 2025-03-26 batch to the hub and its answers back as one line holding their array, as `stdio` does; at 2025-11-25 the hub refuses it', async () => {
+    const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', hub.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    const init = (id: string, v: string) => ({ jsonrpc: '2.0', id, method: 'initialize', params: { protocolVersion: v, capabilities: {}, clientInfo: { name: 'batcher', version: '1' } } });
+    /** The first line past the first `from` that was no single message, as the array it holds. */
+    const arrayLine = async (from: number): Promise<Record<string, any>[]> => {
+      await waitFor(async () => c.nonProtocolLines.slice(from).some((l) => l.startsWith('[')));
+      return JSON.parse(c.nonProtocolLines.slice(from).find((l) => l.startsWith('['))!);
+    };
+    try {
+      expect((await c.request(init('i', '2025-03-26'))).result.protocolVersion).toBe('2025-03-26');
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      c.send(
+        JSON.stringify([
+          { jsonrpc: '2.0', id: 'b1', method: 'tools/call', params: { name: 'legacy__echo', arguments: { text: 'one' } } },
+          { jsonrpc: '2.0', id: 'b2', method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 250 }, _meta: { progressToken: 'p2' } } },
+          { jsonrpc: '2.0', id: 'b3', method: 'ping' },
+          { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'x', progress: 1 } },
+        ]),
+      );
+      const answers = await arrayLine(0);
+      const byId = new Map(answers.map((m) => [m.id, m]));
+      expect([...byId.keys()].sort()).toEqual(['b1', 'b2', 'b3']);
+      expect(byId.get('b1')!.result.content[0].text).toBe('echo:one');
+      expect(byId.get('b2')!.result.content[0].text).toBe('slept 250');
+      expect(byId.get('b3')!.result).toEqual({});
+      // What a member streams comes on lines of its own, before the answers.
+      expect(c.received.filter((m) => m.method === 'notifications/progress' && m.params.progressToken === 'p2').length).toBeGreaterThan(0);
+      expect(c.received.filter((m) => typeof m.id === 'string' && m.id.startsWith('b'))).toEqual([]);
+      // A batch of notifications only is taken with no answer; the session goes on.
+      c.send(JSON.stringify([{ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'y', progress: 1 } }]));
+      expect((await c.request({ jsonrpc: '2.0', id: 'after', method: 'ping' })).result).toEqual({});
+      // Once the client starts over at 2025-11-25, the hub (not the bridge) refuses a batch, as over HTTP.
+      expect((await c.request(init('j', '2025-11-25'))).result.protocolVersion).toBe('2025-11-25');
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      c.send(JSON.stringify([{ jsonrpc: '2.0', id: 'late', method: 'ping' }]));
+      const refused = await c.next((m) => m.error?.code === -32600);
+      expect(refused.id).toBeUndefined();
+      expect(c.nonProtocolLines.filter((l) => l.startsWith('['))).toHaveLength(1);
+      // EOF: the bridge ends its session (DELETE), so the daemon holds none of it for later tests.
+      c.endInput();
+      expect(await c.exited).toBe(0);
+    } finally {
+      c.kill();
+    }
+  });
 });
 
 describe('connect bridges a modern client (SDK v2, auto negotiation)', () => {
