@@ -110,8 +110,9 @@ export function legacyContext(session: LegacySession, req: Request, ex: Exchange
         timeoutMs: limits.inputTimeoutMs,
         // Over HTTP the question travels on this POST's answer stream: once its connection
         // closes the question is withdrawn and the call ends, unless the stream is resumable
-        // and its client reconnects in time (LegacySession.ask).
-        gone: ex.transport === 'http' ? ex.closed : undefined,
+        // and its client reconnects in time (LegacySession.ask). Over stdio the answer can
+        // come only on stdin: once it ends, the same.
+        gone: ex.transport === 'http' ? ex.closed : ex.inputEnded,
         end: (why) => call?.abort(why),
       }),
   };

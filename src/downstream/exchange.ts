@@ -24,6 +24,11 @@ export interface Exchange {
   reply(msg: object | undefined, status?: number, headers?: Record<string, string>): void;
   /** Fires when the sender goes away before the answer (modern: that is cancellation). */
   readonly closed: Signal;
+  /**
+   * stdio: fires when the client's stdin ends, the only way its answer to a question put to it
+   * could come (its reason says so). HTTP has none: `closed` is the question's stream there.
+   */
+  readonly inputEnded?: Signal;
   /** When the credential that sent this stops working (epoch ms): a stream it opens ends then. */
   readonly credentialExpiresAt?: number;
   /** The API key that sent this (its configured hash; see Identity.key). */

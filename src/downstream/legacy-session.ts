@@ -19,7 +19,10 @@ export interface AskingCall {
   readonly timeoutMs?: number;
   /** Aborts when the upstream that asked withdraws the question (or its call ended): withdrawn at the client too, the call goes on. */
   readonly withdrawn?: Signal;
-  /** Aborts when the connection that carries the question closes (an HTTP POST's answer stream). */
+  /**
+   * Aborts when the connection that carries the question closes (an HTTP POST's answer stream),
+   * or when the client can no longer answer (stdio: its stdin ended; the reason, a string, says so).
+   */
   readonly gone?: Signal;
   /** Ends the call: the question timed out (InputTimeoutError) or can no longer be answered. */
   end(why: Error): void;
@@ -155,8 +158,9 @@ export class LegacySession {
       };
       const onGone = (): void => {
         if (unwatch !== undefined) return; // a resumable stream: onConnection decides
-        const err = new AnswerStreamClosedError(req.method);
-        if (withdraw('the stream that carried it closed', err)) call!.end(err);
+        const how = call?.gone?.reason;
+        const err = typeof how === 'string' ? new AnswerStreamClosedError(req.method, undefined, undefined, how) : new AnswerStreamClosedError(req.method);
+        if (withdraw(typeof how === 'string' ? how : 'the stream that carried it closed', err)) call!.end(err);
       };
       const onConnection = (connected: boolean): void => {
         if (connected) grace = void clearTimeout(grace);
@@ -289,11 +293,14 @@ export class SessionEndedError extends CancelledError {
 export class AnswerStreamClosedError extends CancelledError {
   /**
    * `graceMs`: the stream was resumable, and its client did not reconnect within it;
-   * `timeoutMs`: it did not reconnect before its time to answer ran out, within the grace.
+   * `timeoutMs`: it did not reconnect before its time to answer ran out, within the grace;
+   * `ended`: what else made an answer impossible (stdio: the client closed its input).
    */
-  constructor(method: string, graceMs?: number, timeoutMs?: number) {
+  constructor(method: string, graceMs?: number, timeoutMs?: number, ended?: string) {
     super(
-      timeoutMs !== undefined
+      ended !== undefined
+        ? `${ended} while it was asked ${method}, so no answer can come`
+        : timeoutMs !== undefined
         ? `the client's answer stream closed while it was asked ${method}, and the client did not reconnect before its time to answer (${timeoutMs} ms) ran out`
         : graceMs === undefined
           ? `the client's answer stream closed while it was asked ${method}; that stream cannot be resumed, so no answer can come`

@@ -43,6 +43,9 @@ const CLIENT_GONE = 'the client went away: its end of stdout was closed while th
 /** Why a request read but never served (held behind an initialize, or read once stopped) got no answer when stdout broke. */
 const UNSERVED_CLIENT_GONE = 'the client went away: its end of stdout was closed before the request was served';
 
+/** What a question put to the client is withdrawn with once stdin ends. */
+const INPUT_ENDED = 'the client closed its input (stdin)';
+
 /** One open exchange: an answer still owed, or a modern listen stream still open. */
 interface Open {
   closed: Canceller;
@@ -455,6 +458,7 @@ export class StdioServer {
       requestBytes: bytes,
       sink: out,
       closed: closed.signal,
+      inputEnded: this.inputGone.signal,
       reply: (msg) => {
         if (answered) return;
         answered = true;
@@ -518,6 +522,9 @@ export class StdioServer {
   /** stdin ended (EOF, or it failed): the client asked the hub to stop. */
   inputEnded = false;
 
+  /** Fires as stdin ends: a question put to the client then can never be answered (Exchange.inputEnded). */
+  private readonly inputGone = new Canceller();
+
   /** stdout broke (EPIPE): the client went away, which stopped the server. */
   get outputClosed(): boolean {
     return this.outClosed;
@@ -526,6 +533,7 @@ export class StdioServer {
   /** stdin ended: let answers in progress finish (bounded), then stop. */
   private async onEnd(): Promise<void> {
     this.inputEnded = true;
+    this.inputGone.abort(INPUT_ENDED);
     // Once reading stopped (stopReading), a line begun before is no request read: its end at
     // EOF made it one, answered as the ledger closed or had closed, its row lost.
     if (!this.deaf) this.reader.end();

@@ -891,3 +891,45 @@ describe('a client that closes stdout while `switchyard stdio` stops, and then s
     }
   }, 30_000);
 });
+
+describe('a legacy client that closes stdin while the hub waits for its answer to a question', () => {
+  // Its stdin was the only way an answer could come, yet the question stayed open: the call
+  // waited out the whole drain (listen.drainTimeoutMs) and was then ended as the hub stopping
+  // (`unavailable`), however long the drain. Now the question is withdrawn at EOF and the call
+  // ends at once, recorded cancelled (the client went away).
+  it('has the question withdrawn and its call ended at once, not held for the drain', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-eof-ask-'));
+    const file = join(d, 'hub.config.json');
+    const servers = {
+      everything: { command: join(ROOT, 'node_modules/.bin/mcp-server-everything'), args: ['stdio'] },
+      modern: nodeServer('test/fixtures/translation/ask-all-modern.mjs'),
+    };
+    writeFileSync(file, JSON.stringify({ ledger: { path: join(d, 'ledger.db') }, listen: { drainTimeoutMs: 60_000 }, servers }));
+    const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    try {
+      const caps = { sampling: {}, elicitation: {} };
+      await c.request({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: caps, clientInfo: { name: 'leaver', version: '1' } } }, 30_000);
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      // A legacy server's request relayed (sampling), and a modern server's input_required turned into one (elicitation).
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'legacy', method: 'tools/call', params: { name: 'everything__trigger-sampling-request', arguments: { prompt: 'hi' } } }));
+      const sampling = await c.next((m) => m.method === 'sampling/createMessage', 30_000);
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'modern', method: 'tools/call', params: { name: 'modern__write', arguments: { key: 'k' } } }));
+      const elicit = await c.next((m) => m.method === 'elicitation/create', 30_000);
+      const t0 = Date.now();
+      c.endInput();
+      expect(await c.exited).toBe(0);
+      expect(Date.now() - t0).toBeLessThan(20_000);
+      const withdrawn = c.received.filter((m) => m.method === 'notifications/cancelled').map((m) => m.params.requestId);
+      expect(withdrawn.sort()).toEqual([sampling.id, elicit.id].sort());
+      for (const id of ['legacy', 'modern']) expect(c.received.find((m) => m.id === id)?.error?.message, id).toMatch(/closed its input/);
+      const rows = await waitForRows(join(d, 'ledger.db'), { method: 'tools/call' }, (r) => r.length === 2);
+      expect(rows.map((r) => [r.requestId, r.outcome, r.errorMessage]).sort()).toEqual([
+        ['legacy', 'cancelled', expect.stringMatching(/closed its input/)],
+        ['modern', 'cancelled', expect.stringMatching(/closed its input/)],
+      ]);
+      expect(c.nonProtocolLines).toEqual([]);
+    } finally {
+      c.kill();
+    }
+  }, 90_000);
+});
