@@ -285,6 +285,21 @@ describe('the raw line protocol of switchyard stdio', () => {
     expect(r.result).toEqual({ content: [{ type: 'text', text: 'echo:old' }] });
   });
 
+  it('answers a resources/read, subscribe or unsubscribe without a string uri with -32602 (invalid params), not as a resource not found', async () => {
+    for (const [i, [method, params]] of ([
+      ['resources/read', {}],
+      ['resources/subscribe', {}],
+      ['resources/unsubscribe', { uri: 7 }],
+      ['resources/read', { uri: null, _meta: META }],
+    ] as const).entries()) {
+      const r = await c.request({ jsonrpc: '2.0', id: `nouri${i}`, method, params });
+      expect(r.error, `${method} ${JSON.stringify(params)}`).toMatchObject({ code: -32602, message: expect.stringMatching(/uri/) });
+      expect(r.error.data).toBeUndefined();
+    }
+    const rows = await waitForRows(join(d, 'ledger.db'), {}, (rs) => [0, 1, 2, 3].every((i) => rs.some((x) => x.requestId === `nouri${i}`)));
+    expect(rows.filter((x) => String(x.requestId).startsWith('nouri')).map((x) => [x.outcome, x.errorCode])).toEqual(Array(4).fill(['rpc_error', -32602]));
+  });
+
   it('answers what is in flight at EOF, then exits 0, with nothing but protocol on stdout; a last line without its newline is read', async () => {
     c.send(JSON.stringify({ jsonrpc: '2.0', id: 'last', method: 'tools/call', params: { name: 'modern__slow', arguments: { ms: 300 }, _meta: META } }));
     // Clients that write their last message with end(json) leave out the newline: EOF ends the line.
