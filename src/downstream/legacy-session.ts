@@ -3,7 +3,7 @@ import { CancelledError, HubStoppingError, INTERNAL_ERROR, InputTimeoutError, ME
 import { idKey, type Id, type Response } from '../protocol/jsonrpc.js';
 import type { ClientCapabilities, Implementation, InputRequest, LoggingLevel } from '../protocol/types.js';
 import type { MessageSink } from './core.js';
-import type { Canceller, Signal } from '../cancel.js';
+import { reasonOf, type Canceller, type Signal } from '../cancel.js';
 import { KeyedTable } from '../keyed-table.js';
 import { monotonicNow } from '../monotonic.js';
 import type { SessionStreams } from './resumable.js';
@@ -149,7 +149,8 @@ export class LegacySession {
         return true;
       };
       // The call that asked is cancelled: so is our question to the client (digest §6.1).
-      const onAbort = (): void => void withdraw('the request that asked was cancelled', new CancelledError());
+      // Rejected with why it was: the asker (a modern upstream's round) ends the call with this.
+      const onAbort = (): void => void withdraw('the request that asked was cancelled', new CancelledError(reasonOf(call!.signal)));
       // Whoever withdraws it may say why (the call that asked ended, say); else it was the server.
       const onWithdrawn = (): void => {
         const why = call?.withdrawn?.reason;
@@ -264,12 +265,13 @@ export class LegacySession {
    */
   close(stopping?: HubStoppingError | CancelledError): void {
     this.ended = true;
-    // The hub's stop ends the calls first: one waiting for its client's answer to a question then
-    // ends as stopped (its row unavailable), not with the question's 'session closed'.
-    if (stopping) for (const c of this.inflight.values()) c.abort(stopping);
+    // The calls end first: one waiting for its client's answer to a question then ends as the
+    // session's end or the hub's stop says (its row cancelled, or unavailable), not with the
+    // question's 'session closed', which a modern upstream's round failed with first (rpc_error).
+    const why = stopping ?? new SessionEndedError();
+    for (const c of this.inflight.values()) c.abort(why);
     for (const p of this.pending.values()) p.reject(new RpcError(-32603, 'session closed'));
     this.pending.clear();
-    for (const c of this.inflight.values()) c.abort(stopping ?? new SessionEndedError());
     this.inflight.clear();
   }
 }

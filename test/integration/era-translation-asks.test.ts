@@ -16,7 +16,10 @@ import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 import { META_CAPS, modernBody, modernHeaders, modernMeta, post, waitForReady, type Json } from '../helpers/wire.js';
 import { legacyUser, modernUser, textOf, USER_CAPABILITIES } from '../fixtures/translation/peers.js';
-import { queryRows } from './ledger-helpers.js';
+import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { queryRows, waitForRows } from './ledger-helpers.js';
 
 const LEGACY = 'test/fixtures/translation/ask-all-legacy.mjs';
 const MODERN = 'test/fixtures/translation/ask-all-modern.mjs';
@@ -160,5 +163,29 @@ describe('a modern client’s keyed write whose upstream asks first', () => {
     expect(outcome(resent.id)).toBe('replayed');
     expect(rows.filter((r) => r.outcome === 'ok')).toHaveLength(1);
     expect(rows.map((r) => r.outcome).sort()).toEqual(twin.id === twinDone.id ? ['input_required', 'ok', 'replayed', 'replayed'] : ['input_required', 'input_required', 'ok', 'replayed', 'replayed']);
+  });
+});
+
+describe('a legacy client whose session ends (DELETE) while it is asked a question', () => {
+  // The session's end rejected the question ('session closed') before it ended the calls: a
+  // modern upstream's round failed with that first, and the row said rpc_error -32603 "session
+  // closed", where a legacy upstream's call, ended by the session, was cancelled.
+  it.each(UPSTREAMS)('has the call that asked (%s) recorded cancelled, whichever era its server speaks', async (up) => {
+    const client = new ClientV1({ name: `leaver-${up}`, version: '1' }, { capabilities: USER_CAPABILITIES });
+    const transport = new TransportV1(new URL(hub.url));
+    let asked!: () => void;
+    const isAsked = new Promise<void>((r) => (asked = r));
+    // Never answered: the session ends while the question is open.
+    client.setRequestHandler(ElicitRequestSchema, () => (asked(), new Promise<never>(() => undefined)));
+    await client.connect(transport);
+    const key = `leave-${up}`;
+    const call = client.callTool({ name: `${up}__write`, arguments: { key } }).catch((err: Error) => err);
+    await isAsked;
+    await transport.terminateSession();
+    await call;
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { method: 'tools/call', tool: `${up}__write` }, (r) => r.some((x) => x.clientName === `leaver-${up}`));
+    const row = rows.find((x) => x.clientName === `leaver-${up}`)!;
+    expect([row.outcome, row.errorMessage]).toEqual(['cancelled', 'the client session ended while the request was in flight']);
+    await client.close();
   });
 });
