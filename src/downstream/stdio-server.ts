@@ -533,10 +533,12 @@ export class StdioServer {
   /** stdin ended: let answers in progress finish (bounded), then stop. */
   private async onEnd(): Promise<void> {
     this.inputEnded = true;
-    this.inputGone.abort(INPUT_ENDED);
     // Once reading stopped (stopReading), a line begun before is no request read: its end at
     // EOF made it one, answered as the ledger closed or had closed, its row lost.
     if (!this.deaf) this.reader.end();
+    // After the last line (one without its newline may be an answer): questions still open now
+    // can never be answered.
+    this.inputGone.abort(INPUT_ENDED);
     if (this.stopped) return;
     if (this.pending.size > 0) this.log.info({ inFlight: this.pending.size, drainMs: this.opts.drainMs }, 'stdin closed: what is in flight may answer before the hub stops');
     await this.drain();

@@ -947,4 +947,24 @@ describe('a legacy client that closes stdin while the hub waits for its answer t
       c.kill();
     }
   }, 90_000);
+
+  it('still takes the answer the client wrote last, without its newline, right before EOF', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-eof-answer-'));
+    const file = join(d, 'hub.config.json');
+    const servers = { everything: { command: join(ROOT, 'node_modules/.bin/mcp-server-everything'), args: ['stdio'] } };
+    writeFileSync(file, JSON.stringify({ ledger: { path: join(d, 'ledger.db') }, servers }));
+    const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    try {
+      await c.request({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: { sampling: {} }, clientInfo: { name: 'last-word', version: '1' } } }, 30_000);
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'ask', method: 'tools/call', params: { name: 'everything__trigger-sampling-request', arguments: { prompt: 'hi' } } }));
+      const q = await c.next((m) => m.method === 'sampling/createMessage', 30_000);
+      c.proc.stdin!.end(JSON.stringify({ jsonrpc: '2.0', id: q.id, result: { role: 'assistant', content: { type: 'text', text: 'parting words' }, model: 'm' } }));
+      expect(await c.exited).toBe(0);
+      expect(JSON.stringify(c.received.find((m) => m.id === 'ask')?.result)).toContain('parting words');
+      expect(c.received.filter((m) => m.method === 'notifications/cancelled')).toEqual([]);
+    } finally {
+      c.kill();
+    }
+  }, 60_000);
 });
