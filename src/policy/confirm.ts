@@ -1,8 +1,8 @@
 import type { ServerConfig } from '../config/types.js';
 import { effectiveAnnotations } from '../catalog/annotations.js';
-import { redact } from '../ledger/redact.js';
 import { compileGlob, type Matcher } from './glob.js';
 import { baseName } from '../catalog/names.js';
+import { argumentSummary } from './confirm-summary.js';
 
 export interface ConfirmPolicy {
   /** Globs over hub tool names that always need the user's confirmation. */
@@ -38,10 +38,9 @@ export class Confirmer {
     return a.readOnlyHint !== true && a.destructiveHint !== false;
   }
 
-  /** The elicitation the hub sends: the tool and a short, redacted summary of its arguments. */
+  /** The elicitation the hub sends: the tool and its arguments, every one in sight (confirm-summary.ts). */
   request(hubName: string, args: unknown): { method: 'elicitation/create'; params: Record<string, unknown> } {
-    let summary = JSON.stringify(redact(args ?? {})) ?? '{}';
-    if (summary.length > 400) summary = summary.slice(0, 400) + '…';
+    const summary = argumentSummary(args);
     return {
       method: 'elicitation/create',
       params: {
