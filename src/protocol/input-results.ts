@@ -82,22 +82,40 @@ export function fileRootsOnly(value: Record<string, unknown>): { result: Record<
 export const RELATED_TASK = 'io.modelcontextprotocol/related-task';
 
 /**
+ * Who a relayed question is said to come from: the server's id, unless the config trusts the
+ * server (`"trust": "trusted"`, such as a hub behind this one, which names its own servers).
+ */
+export function askerOf(server: { id: string; config: { trust: string } }): string | undefined {
+  return server.config.trust === 'trusted' ? undefined : server.id;
+}
+
+/** An untrusted server's elicitation message as the user is shown it: `[<server id>] <message>`. */
+export function namedAsker(asker: string, message: string): string {
+  return `[${asker}] ${message}`;
+}
+
+/**
  * A server's request as the hub puts it to a client: a sampling request's `includeContext`
  * other than "none" left out (the schemas' default). The hub declares `sampling.context` to no
  * upstream, and a client that honoured it anyway would attach the context of its server — the
  * hub, so every upstream's — or of all its servers, for the one upstream that asked. Its
  * `_meta` related-task left out too: the hub offers its clients no tasks, so the task it names
  * is one the hub runs itself for the client (legacy-task.ts), which the client never saw and
- * cannot ask about (the hub routes the answer by its own request id, not by the task). The
- * request itself when there is nothing to leave out.
+ * cannot ask about (the hub routes the answer by its own request id, not by the task). And, when
+ * `asker` is given (the id of the untrusted server asking, askerOf), an elicitation's message
+ * says which server asks: behind the hub every question seems the hub's, and the user judges a
+ * question (a token asked for, a URL to open) by who asks it. The request itself when there is
+ * nothing to change.
  */
-export function relayedInput<R extends { method: string; params?: Record<string, unknown> }>(req: R): R {
+export function relayedInput<R extends { method: string; params?: Record<string, unknown> }>(req: R, asker?: string): R {
   const ctx = req.params?.includeContext;
   const dropContext = req.method === 'sampling/createMessage' && ctx !== undefined && ctx !== 'none';
   const meta = req.params?._meta;
   const dropTask = isObj(meta) && Object.hasOwn(meta, RELATED_TASK);
-  if (!dropContext && !dropTask) return req;
+  const name = asker !== undefined && req.method === 'elicitation/create' && typeof req.params?.message === 'string';
+  if (!dropContext && !dropTask && !name) return req;
   const params = { ...req.params! };
+  if (name) params.message = namedAsker(asker!, params.message as string);
   if (dropContext) delete params.includeContext;
   if (dropTask) {
     const rest = withoutRelatedTask(meta);
@@ -131,12 +149,12 @@ export function relayedNotice(params: Record<string, unknown>): Record<string, u
 }
 
 /** `inputRequests` with each entry as relayedInput leaves it: the same object when none changes. */
-export function relayedInputs(requests: unknown): unknown {
+export function relayedInputs(requests: unknown, asker?: string): unknown {
   if (!isObj(requests)) return requests;
   let out: Record<string, unknown> | undefined;
   for (const [k, r] of Object.entries(requests)) {
     if (!isObj(r) || typeof r.method !== 'string') continue;
-    const relayed = relayedInput(r as { method: string; params?: Record<string, unknown> });
+    const relayed = relayedInput(r as { method: string; params?: Record<string, unknown> }, asker);
     if (relayed === r) continue;
     out ??= { ...requests };
     setField(out, k, relayed);

@@ -3,6 +3,7 @@ import type { AuditSink } from '../ledger/sink.js';
 import type { AuditBegin, AuditEnd } from '../ledger/types.js';
 import { INVALID_PARAMS, RpcError } from '../protocol/errors.js';
 import { copyOf } from '../protocol/copy.js';
+import { askerOf } from '../protocol/input-results.js';
 import { resultJson } from '../protocol/serialized.js';
 import { LEGACY, MODERN } from '../protocol/era.js';
 import type { CallOptions, Upstream } from '../upstream/types.js';
@@ -188,6 +189,7 @@ export function callOptions(ctx: CallContext, server: ServerHandle, stop?: Signa
     logScope: ctx.sessionKey,
     principal: ctx.principal,
     onServerRequest: ctx.askClient,
+    asker: askerOf(server),
     onElicitationComplete: ctx.onElicitationComplete,
     exclusive: canBeAsked(ctx.clientCapabilities),
     clientCapabilities: relayedCapabilities(ctx.clientCapabilities),

@@ -7,7 +7,7 @@ import type { CallOptions } from '../upstream/types.js';
 import type { CallContext } from './context.js';
 import { CONFIRM_KEY, verdict } from '../policy/confirm.js';
 import { InputBridge, InputCollector, missingCapability } from './input-bridge.js';
-import { inputRequestsProblem, MAX_OPEN_ASKS, relayedInputs } from '../protocol/input-results.js';
+import { askerOf, inputRequestsProblem, MAX_OPEN_ASKS, relayedInput, relayedInputs } from '../protocol/input-results.js';
 import { RequestStateSealer, StateError, type Binding, type StateBody } from './request-state.js';
 import { Canceller, type Signal } from '../cancel.js';
 import { asTask } from './legacy-task.js';
@@ -105,7 +105,7 @@ export class Mrtr {
     collector.targets = { onProgress: opts.onProgress, onLog: opts.onLog };
     if (opts.onProgress) callOpts.onProgress = (p) => collector.targets.onProgress?.(p);
     if (opts.onLog) callOpts.onLog = (l) => collector.targets.onLog?.(l);
-    const run = ended(withUrlSteps(() => body(callOpts, collector), collector, bind.method), collector);
+    const run = ended(withUrlSteps(() => body(callOpts, collector), collector, bind.method, askerOf(server)), collector);
     return this.bridge.settle(run, collector, abort, bind);
   }
 
@@ -154,7 +154,7 @@ export class Mrtr {
             `server "${server.id}" answered with a requestState of ${up?.length ?? 0} characters, ${sealed.length} once sealed for the client: more than a request to this hub may carry (listen.maxBodyBytes, ${this.maxRequestBytes} bytes), so it could never come back`,
           );
         const forwarded: Result = { ...r, requestState: sealed };
-        if (r.inputRequests !== undefined) forwarded.inputRequests = relayedInputs(r.inputRequests);
+        if (r.inputRequests !== undefined) forwarded.inputRequests = relayedInputs(r.inputRequests, askerOf(server));
         return forwarded;
       }
       if (!ctx.askClient) throw new UnfinishedTurnError(INTERNAL_ERROR, 'the upstream needs input from the user and this client cannot be asked');
@@ -165,7 +165,7 @@ export class Mrtr {
       if (round >= MAX_ROUNDS) throw new UnfinishedTurnError(INTERNAL_ERROR, `the upstream still needed input after ${MAX_ROUNDS} rounds`);
       let inputResponses: Result;
       try {
-        inputResponses = await this.askAll(relayedInputs(r.inputRequests), ctx.askClient);
+        inputResponses = await this.askAll(relayedInputs(r.inputRequests, askerOf(server)), ctx.askClient);
       } catch (err) {
         if (p.task === undefined) dismissUpstream(method, server, params, r, opts);
         // Withdrawn by the hub's stop (close()), not ended by the call's own signal (its client,
@@ -320,13 +320,13 @@ export function awaitsUrlSteps(err: unknown, ctx: CallContext, server: ServerHan
  * them all, the original request is issued again (digest §5.3 A.7). Anything but accept ends
  * the call: a tool error for tools/call, an error otherwise (-32042 is retired for modern clients).
  */
-function withUrlSteps(call: () => Promise<Result>, collector: InputCollector, method: string): Promise<Result> {
+function withUrlSteps(call: () => Promise<Result>, collector: InputCollector, method: string, asker: string | undefined): Promise<Result> {
   // The usual call never fails this way: only a failure enters the rounds.
-  return onFailure(call, (err) => urlStepRounds(err, call, collector, method));
+  return onFailure(call, (err) => urlStepRounds(err, call, collector, method, asker));
 }
 
 /** The rounds after the first attempt failed with `first`. */
-async function urlStepRounds(first: unknown, call: () => Promise<Result>, collector: InputCollector, method: string): Promise<Result> {
+async function urlStepRounds(first: unknown, call: () => Promise<Result>, collector: InputCollector, method: string, asker: string | undefined): Promise<Result> {
   let err = first;
   for (let round = 0; ; round++) {
     const steps = urlSteps(err);
@@ -337,7 +337,7 @@ async function urlStepRounds(first: unknown, call: () => Promise<Result>, collec
       if (method === 'tools/call') return { content: [{ type: 'text', text: why }], isError: true };
       throw new RpcError(INTERNAL_ERROR, why);
     }
-    const answers = await Promise.all(steps.map((params) => collector.ask({ method: 'elicitation/create', params })));
+    const answers = await Promise.all(steps.map((params) => collector.ask(relayedInput({ method: 'elicitation/create', params }, asker))));
     const refused = answers.find((a) => a.action !== 'accept');
     if (refused) {
       const why = `the upstream needs the user to complete a step at a URL, and the user answered "${String(refused.action)}"`;

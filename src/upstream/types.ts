@@ -117,6 +117,11 @@ export interface CallOptions {
    */
   onServerRequest?: AskClient;
   /**
+   * The server named in the message of each elicitation it asks the client (relayedInput): its
+   * id when it is untrusted (protocol/input-results.ts, askerOf); absent, the message is its own.
+   */
+  asker?: string;
+  /**
    * A legacy upstream's notifications/elicitation/complete for a URL-mode elicitation this call
    * relayed (found by its elicitationId). Absent: dropped.
    */

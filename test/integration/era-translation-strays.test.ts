@@ -42,7 +42,7 @@ describe('a legacy client\'s stray MRTR fields never reach a modern upstream', (
     asked.length = 0;
     const r = (await client.request({ method: 'tools/call', params: { name: 'ms__elicit_form', arguments: { who: 'Ada' }, inputResponses: FORGED } as never }, CallToolResultSchema)) as Json;
     expect(textOf(r)).toBe('action=accept content={"name":"the user"}');
-    expect(asked).toEqual(['Hello Ada, what is your name?']);
+    expect(asked).toEqual(['[ms] Hello Ada, what is your name?']);
   });
 
   it('tools/call with a requestState (and inputResponses): a first round, the user asked', async () => {
@@ -52,7 +52,7 @@ describe('a legacy client\'s stray MRTR fields never reach a modern upstream', (
       CallToolResultSchema,
     )) as Json;
     expect(textOf(r)).toBe('action=accept content={"name":"the user"}');
-    expect(asked).toEqual(['Hello Bo, what is your name?']);
+    expect(asked).toEqual(['[ms] Hello Bo, what is your name?']);
   });
 
   it('prompts/get and resources/read: the same', async () => {
@@ -62,6 +62,6 @@ describe('a legacy client\'s stray MRTR fields never reach a modern upstream', (
     const uri = 'consent://modern-stdio/doc';
     const d = (await client.request({ method: 'resources/read', params: { uri, inputResponses: FORGED, requestState: 'made-up' } as never }, ReadResourceResultSchema)) as Json;
     expect((d.contents as { text: string }[])[0]!.text).toMatch(/^doc for the user /);
-    expect(asked).toEqual(['Whom shall I greet?', 'Who is reading?']);
+    expect(asked).toEqual(['[ms] Whom shall I greet?', '[ms] Who is reading?']);
   });
 });

@@ -47,7 +47,7 @@ describe.each(UPSTREAMS)('two users eliciting at once on $id ($era over $transpo
       for (const u of users) {
         const me = u.label.split(' ').at(-1)!;
         expect(u.asks).toHaveLength(ROUNDS);
-        for (const a of u.asks) expect(a.params.message).toBe(`Hello ${me}, what is your name?`);
+        for (const a of u.asks) expect(a.params.message).toBe(`[${up.id}] Hello ${me}, what is your name?`);
       }
     } finally {
       await Promise.all(users.map((u) => u.close()));

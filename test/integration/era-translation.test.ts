@@ -53,7 +53,7 @@ for (const c of CLIENTS) {
         expect(user.asks).toHaveLength(1);
         expect(user.asks[0]).toMatchObject({
           method: 'elicitation/create',
-          params: { message: 'Hello Grace, what is your name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } } } },
+          params: { message: `[${up.id}] Hello Grace, what is your name?`, requestedSchema: { type: 'object', properties: { name: { type: 'string' } } } },
         });
       });
 
@@ -114,7 +114,7 @@ for (const c of CLIENTS) {
         expect(textOf(r)).toBe('url action=accept content=null');
         expect(user.asks).toHaveLength(1);
         const p = user.asks[0].params;
-        expect(p).toMatchObject({ mode: 'url', message: 'Please sign in', url: expect.stringMatching(/^https:\/\/auth\.example\.test\/start/) });
+        expect(p).toMatchObject({ mode: 'url', message: `[${up.id}] Please sign in`, url: expect.stringMatching(/^https:\/\/auth\.example\.test\/start/) });
         // Legacy URL elicitations carry an elicitationId (the hub invents one for a modern
         // upstream); modern ones never do (digest §5.1).
         if (c.era === 'legacy') expect(p.elicitationId).toEqual(expect.any(String));
@@ -145,7 +145,7 @@ for (const c of CLIENTS) {
             expect(user.asks).toHaveLength(1);
             expect(user.asks[0]).toEqual({
               method: 'elicitation/create',
-              params: { mode: 'url', message: `Authorize ticket ${ticket}`, url: `https://auth.example.test/ticket/${ticket}` },
+              params: { mode: 'url', message: `[${up.id}] Authorize ticket ${ticket}`, url: `https://auth.example.test/ticket/${ticket}` },
             });
             // Declining the URL step ends the call with a tool error; nothing is re-issued.
             user.script.elicit = () => ({ action: 'decline' });
@@ -162,7 +162,7 @@ for (const c of CLIENTS) {
         user.script.elicit = () => ({ action: 'accept', content: { answer: `a${++n}` } });
         const r = await user.callTool(tool('three_rounds'));
         expect(textOf(r)).toBe('answers=a1,a2,a3');
-        expect(user.asks.map((a) => a.params.message)).toEqual(['Question 1 of 3', 'Question 2 of 3', 'Question 3 of 3']);
+        expect(user.asks.map((a) => a.params.message)).toEqual(['Question 1 of 3', 'Question 2 of 3', 'Question 3 of 3'].map((q) => `[${up.id}] ${q}`));
       });
 
       it('on the wire, the client saw its own era’s mechanism', async () => {
@@ -187,7 +187,7 @@ for (const c of CLIENTS) {
           for (let i = 0; i < 3; i++) {
             expect(results[i]).toMatchObject({ resultType: 'input_required', requestState: expect.stringMatching(/^sy1\./) });
             const reqs = results[i].inputRequests as Record<string, Json>;
-            expect(Object.values(reqs)).toEqual([{ method: 'elicitation/create', params: expect.objectContaining({ message: `Question ${i + 1} of 3` }) }]);
+            expect(Object.values(reqs)).toEqual([{ method: 'elicitation/create', params: expect.objectContaining({ message: `[${up.id}] Question ${i + 1} of 3` }) }]);
             // The retry echoes the state byte-exact and answers under the same key.
             const retry = exchanges[i + 1].request.params as Json;
             expect(retry.requestState).toBe(results[i].requestState);
@@ -212,7 +212,7 @@ describe.each(['ms', 'mh'])('rounds are bounded (legacy client → modern upstre
         (e: { code?: number; message?: string }) => e,
       );
       expect(err).toMatchObject({ code: -32603, message: expect.stringMatching(/still needed input after 10 rounds/) });
-      expect(user.asks.map((a) => a.params.message)).toEqual(Array.from({ length: 10 }, (_, i) => `Round ${i + 1}`));
+      expect(user.asks.map((a) => a.params.message)).toEqual(Array.from({ length: 10 }, (_, i) => `[${id}] Round ${i + 1}`));
     } finally {
       await user.close();
     }

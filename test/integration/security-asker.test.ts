@@ -1,0 +1,78 @@
+/**
+ * Whose question the user is shown. Behind the hub every elicitation seems to come from the
+ * hub, one server to the client, so an untrusted upstream could ask in the hub's name or
+ * another server's ("Switchyard needs your GitHub token again"), and the user, who is to judge
+ * a question by who asks it, could not tell. The hub says which server asks, `[<id>] …`, in
+ * every message it relays from an untrusted server, whatever the eras; a trusted server's (a
+ * hub behind this one, which says so itself) pass as they are. Real peers: the translation
+ * fixtures (SDK v1 legacy, SDK v2 modern) over stdio, SDK clients of both eras.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { waitForReady } from '../helpers/wire.js';
+import { LEGACY_FIXTURE, MODERN_FIXTURE, legacyUser, modernUser, textOf, type User } from '../fixtures/translation/peers.js';
+
+const SERVERS = [
+  { id: 'ls', fixture: LEGACY_FIXTURE, trusted: false },
+  { id: 'ms', fixture: MODERN_FIXTURE, trusted: false },
+  { id: 'lt', fixture: LEGACY_FIXTURE, trusted: true },
+  { id: 'mt', fixture: MODERN_FIXTURE, trusted: true },
+] as const;
+
+describe('the server that asks the user is named in its question', () => {
+  let hub: HubProcess;
+
+  beforeAll(async () => {
+    hub = await startHub({
+      servers: Object.fromEntries(SERVERS.map((s) => [s.id, { ...nodeServer(s.fixture, [], { SERVER_NAME: s.id }), ...(s.trusted ? { trust: 'trusted' } : {}) }])),
+    });
+    await waitForReady(hub.url, SERVERS.map((s) => s.id));
+  }, 60_000);
+
+  afterAll(async () => {
+    await hub?.stop();
+  });
+
+  for (const era of ['legacy', 'modern'] as const) {
+    describe(`${era} client`, () => {
+      let user: User;
+      beforeAll(async () => {
+        user = await (era === 'legacy' ? legacyUser : modernUser)(hub.url, `asker-${era}`);
+      });
+      afterAll(async () => {
+        await user?.close();
+      });
+
+      for (const s of SERVERS) {
+        const said = (message: string) => (s.trusted ? message : `[${s.id}] ${message}`);
+
+        it(`${s.trusted ? 'a trusted' : 'an untrusted'} ${s.fixture === LEGACY_FIXTURE ? 'legacy' : 'modern'} server (${s.id}): a form ${s.trusted ? 'passes as it asked it' : 'names it'}, and its answer reaches it`, async () => {
+          user.asks.length = 0;
+          user.script.elicit = () => ({ action: 'accept', content: { name: 'Ada' } });
+          const r = await user.callTool(`${s.id}__elicit_form`, { who: 'Grace' });
+          expect(textOf(r)).toBe('action=accept content={"name":"Ada"}');
+          expect(user.asks).toHaveLength(1);
+          expect(user.asks[0]!.params.message).toBe(said('Hello Grace, what is your name?'));
+        });
+
+        it(`${s.trusted ? 'a trusted' : 'an untrusted'} ${s.fixture === LEGACY_FIXTURE ? 'legacy' : 'modern'} server (${s.id}): so does a URL-mode question`, async () => {
+          user.asks.length = 0;
+          user.script.elicit = () => ({ action: 'accept' });
+          const r = await user.callTool(`${s.id}__elicit_url`);
+          expect(textOf(r)).toMatch(/^url action=accept/);
+          expect(user.asks).toHaveLength(1);
+          expect(user.asks[0]!.params).toMatchObject({ mode: 'url', message: said('Please sign in') });
+        });
+      }
+
+      if (era === 'modern')
+        it("an untrusted legacy server's steps at a URL (-32042), asked of a modern client, name it too", async () => {
+          user.asks.length = 0;
+          user.script.elicit = () => ({ action: 'accept' });
+          const r = await user.callTool('ls__elicit_url_required', { ticket: 't1' });
+          expect(textOf(r)).toBe('ticket t1 authorized');
+          expect(user.asks.map((a) => a.params.message)).toEqual(['[ls] Authorize ticket t1']);
+        });
+    });
+  }
+});
