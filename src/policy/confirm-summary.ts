@@ -32,12 +32,26 @@ function escaped(ch: string): string {
   return out;
 }
 
+const isHigh = (c: number): boolean => c >= 0xd800 && c <= 0xdbff;
+const isLow = (c: number): boolean => c >= 0xdc00 && c <= 0xdfff;
+
+/** Code points in `s`, counted without an array of them (a value may be megabytes long). */
+function codePoints(s: string): number {
+  let n = s.length;
+  for (let i = 1; i < s.length; i++) if (isLow(s.charCodeAt(i)) && isHigh(s.charCodeAt(i - 1))) n--;
+  return n;
+}
+
 function shortened(s: string): string {
   if (s.length <= STRING_SHOWN) return s;
-  // By code points, so that no character is cut in two.
-  const chars = Array.from(s);
-  if (chars.length <= STRING_SHOWN) return s;
-  return `${chars.slice(0, HEAD).join('')}…[${count(chars.length)} characters in all]…${chars.slice(-TAIL).join('')}`;
+  const n = codePoints(s);
+  if (n <= STRING_SHOWN) return s;
+  // Cut between characters, never inside a surrogate pair.
+  let head = s.slice(0, HEAD);
+  if (isHigh(head.charCodeAt(head.length - 1))) head = head.slice(0, -1);
+  let tail = s.slice(-TAIL);
+  if (isLow(tail.charCodeAt(0))) tail = tail.slice(1);
+  return `${head}…[${count(n)} characters in all]…${tail}`;
 }
 
 /** `v` (a redacted copy: no cycles, its depth bounded) with its long strings shortened. */
@@ -53,6 +67,6 @@ function shorten(v: unknown): unknown {
 export function argumentSummary(args: unknown): string {
   const text = (JSON.stringify(shorten(redact(args ?? {}))) ?? '{}').replace(INVISIBLE, escaped);
   if (text.length <= SUMMARY_MAX) return text;
-  const cut = /[\ud800-\udbff]/.test(text[SUMMARY_MAX - 1]!) ? SUMMARY_MAX - 1 : SUMMARY_MAX;
+  const cut = isHigh(text.charCodeAt(SUMMARY_MAX - 1)) ? SUMMARY_MAX - 1 : SUMMARY_MAX;
   return `${text.slice(0, cut)}… (${count(text.length - cut)} more characters of the arguments not shown)`;
 }
