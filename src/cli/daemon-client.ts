@@ -116,9 +116,9 @@ export function daemonBase(url: string | undefined, configFile: string): string 
   if (!existsSync(file) && configFile !== DEFAULT_CONFIG)
     throw new UsageError(`${configFile}: no such config file: give the config the daemon runs with, or its address with --url`);
   if (existsSync(file)) {
+    // As the daemon reads it (a byte-order mark is no reason to knock on another daemon's port).
+    const cfg = listenOf(file, configFile);
     try {
-      // As the daemon reads it (a byte-order mark is no reason to knock on another daemon's port).
-      const cfg = parseJsonText(readFileSync(file, 'utf8')) as { listen?: { host?: unknown; port?: unknown; admin?: { path?: unknown; host?: unknown; port?: unknown } } };
       if (typeof cfg.listen?.host === 'string' && !cfg.listen.host.includes('${')) host = cfg.listen.host;
       if (typeof cfg.listen?.port === 'number') port = cfg.listen.port;
       const admin = cfg.listen?.admin;
@@ -133,10 +133,38 @@ export function daemonBase(url: string | undefined, configFile: string): string 
         return withFallback(httpBase(adminHost, admin.port), httpBase(host, port));
       }
     } catch {
-      // an unreadable config: the defaults are the best guess; `doctor` reports the config itself
+      // the file gone since it was read (statSync): the address read so far is the best guess
     }
   }
   return httpBase(host, port);
+}
+
+/** The config file is there but gives no daemon address (listenOf): a usage error, exit 2. */
+export class NoAddressInConfig extends UsageError {}
+
+type ListenPart = { listen?: { host?: unknown; port?: unknown; admin?: { path?: unknown; host?: unknown; port?: unknown } } };
+
+/**
+ * The config file's JSON, for its listen address. A file that is there but says no address (not
+ * JSON, mid-edit; a folder; a listen.port that is no port) is a usage error: the default address
+ * guessed instead said "no switchyard daemon is running" (exit 3, "start one") of a daemon that
+ * runs elsewhere with the config as it was before the edit, and would be sent the admin key.
+ * The problem is located, never quoted (parseJsonText): the file may hold a literal secret.
+ */
+function listenOf(file: string, configFile: string): ListenPart {
+  const unknown = (why: string) =>
+    new NoAddressInConfig(`${configFile}: ${why}: the daemon's address is read from it; fix the file, or give the address with --url`);
+  let cfg: unknown;
+  try {
+    cfg = parseJsonText(readFileSync(file, 'utf8'));
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw unknown(code ? `cannot read it (${code})` : (e as Error).message);
+  }
+  if (typeof cfg !== 'object' || cfg === null || Array.isArray(cfg)) throw unknown('not a JSON object');
+  const port = (cfg as ListenPart).listen?.port;
+  if (port !== undefined && !(Number.isInteger(port) && (port as number) >= 0 && (port as number) <= 65535)) throw unknown('listen.port is no port number');
+  return cfg as ListenPart;
 }
 
 function httpBase(host: string, port: number): string {

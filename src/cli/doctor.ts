@@ -15,7 +15,7 @@ import { LedgerReader } from '../ledger/reader.js';
 import { serversAnswer, toolsAnswer } from './admin-answers.js';
 import { AdminKeyRefused, AdminListenerElsewhere, getJson, OtherProgramError } from './admin-request.js';
 import { ledgerDbPath, ledgerUnwritable, ledgerWriter, linkedLedger } from './ledger-lock.js';
-import { daemonBase, daemonOptions, NoDaemonError, type DaemonArgs } from './daemon-client.js';
+import { daemonBase, daemonOptions, NoAddressInConfig, NoDaemonError, type DaemonArgs } from './daemon-client.js';
 import { LOCAL_START_MS, lookLocally } from './local-catalog.js';
 import { ignoredSettings } from '../config/ignored-settings.js';
 import { Groups } from '../catalog/filters.js';
@@ -275,7 +275,16 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
     if (!(err instanceof ConfigError)) throw err;
     for (const p of configProblemLines(err, configFile)) findings.push({ level: 'fail', check: 'config', message: err.missing ? `${configFile}: ${p}` : p });
   }
-  const base = daemonBase(url, configFile);
+  let base: string;
+  try {
+    base = daemonBase(url, configFile);
+  } catch (err) {
+    // A config that names no address (not JSON): the default one would be a guess, and "no
+    // daemon" there is no finding. Its problem is the config check's already.
+    if (!(err instanceof NoAddressInConfig)) throw err;
+    findings.push({ level: 'warn', check: 'daemon', message: 'not checked: the config gives no address to find it at; pass --url to check a running daemon' });
+    return findings;
+  }
   // Port 0 means "any free port": there is no fixed address to find a daemon at (unless it has an admin listener).
   const anyPort = !url && config?.listen.port === 0 && config.listen.admin === undefined;
   if (anyPort) findings.push({ level: 'ok', check: 'daemon', message: 'listen.port is 0 (any free port): pass --url to check a running daemon; checking the upstreams directly' });

@@ -248,3 +248,38 @@ describe('switchyard reload with authentication on', () => {
     expect(requested[0]).toContain('"principal":"ops"');
   });
 });
+
+describe('switchyard reload, servers and doctor of a config left mid-edit', () => {
+  it('say the file gives no address (exit 2), not that no daemon runs at the default one; --url still reaches it', async () => {
+    // The daemon runs at the port its config names, as `switchyard start` of that file runs it.
+    const port = await freePortInRange();
+    const hub = await startHub({ listen: { port }, servers: {} }, { port, args: ['--no-watch'] });
+    try {
+      const c = ['-c', hub.configFile];
+      expect((await run(['servers', ...c])).code).toBe(0);
+      // A trailing comma, as an edit leaves one: the default address (7410) was asked instead,
+      // "no switchyard daemon is running … (start one with `switchyard start`)", exit 3.
+      const broken = JSON.stringify({ listen: { port }, servers: {} }).replace(/}$/, ',}');
+      writeFileSync(hub.configFile, broken);
+      const [reload, servers, doctor, byUrl] = await runCliBatch([
+        { args: ['reload', ...c], env: { SWITCHYARD_API_KEY: '' } },
+        { args: ['servers', ...c], env: { SWITCHYARD_API_KEY: '' } },
+        { args: ['doctor', ...c], env: { SWITCHYARD_API_KEY: '' } },
+        { args: ['reload', ...c, '--url', hub.url], env: { SWITCHYARD_API_KEY: '' } },
+      ]);
+      const where = `${hub.configFile}: not valid JSON (line 1 column ${broken.length}: Expected double-quoted property name)`;
+      const line = (cmd: string) => `switchyard ${cmd}: ${where}: the daemon's address is read from it; fix the file, or give the address with --url\n`;
+      expect([reload!.code, reload!.stdout, reload!.stderr]).toEqual([2, '', line('reload')]);
+      expect([servers!.code, servers!.stdout, servers!.stderr]).toEqual([2, '', line('servers')]);
+      // doctor fails the config and leaves the daemon unchecked: "ok  no daemon at …:7410" was no finding.
+      expect(doctor!.code).toBe(1);
+      expect(doctor!.stdout).toMatch(/^fail +config +.*not valid JSON/m);
+      expect(doctor!.stdout).toMatch(/^warn +daemon +not checked: the config gives no address to find it at; pass --url to check a running daemon$/m);
+      expect(doctor!.stdout).not.toContain('no daemon at');
+      // Given the address, the daemon refuses the file and keeps running as it was.
+      expect([byUrl!.code, byUrl!.stderr]).toEqual([2, expect.stringMatching(/^config reload rejected; the running config is kept:\n {2}config: not valid JSON/)]);
+    } finally {
+      await hub.stop();
+    }
+  }, 60_000);
+});
