@@ -1207,6 +1207,22 @@ describe('switchyard ledger CLI', () => {
       code: 1,
       err: `switchyard ledger stats: no ledger database at ${join(t.dir, 'never', 'ledger.db')} (ledger.path): the hub makes it when it starts, or give one with --db\n`,
     });
+    // A ledger.path that is no path (a list, a number, ""): the default ledger beside the config
+    // was read instead, and pruned, said to be ledger.path's; another ledger than the config names.
+    mkdirSync(join(t.dir, 'typo', 'data'), { recursive: true });
+    const other = Ledger.open({ path: join(t.dir, 'typo', 'data', 'ledger.db') });
+    await other.record(begin({ ts: NOW - 48 * 3_600_000 }), end());
+    await other.close();
+    for (const path of [['../var/audit.db'], 7, '']) {
+      writeFileSync(join(t.dir, 'typo', 'hub.config.json'), JSON.stringify({ ledger: { path }, servers: {} }));
+      for (const args of [['query'], ['prune', '--before', '1d']])
+        expect(await cli(['ledger', ...args, '--config', join(t.dir, 'typo', 'hub.config.json')]), JSON.stringify(path)).toEqual({
+          code: 2,
+          out: '',
+          err: `switchyard ledger ${args[0]}: ${join(t.dir, 'typo', 'hub.config.json')}: ledger.path must be a path (a string, not empty): give the ledger's, or the ledger itself with --db\n`,
+        });
+    }
+    expect((await cli(['ledger', 'query', '--db', join(t.dir, 'typo', 'data', 'ledger.db'), '--json'])).out.trimEnd().split('\n')).toHaveLength(1); // not pruned
     // A config with the ledger off: no start makes it, so that is what is said.
     writeFileSync(join(t.dir, 'off.json'), JSON.stringify({ ledger: { enabled: false }, servers: {} }));
     expect(await cli(['ledger', 'query', '--config', join(t.dir, 'off.json')])).toMatchObject({

@@ -22,7 +22,11 @@ export function resolveLedgerPath(args: CommonArgs): string {
     return resolve(DEFAULT_LEDGER_PATH);
   }
   const p = ledgerKey(file, 'path');
-  return resolve(dirname(file), typeof p === 'string' && p ? p : DEFAULT_LEDGER_PATH);
+  // One that is no path (a list, a number, ""): the default ledger beside the config is another
+  // than the one the config means, to be read, or pruned, as its own.
+  if (p !== undefined && (typeof p !== 'string' || p === ''))
+    throw new UsageError(`${file}: ledger.path must be a path (a string, not empty): give the ledger's, or the ledger itself with --db`);
+  return resolve(dirname(file), p ?? DEFAULT_LEDGER_PATH);
 }
 
 /**
