@@ -4,6 +4,7 @@ import { fail, say } from './said.js';
 import { addApiKey, listApiKeys, removeApiKeys } from '../auth/key-file.js';
 import { missingConfigHint, NO_CONFIG } from './config-problems.js';
 import { counted } from '../counted.js';
+import { UsageError } from './usage-error.js';
 
 interface KeyArgs {
   config: string;
@@ -27,8 +28,19 @@ const addCommand: CommandModule<object, KeyArgs> = {
     y
       .positional('principal', { type: 'string', describe: 'Who holds the key (as the ledger names them)' })
       .option('config', configOption)
-      .option('scope', { type: 'string', array: true, describe: 'A scope the key grants (repeatable)' })
-      .option('group', { type: 'string', array: true, describe: 'A tool group whose endpoint /mcp/<group> the key may use; given, the key may use only those (repeatable)' }) as Argv<KeyArgs>,
+      // requiresArg: given no value (a script's unset variable, or the last word), yargs read an
+      // empty list, and the key was made for every group (or without the scope) meant.
+      .option('scope', { type: 'string', array: true, requiresArg: true, describe: 'A scope the key grants (repeatable)' })
+      .option('group', {
+        type: 'string',
+        array: true,
+        requiresArg: true,
+        describe: 'A tool group whose endpoint /mcp/<group> the key may use; given, the key may use only those (repeatable)',
+      })
+      .check((a) => {
+        if ((a.scope as string[] | undefined)?.includes('')) throw new UsageError('--scope is empty: give a scope, or leave the option out (an unset variable in a script?)');
+        return true;
+      }) as Argv<KeyArgs>,
   handler: (args) => {
     let key: string;
     try {

@@ -101,6 +101,8 @@ const loginCommand: CommandModule<object, LoginArgs> = {
       .option('scope', {
         type: 'string',
         array: true,
+        // Given no value, yargs read an empty list: asked for nothing more, without a word.
+        requiresArg: true,
         describe: 'More scopes to ask for (space-separated, or the option repeated), kept with those of the login stored now: what a server that answers 403 insufficient_scope wants',
       })
       .option('url', { type: 'string', describe: 'A running daemon to tell of the new login, e.g. http://127.0.0.1:7410 (default: from the config)' })

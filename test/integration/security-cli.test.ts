@@ -91,6 +91,24 @@ describe('switchyard keys', () => {
   }, 60_000); // eight CLI cases: at a load of 10 and more eight processes took over 30 s
 });
 
+describe('switchyard keys add of a --scope or --group given no value', () => {
+  it('is a usage error (exit 2) and writes no key: without it the key was made for every group, and every scope it lacks', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-keys-'));
+    const file = join(dir, 'hub.config.json');
+    const config = JSON.stringify({ groups: { ro: { servers: ['x'] } }, servers: { x: { command: 'x' } } });
+    writeFileSync(file, config);
+    // The real process for the first; the others in one (runCliBatch).
+    const first = run(['keys', 'add', 'carol', '--group', '--config', file]);
+    const rest = await batch(['keys', 'add', 'carol', '--config', file, '--group'], ['keys', 'add', 'carol', '--scope', '--config', file], ['keys', 'add', 'carol', '--scope', '', '--config', file], ['keys', 'add', 'carol', '--scope', 'math', '--scope=', '--config', file]);
+    const [last, scope, emptyScope, secondEmpty] = rest;
+    for (const r of [first, last!]) expect([r.status, r.stdout, r.stderr]).toEqual([2, '', 'switchyard keys add: --group needs a value after it (see switchyard keys add --help)\n']);
+    expect([scope!.status, scope!.stdout, scope!.stderr]).toEqual([2, '', 'switchyard keys add: --scope needs a value after it (see switchyard keys add --help)\n']);
+    // An empty scope (a script's unset variable) is no scope a token could hold.
+    for (const r of [emptyScope!, secondEmpty!]) expect([r.status, r.stdout, r.stderr]).toEqual([2, '', 'switchyard keys add: --scope is empty: give a scope, or leave the option out (an unset variable in a script?)\n']);
+    expect(readFileSync(file, 'utf8')).toBe(config);
+  });
+});
+
 describe('switchyard keys through a symlinked config', () => {
   it('changes the file the link points to, the one the running hub reads: a removed key stops working', async () => {
     const OPS = 'sy_ops-symlink-keys-0123456789abcdefghijklmnopqrst';
