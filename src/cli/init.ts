@@ -69,6 +69,12 @@ export function starterConfig(file: string, servers: Record<string, ImportedServ
   };
 }
 
+/** Whether two paths are one file (its device and inode): a symlink or `a/../a` is the same file. */
+function sameFile(a: string, b: string): boolean {
+  const [x, y] = [statSync(a), statSync(b)];
+  return x.dev === y.dev && x.ino === y.ino;
+}
+
 export const initCommand: CommandModule<object, InitArgs> = {
   command: 'init',
   describe: 'Write a starter hub.config.json; --from imports the servers of a Claude Desktop, VS Code, Cursor, Claude Code, Cline, Roo Code or Windsurf config',
@@ -100,6 +106,13 @@ export const initCommand: CommandModule<object, InitArgs> = {
         process.exitCode = code === 'ENOENT' ? 2 : 1;
         return;
       }
+    }
+    // The client's own config (by another spelling, a link): --force replaced it with the hub's,
+    // and "already exists; pass --force" led there.
+    if (argv.from && existsSync(file) && sameFile(argv.from, file)) {
+      process.stderr.write(`switchyard init: ${argv.config}: --from and --config name the same file: the import would replace the client's config; give --config another file, such as hub.config.json\n`);
+      process.exitCode = 2;
+      return;
     }
     if (existsSync(file) && !argv.force) {
       process.stderr.write(`switchyard init: ${argv.config} already exists; pass --force to overwrite it\n`);

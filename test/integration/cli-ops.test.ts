@@ -2,7 +2,7 @@
  * The operator commands through the real built binary: init (starter and --from Claude Desktop,
  * VS Code and Cursor files), servers, doctor and tools --format, with and without a daemon.
  */
-import { chmodSync, existsSync, mkdtempSync, readFileSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, statSync, symlinkSync, writeFileSync, mkdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -264,6 +264,25 @@ describe.concurrent('switchyard init', () => {
     expect(bad.stderr).toMatch(/no "mcpServers" or "servers"/);
     // A --from that names nothing: a usage error in one line, said before "already exists; pass --force" (which led to it).
     for (const m of [missing, missingKept]) expect([m.code, m.stderr]).toEqual([2, 'switchyard init: nope.json: no such file: give --from the client config to import\n']);
+  });
+
+  it("refuses to write the hub's config over the client config it imports from, --force or not", async () => {
+    const d = tmp('init-same');
+    mkdirSync(join(d, '.cursor'));
+    mkdirSync(join(d, 'link'));
+    const client = JSON.stringify({ mcpServers: { remote: { url: 'http://127.0.0.1:9/mcp' } } });
+    writeFileSync(join(d, '.cursor', 'mcp.json'), client);
+    symlinkSync(join(d, '.cursor', 'mcp.json'), join(d, 'link', 'hub.config.json'));
+    // The same file by another spelling, and through a symlink: --force replaced the client's
+    // own config (its other settings, its servers as the client had them) with the hub's.
+    const runs = await runCliBatch([
+      { args: ['init', '--from', '.cursor/mcp.json', '--config', join(d, '.cursor', '..', '.cursor', 'mcp.json'), '--force'], cwd: d },
+      { args: ['init', '--from', '.cursor/mcp.json', '--config', 'link/hub.config.json', '--force'], cwd: d },
+      { args: ['init', '--from', '.cursor/mcp.json', '--config', '.cursor/mcp.json'], cwd: d },
+    ]);
+    for (const r of runs)
+      expect([r.code, r.stdout, r.stderr]).toEqual([2, '', expect.stringMatching(/^switchyard init: \S+: --from and --config name the same file: the import would replace the client's config; give --config another file, such as hub\.config\.json\n$/)]);
+    expect(readFileSync(join(d, '.cursor', 'mcp.json'), 'utf8')).toBe(client);
   });
 });
 
