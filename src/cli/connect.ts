@@ -39,7 +39,11 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
     const key = argv.key ?? process.env.SWITCHYARD_API_KEY;
     const url = httpUrl(argv.url);
     if (!url) {
-      process.stderr.write(`switchyard connect: --url must be an http(s) URL, got ${JSON.stringify(argv.url)}\n`);
+      // Not typed (the option's default is the environment's): "--url" sent the user looking
+      // for an option no one gave.
+      const typed = process.argv.some((a) => a === '--url' || a.startsWith('--url='));
+      const source = !typed && process.env.SWITCHYARD_URL !== undefined ? 'SWITCHYARD_URL' : '--url';
+      process.stderr.write(`switchyard connect: ${source} must be an http(s) URL, got ${JSON.stringify(argv.url)}\n`);
       process.exit(2);
     }
     // The daemon's address alone (as `servers --url` takes it) means its endpoint.

@@ -377,6 +377,18 @@ describe('connect input handling', () => {
     expect(r.stderr).toMatch(/must be an http\(s\) URL/);
     expect(r.stdout).toBe('');
   });
+
+  it('names SWITCHYARD_URL, not --url, when the address that is no URL came from it', async () => {
+    const { spawnSync } = await import('node:child_process');
+    const env = (url: string) => ({ ...process.env, SWITCHYARD_URL: url, SWITCHYARD_LOG_LEVEL: 'warn' });
+    for (const url of ['127.0.0.1:7410/mcp', '']) {
+      const r = spawnSync(process.execPath, [BIN, 'connect'], { cwd: ROOT, input: '', encoding: 'utf8', env: env(url) });
+      expect([r.status, r.stdout, r.stderr]).toEqual([2, '', `switchyard connect: SWITCHYARD_URL must be an http(s) URL, got ${JSON.stringify(url)}\n`]);
+    }
+    // Given on the command line, the option is named, whatever the environment holds.
+    const r = spawnSync(process.execPath, [BIN, 'connect', '--url=ftp://x/mcp'], { cwd: ROOT, input: '', encoding: 'utf8', env: env('http://127.0.0.1:1/mcp') });
+    expect([r.status, r.stderr]).toEqual([2, 'switchyard connect: --url must be an http(s) URL, got "ftp://x/mcp"\n']);
+  });
 });
 
 // Each with a daemon of its own, and mostly waiting (for a daemon to start, to be away, for
