@@ -15,6 +15,8 @@ export interface Interpolated {
 // `$${env:X}` is the escape for a literal `${env:X}`; `${env:X}` reads the variable.
 const REFERENCE = /\$?\$\{env:([^}]*)\}/g;
 const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+// A reference opened and never closed (not escaped): a typo whose text would go out as it is.
+const UNCLOSED = /(?<!\$)\$\{env:[^}]*$/;
 
 /**
  * Replaces `${env:NAME}` in every string value of a JSON document (keys are left alone).
@@ -47,6 +49,11 @@ export function interpolateEnv(doc: unknown, env: Env): Interpolated {
       values.push({ at, value: v });
       return v;
     });
+    // Of the text as written, the closed references taken out (a value put in may hold anything).
+    if (UNCLOSED.test(s.replace(REFERENCE, ''))) {
+      problems.push(`${keyPath(at)}: a "\${env:" reference has no closing "}"`);
+      failed = true;
+    }
     if (failed) failedPaths.add(keyPath(at));
     return out;
   };

@@ -483,6 +483,13 @@ describe('${env:NAME} interpolation', () => {
       'servers.a.args[0]: "${env:lower-case}" is not a valid environment variable reference',
       'servers.a.args[1]: "${env:}" is not a valid environment variable reference',
     ]);
+    // A reference left open (a typo): its text went to the server as it was, "Bearer ${env:TOKEN".
+    expect(problemsOf({ servers: { a: { url: 'https://x.test/mcp', headers: { Authorization: 'Bearer ${env:TOKEN', 'X-Other': '${env:TOKEN} ${env:' } } } }, { TOKEN: 's3cr3t-value' })).toEqual([
+      'servers.a.headers.Authorization: a "${env:" reference has no closing "}"',
+      'servers.a.headers.X-Other: a "${env:" reference has no closing "}"',
+    ]);
+    // Escaped ($$), or no env reference at all, it is text, left as it is.
+    expect(parseConfig({ servers: { a: { command: 'x', args: ['$${env:X', 'a${b'] } } }, undefined, {}).servers.a.args).toEqual(['$${env:X', 'a${b']);
   });
 
   it('treats $${env:X} as a literal ${env:X}, and leaves other ${...} alone', () => {
