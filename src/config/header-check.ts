@@ -38,6 +38,20 @@ export function setByHub(name: string): boolean {
   return SET_BY_HUB.has(lower) || lower.startsWith('mcp-param-');
 }
 
+/**
+ * A header name that is no token, said up to its first character that cannot be in one: past
+ * it may be a token, when a header line was pasted as the name ("Authorization: Bearer …"),
+ * and this line goes to the hub's log too when a reload refuses the file.
+ */
+function badName(path: string, name: string): string {
+  if (name === '') return `${path}."": not a valid HTTP header name (it is empty)`;
+  const i = [...name].findIndex((c) => !TOKEN.test(c));
+  const c = [...name][i]!;
+  const shown = i === 0 ? '' : [...name].slice(0, i).join('');
+  const hint = c === ':' ? ': give the name as the key and what follows the colon as its value' : '';
+  return `${path}.${shown}…: not a valid HTTP header name (character ${i + 1}, ${JSON.stringify(c)}, cannot be in one${hint})`;
+}
+
 /** One line per unusable header of one headers object, each naming its key path. */
 export function headerMapProblems(path: string, headers: unknown): string[] {
   if (headers === null || typeof headers !== 'object' || Array.isArray(headers)) return []; // the schema says so
@@ -46,7 +60,7 @@ export function headerMapProblems(path: string, headers: unknown): string[] {
   for (const [name, value] of Object.entries(headers)) {
     const at = `${path}.${name}`;
     const lower = name.toLowerCase();
-    if (!TOKEN.test(name)) out.push(`${at}: not a valid HTTP header name`);
+    if (!TOKEN.test(name)) out.push(badName(path, name));
     else if (lower === '__proto__') out.push(`${at}: this name cannot be sent as a header`);
     else if (setByHub(name)) out.push(`${at}: set by the hub on each request; it cannot be configured`);
     else if (seen.has(lower)) out.push(`${at}: the same header as ${JSON.stringify(seen.get(lower))} (header names ignore case)`);

@@ -601,19 +601,22 @@ describe('upstream headers', () => {
       JSON.parse(`{"servers": {
         "a": { "url": "http://127.0.0.1:9/mcp", "headers": {
           "Bad Name": "x", "X-Token": "\${env:WRAPPED}", "X-Bell": "one\\u0007two", "X-Wide": "caf\\u00e9 \\u2603",
-          "__proto__": "v", "Authorization": "Bearer \${env:TOKEN}", "authorization": "Bearer dup" } },
+          "__proto__": "v", "Authorization": "Bearer \${env:TOKEN}", "authorization": "Bearer dup", "Authorization: Bearer SECRET-three": "", "": "x" } },
         "b": { "url": "http://127.0.0.1:9/mcp", "credentials": { "alice": { "headers": {
           "Content-Length": "5", "Mcp-Session-Id": "s", "mcp-param-region": "eu", "Host": "api.example", "X-Tab": "a\\tb" } } } }
       }}`),
       { WRAPPED: 'SECRET-one\r\nX-Injected: yes', TOKEN: 'SECRET-two' },
     );
     expect(problems).toEqual([
-      'servers.a.headers.Bad Name: not a valid HTTP header name',
+      'servers.a.headers.Bad…: not a valid HTTP header name (character 4, " ", cannot be in one)',
       'servers.a.headers.X-Token: the value holds a character a header cannot carry (a line break, a control character, or one above U+00FF)',
       'servers.a.headers.X-Bell: the value holds a character a header cannot carry (a line break, a control character, or one above U+00FF)',
       'servers.a.headers.X-Wide: the value holds a character a header cannot carry (a line break, a control character, or one above U+00FF)',
       'servers.a.headers.__proto__: this name cannot be sent as a header',
       'servers.a.headers.authorization: the same header as "Authorization" (header names ignore case)',
+      // A header line pasted as the name: the value after the colon (a token) is not repeated either.
+      'servers.a.headers.Authorization…: not a valid HTTP header name (character 14, ":", cannot be in one: give the name as the key and what follows the colon as its value)',
+      'servers.a.headers."": not a valid HTTP header name (it is empty)',
       'servers.b.credentials.alice.headers.Content-Length: set by the hub on each request; it cannot be configured',
       'servers.b.credentials.alice.headers.Mcp-Session-Id: set by the hub on each request; it cannot be configured',
       'servers.b.credentials.alice.headers.mcp-param-region: set by the hub on each request; it cannot be configured',
