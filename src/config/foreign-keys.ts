@@ -12,8 +12,17 @@ const SERVER_KEY_HINTS: Readonly<Record<string, string>> = {
   envFile: 'the hub reads no env file: set env, where "${env:NAME}" takes a variable of the hub\'s environment',
 };
 
+/**
+ * Keys met in a tool's own settings (`servers.<id>.tools.<name>`, which hold `annotations`
+ * alone): settings the hub has elsewhere, hub-wide.
+ */
+const TOOL_KEY_HINTS: Readonly<Record<string, string>> = {
+  confirm: 'policy.confirm names the tools whose calls the user confirms (globs of hub tool names, such as "gh__delete_*")',
+};
+
 /** What to say of unknown key `key` in an object whose known keys are `known` (a server entry has `command` and `timeoutMs`). */
 export function foreignKeyHint(key: string, known: readonly string[]): string | undefined {
+  if (known.length === 1 && known[0] === 'annotations') return Object.hasOwn(TOOL_KEY_HINTS, key) ? TOOL_KEY_HINTS[key] : undefined;
   if (!known.includes('command') || !known.includes('timeoutMs')) return undefined;
   return Object.hasOwn(SERVER_KEY_HINTS, key) ? SERVER_KEY_HINTS[key] : undefined;
 }

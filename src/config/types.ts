@@ -237,13 +237,12 @@ export interface ServerConfig {
 export interface ServerToolsConfig {
   allow?: string[];
   deny?: string[];
-  /** Every other key of `tools` whose value is an object (other values are reserved and ignored). */
+  /** Every other key of `tools`: a tool's settings by its upstream name (the schema allows objects only). */
   byName: Record<string, ToolSettings>;
 }
 
 export interface ToolSettings {
   annotations?: ToolAnnotationOverrides;
-  [key: string]: unknown;
 }
 
 export interface ToolAnnotationOverrides {

@@ -165,8 +165,7 @@ describe('parseConfig defaults', () => {
             tools: {
               allow: ['a', 'b'],
               deny: ['c'],
-              delete_repo: { annotations: { destructiveHint: true, title: 'Delete' }, confirm: true },
-              futureFlag: 3,
+              delete_repo: { annotations: { destructiveHint: true, title: 'Delete' } },
             },
           },
         },
@@ -177,15 +176,38 @@ describe('parseConfig defaults', () => {
     expect(c.servers.gh.tools).toEqual({
       allow: ['a', 'b'],
       deny: ['c'],
-      byName: { delete_repo: { annotations: { destructiveHint: true, title: 'Delete' }, confirm: true } },
+      byName: { delete_repo: { annotations: { destructiveHint: true, title: 'Delete' } } },
     });
   });
 
+  it("refuses what a tool's settings cannot hold: a misspelt filter, annotation or setting was ignored, the tool served as if it were not there", () => {
+    expect(
+      problemsOf({
+        servers: {
+          gh: {
+            command: 'x',
+            tools: {
+              alow: ['read_*'],
+              read_file: { annotations: { readOnly: true, destructiveHint: false } },
+              list_files: { anotations: { readOnlyHint: true } },
+              delete_repo: { confirm: true },
+            },
+          },
+        },
+      }),
+    ).toEqual([
+      'servers.gh.tools.alow: must be object',
+      'servers.gh.tools.read_file.annotations.readOnly: unknown key (expected one of: title, readOnlyHint, destructiveHint, idempotentHint, openWorldHint)',
+      'servers.gh.tools.list_files.anotations: unknown key: did you mean "annotations"? (expected one of: annotations)',
+      'servers.gh.tools.delete_repo.confirm: unknown key: policy.confirm names the tools whose calls the user confirms (globs of hub tool names, such as "gh__delete_*")',
+    ]);
+  });
+
   it('per-tool settings are looked up by own name only: __proto__ is a tool name like any other', () => {
-    const c = parseConfig(JSON.parse('{"servers":{"gh":{"command":"x","tools":{"__proto__":{"confirm":true,"annotations":{"readOnlyHint":true}}}}}}'), undefined, NO_ENV);
+    const c = parseConfig(JSON.parse('{"servers":{"gh":{"command":"x","tools":{"__proto__":{"annotations":{"readOnlyHint":true}}}}}}'), undefined, NO_ENV);
     const byName = c.servers.gh.tools.byName;
     expect(Object.keys(byName)).toEqual(['__proto__']);
-    expect(byName['__proto__']).toEqual({ confirm: true, annotations: { readOnlyHint: true } });
+    expect(byName['__proto__']).toEqual({ annotations: { readOnlyHint: true } });
     // No tool inherits settings, and no name reaches Object.prototype's members.
     for (const name of ['annotations', 'confirm', 'constructor', 'toString', 'hasOwnProperty']) expect(byName[name], name).toBeUndefined();
   });
