@@ -41,6 +41,14 @@ if (argv.length === 1 && argv[0] === '--version') {
   process.stdout.write(`${(JSON.parse(readFileSync(join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version}\n`);
   process.exit(0);
 }
+// yargs reads the working folder as it is made, before any command can say what went wrong:
+// in a folder removed meanwhile (the shell's, after `rm -rf` of it) every command was a stack.
+try {
+  process.cwd();
+} catch {
+  process.stderr.write('switchyard: the current folder no longer exists (it was removed or moved): cd to one that does, and give paths from there\n');
+  process.exit(1);
+}
 const { default: yargs } = await import('yargs');
 // `<command>`: one is needed (commandNeeded below), as yargs' demandCommand would have said it.
 const cli = yargs(argv).scriptName('switchyard').usage('$0 <command>');

@@ -111,6 +111,15 @@ describe.concurrent('exit codes and errors of the CLI itself', () => {
   });
 });
 
+describe.concurrent('a CLI run in a folder removed meanwhile', () => {
+  it('says so in one line, exit 1, with no stack (yargs reads the folder first)', async () => {
+    const d = tmp('cwd-gone');
+    // The shell's folder removed under it, as after `rm -rf` of a build folder or a worktree.
+    const r = await runCli(['config', 'validate'], { cwd: d, wrap: ['sh', '-c', 'mkdir gone && cd gone && rmdir ../gone && exec "$0" "$@"'] });
+    expect([r.code, r.stdout, r.stderr]).toEqual([1, '', 'switchyard: the current folder no longer exists (it was removed or moved): cd to one that does, and give paths from there\n']);
+  });
+});
+
 describe.concurrent('tools without a daemon or a config', () => {
   it('offers --local for --format only, and takes a missing --config of diff and approve as a usage error', async () => {
     const bare = tmp('bare');
