@@ -58,6 +58,8 @@ const removeCommand: CommandModule<object, KeyArgs> = {
   describe: 'Remove every API key of PRINCIPAL from the config',
   builder: (y: Argv) => y.positional('principal', { type: 'string' }).option('config', configOption) as Argv<KeyArgs>,
   handler: (args) => {
+    // "no API key of  in …" (exit 1) said nothing of the empty name (a script's unset variable).
+    if (args.principal === '') return fail('keys remove', 'the principal is empty: give one as `switchyard keys list` shows it (an unset variable in a script?)');
     try {
       const n = removeApiKeys(args.config, String(args.principal));
       if (n === 0) return fail('keys remove', `no API key of ${args.principal} in ${args.config}`, 1);

@@ -313,6 +313,12 @@ function guarded(command: string, fn: (a: DbArgs) => void | Promise<void>): (a: 
       process.exitCode = 2;
       return;
     }
+    // As an empty --server is said (`tools --server ''`): a script's unset variable, not a name.
+    if (a.name === '') {
+      fail(command, 'the name is empty: give a hub name, server/name, upstream name or uriTemplate (an unset variable in a script?)\n');
+      process.exitCode = 2;
+      return;
+    }
     try {
       await fn(a);
     } catch (e) {

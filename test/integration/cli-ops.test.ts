@@ -137,6 +137,10 @@ describe.concurrent('tools without a daemon or a config', () => {
     expect(exportHelp!.stdout).toMatch(/--format .*\[required\]/s);
     expect(exportHelp!.stdout).not.toMatch(/--json|--kind/);
     for (const h of [help!, exportHelp!]) expect(h.stdout).toMatch(/--url +The daemon address, e\.g\. http:\/\/127\.0\.0\.1:7410, or unix:PATH/);
+    // An empty name (a script's unset variable) is a usage error, as an empty --server is.
+    const empties = await runCliBatch([{ args: ['tools', 'diff', ''], cwd: bare }, { args: ['tools', 'approve', '', '--server', 's'], cwd: bare }]);
+    for (const [r, sub] of [[empties[0]!, 'diff'], [empties[1]!, 'approve']] as const)
+      expect([r.code, r.stdout, r.stderr]).toEqual([2, '', `switchyard tools ${sub}: the name is empty: give a hub name, server/name, upstream name or uriTemplate (an unset variable in a script?)\n`]);
     // A --config that is not there is a usage error for diff and approve too, as for `ledger`.
     expect([noConfig!.code, noConfig!.stderr]).toEqual([2, `switchyard tools diff: ${join(tmpdir(), 'switchyard-no-such-dir', 'hub.config.json')}: no such config file: give the config whose ledger.path names the ledger, or the ledger itself with --db\n`]);
     // With none given and none in the folder, the ledger is ./data/ledger.db, as for `ledger`.

@@ -107,6 +107,14 @@ describe('switchyard keys add of a --scope or --group given no value', () => {
     for (const r of [emptyScope!, secondEmpty!]) expect([r.status, r.stdout, r.stderr]).toEqual([2, '', 'switchyard keys add: --scope is empty: give a scope, or leave the option out (an unset variable in a script?)\n']);
     expect(readFileSync(file, 'utf8')).toBe(config);
   });
+
+  it('keys remove of an empty principal is a usage error naming it, as keys add of one is', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-keys-'));
+    const file = join(dir, 'hub.config.json');
+    writeFileSync(file, '{}');
+    const [r] = await batch(['keys', 'remove', '', '--config', file]);
+    expect([r!.status, r!.stdout, r!.stderr]).toEqual([2, '', 'switchyard keys remove: the principal is empty: give one as `switchyard keys list` shows it (an unset variable in a script?)\n']);
+  });
 });
 
 describe('switchyard keys through a symlinked config', () => {
