@@ -146,7 +146,7 @@ type ListenPart = { listen?: { host?: unknown; port?: unknown; admin?: { path?: 
 
 /**
  * The config file's JSON, for its listen address. A file that is there but says no address (not
- * JSON, mid-edit; a folder; a listen.port that is no port) is a usage error: the default address
+ * JSON, mid-edit; a folder; a listen or listen.port of the wrong type) is a usage error: the default address
  * guessed instead said "no switchyard daemon is running" (exit 3, "start one") of a daemon that
  * runs elsewhere with the config as it was before the edit, and would be sent the admin key.
  * The problem is located, never quoted (parseJsonText): the file may hold a literal secret.
@@ -162,6 +162,8 @@ function listenOf(file: string, configFile: string): ListenPart {
     throw unknown(code ? `cannot read it (${code})` : (e as Error).message);
   }
   if (typeof cfg !== 'object' || cfg === null || Array.isArray(cfg)) throw unknown('not a JSON object');
+  const listen = (cfg as ListenPart).listen;
+  if (listen !== undefined && (typeof listen !== 'object' || listen === null || Array.isArray(listen))) throw unknown('listen is no object (such as {"port": 7410})');
   const port = (cfg as ListenPart).listen?.port;
   if (port !== undefined && !(Number.isInteger(port) && (port as number) >= 0 && (port as number) <= 65535)) throw unknown('listen.port is no port number');
   return cfg as ListenPart;

@@ -21,7 +21,7 @@ describe('daemonBase', () => {
     expect(daemonBase('http://127.0.0.1:9000/mcp', file)).toBe('http://127.0.0.1:9000');
   });
 
-  it('refuses a config that is there but gives no address (not JSON, a folder, a listen.port that is no port), rather than guess the default one', () => {
+  it('refuses a config that is there but gives no address (not JSON, a folder, a listen or listen.port of the wrong type), rather than guess the default one', () => {
     const d = mkdtempSync(join(tmpdir(), 'switchyard-daemon-base-'));
     const file = join(d, 'hub.config.json');
     // A config mid-edit, its daemon running on the port it had before: 7410 was asked instead,
@@ -42,6 +42,8 @@ describe('daemonBase', () => {
     expect(said(file)).not.toContain('SECRET');
     writeFileSync(file, JSON.stringify({ listen: { port: '7500' } }));
     expect(said(file)).toBe(`${file}: listen.port is no port number: the daemon's address is read from it; fix the file, or give the address with --url`);
+    writeFileSync(file, JSON.stringify({ listen: 7500 }));
+    expect(said(file)).toBe(`${file}: listen is no object (such as {"port": 7410}): the daemon's address is read from it; fix the file, or give the address with --url`);
     writeFileSync(file, '[]');
     expect(said(file)).toMatch(/: not a JSON object: /);
     mkdirSync(join(d, 'folder.json'));
