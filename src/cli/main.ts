@@ -26,6 +26,9 @@ function unhandled(err: Error): never {
 // Read by every command's logger: a level pino does not know would fail each of them with
 // pino's own words ("default level:… must be included in custom levels").
 const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+// Set but empty (`SWITCHYARD_LOG_LEVEL= switchyard …`, a script's blank default) is unset: the
+// default level, not a usage error.
+if (process.env.SWITCHYARD_LOG_LEVEL === '') delete process.env.SWITCHYARD_LOG_LEVEL;
 const level = process.env.SWITCHYARD_LOG_LEVEL;
 if (level !== undefined && !LEVELS.includes(level)) {
   process.stderr.write(`switchyard: SWITCHYARD_LOG_LEVEL must be one of ${LEVELS.join(', ')}; it is ${JSON.stringify(level.slice(0, 40))}\n`);

@@ -396,6 +396,12 @@ describe('servers, doctor and tools without a daemon', () => {
     }
   });
 
+  it('SWITCHYARD_LOG_LEVEL set but empty (`SWITCHYARD_LOG_LEVEL= switchyard …`) is the default level, not a usage error', async () => {
+    const r = await runCli(['config', 'validate', '--config', join(ROOT, 'hub.config.json')], { env: { SWITCHYARD_LOG_LEVEL: '' } });
+    expect(r.stderr).not.toContain('SWITCHYARD_LOG_LEVEL');
+    expect(r.code).toBe(0);
+  });
+
   it('an option given twice is a usage error in one line (exit 2), whatever the command; a repeatable one is not', async () => {
     // -c twice reached Node as an array ("paths[0] argument must be of type string", exit 1);
     // --port twice was refused as a value no one typed.
