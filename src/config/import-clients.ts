@@ -10,7 +10,7 @@
 import { homedir } from 'node:os';
 import { basename, dirname, resolve, sep } from 'node:path';
 import { setByHub } from './header-check.js';
-import { parseJsonText } from './load.js';
+import { MAX_PREFIX_CHARS, parseJsonText } from './load.js';
 import { isObj } from '../protocol/jsonrpc.js';
 
 export type ClientKind = 'claude-desktop' | 'cursor' | 'claude-code' | 'vscode' | 'cline' | 'roo-code' | 'windsurf';
@@ -98,11 +98,15 @@ export function detectKind(doc: Record<string, unknown>, path: string): ClientKi
   return 'claude-desktop';
 }
 
-/** A hub server id from a client's server name (ids are ^[A-Za-z0-9-]+$). */
+/**
+ * A hub server id from a client's server name (ids are ^[A-Za-z0-9-]+$), at most
+ * MAX_PREFIX_CHARS long: it is the server's prefix, and a longer one is refused as such.
+ */
 function serverId(name: string, taken: Set<string>): string {
-  let id = name.replace(/[^A-Za-z0-9-]+/g, '-').replace(/^-+|-+$/g, '') || 'server';
+  const cut = (s: string, n: number): string => s.slice(0, n).replace(/-+$/, '');
+  let id = cut(name.replace(/[^A-Za-z0-9-]+/g, '-').replace(/^-+|-+$/g, ''), MAX_PREFIX_CHARS) || 'server';
   const base = id;
-  for (let k = 2; taken.has(id.toLowerCase()); k++) id = `${base}-${k}`;
+  for (let k = 2; taken.has(id.toLowerCase()); k++) id = `${cut(base, MAX_PREFIX_CHARS - String(k).length - 1)}-${k}`;
   taken.add(id.toLowerCase());
   return id;
 }

@@ -70,7 +70,7 @@ function check(json: unknown, env: Env, base = process.cwd()): { problems: strin
   const key = (policy as { requestStateKey?: unknown } | undefined)?.requestStateKey;
   if (typeof key === 'string' && key !== '' && !interpolated.failedPaths.has('policy.requestStateKey') && !decodeStateKey(key))
     problems.push('policy.requestStateKey: must be 32 bytes, written as 64 hex characters or in base64 (such as the output of `openssl rand -base64 32`)');
-  problems.push(...keyGroupProblems(value));
+  problems.push(...keyGroupProblems(value), ...idPrefixProblems(value));
   // Both listeners on one port: the second could never bind, and `start` would fail on it.
   const listen = (value as { listen?: { port?: unknown; admin?: { port?: unknown; path?: unknown } } } | null)?.listen;
   if (typeof listen?.admin?.port === 'number' && listen.admin.port === (listen.port ?? 7410))
@@ -111,6 +111,31 @@ function check(json: unknown, env: Env, base = process.cwd()): { problems: strin
  * would stop a start, or a reload half-way). The URL itself is never repeated: it may hold
  * credentials.
  */
+/** The longest prefix (the schema's `maxLength` of `prefix`): `<prefix>__` leaves 14 characters of a 64-character name. */
+export const MAX_PREFIX_CHARS = 48;
+
+/**
+ * A server without `prefix` has its id as the prefix, and the schema bounds only a `prefix`
+ * written out. A longer id left strict names no room: each was cut inside the id itself and
+ * ended in a hash (`…-filesystem-to_7bf453`), so a model could not tell the tools apart and a
+ * group's `<id>__*` matched none of them.
+ */
+function idPrefixProblems(value: unknown): string[] {
+  const out: string[] = [];
+  const root = (value ?? {}) as { servers?: unknown; mcpServers?: unknown };
+  for (const key of ['servers', 'mcpServers'] as const) {
+    const servers = root[key];
+    if (!servers || typeof servers !== 'object') continue;
+    for (const [id, s] of Object.entries(servers)) {
+      if (id.length <= MAX_PREFIX_CHARS || !s || typeof s !== 'object' || (s as { prefix?: unknown }).prefix !== undefined) continue;
+      out.push(
+        `${key}.${id}: the id is its tool and prompt names' prefix when no "prefix" is given, and at ${id.length} characters it is longer than a prefix may be (${MAX_PREFIX_CHARS}: names are at most 64, and would be cut to a hash); give the server a shorter "prefix"`,
+      );
+    }
+  }
+  return out;
+}
+
 function urlProblems(value: unknown): string[] {
   const out: string[] = [];
   const check = (path: string, v: unknown): void => {

@@ -18,7 +18,7 @@ function problemsOf(json: unknown, env: Record<string, string | undefined> = NO_
 }
 
 const PREFIX_ERROR =
-  'a prefix is letters, digits, _ and -, without __ and not starting or ending with _ (the hub puts __ between a prefix and a name: such a prefix would reach into another prefix\'s names)';
+  'a prefix is at most 48 letters, digits, _ and -, without __ and not starting or ending with _ (the hub puts __ between a prefix and a name: such a prefix would reach into another prefix\'s names, and a longer one leaves no room for the names)';
 
 describe('parseConfig defaults', () => {
   it('fills every default and derives prefix, enabled and the ledger path', () => {
@@ -374,6 +374,19 @@ describe('problems name their key path, one line each', () => {
     const name = 'a variable name: NAME, or PREFIX* (no "=", and "*" only at the end of a prefix)';
     expect(configProblems({ servers: { a: { command: 'x', inheritEnv: ['A=B'] } } })).toEqual([`servers.a.inheritEnv[0]: ${name}`]);
     expect(configProblems({ servers: { a: { command: 'x', inheritEnv: ['*'] } } })).toEqual([`servers.a.inheritEnv[0]: ${name}`]);
+  });
+
+  it('refuses a server id longer than a prefix may be when it is the prefix (no "prefix" given), in either servers key', () => {
+    const long = `fs-${'x'.repeat(46)}`; // 49 characters
+    const at48 = long.slice(0, 48);
+    const problem = (key: string) =>
+      `${key}.${long}: the id is its tool and prompt names' prefix when no "prefix" is given, and at 49 characters it is longer than a prefix may be (48: names are at most 64, and would be cut to a hash); give the server a shorter "prefix"`;
+    expect(problemsOf({ servers: { [long]: { command: 'x' }, [at48]: { command: 'x' } } })).toEqual([problem('servers')]);
+    expect(problemsOf({ mcpServers: { [long]: { command: 'x' } } })).toEqual([problem('mcpServers')]);
+    expect(parseConfig({ servers: { [long]: { command: 'x', prefix: 'fs' }, [at48]: { command: 'x' } } }, undefined, NO_ENV).servers[long]?.prefix).toBe('fs');
+    expect(parseConfig({ servers: { [long]: { command: 'x', prefix: '' } } }, undefined, NO_ENV).servers[long]?.prefix).toBe('');
+    // A prefix written out is bounded alike, and the message says so.
+    expect(problemsOf({ servers: { a: { command: 'x', prefix: 'p'.repeat(49) } } })).toEqual([`servers.a.prefix: ${PREFIX_ERROR}`]);
   });
 
   it('checks values: enums, ranges, array items, durations, prefixes, regexes, reserved sections', () => {

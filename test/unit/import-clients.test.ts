@@ -67,6 +67,13 @@ describe('importClientConfig', () => {
     expect(r.notes.join('\n')).toMatch(/"bad" was skipped: not an object/);
   });
 
+  it('keeps ids within a prefix\'s 48 characters, so that the config it writes loads', () => {
+    const name = 'io.github.modelcontextprotocol/servers/src/filesystem-for-projects';
+    const r = importClientConfig(JSON.stringify({ mcpServers: { [name]: { command: 'x' }, [`${name}!`]: { command: 'y' } } }), '/x/claude_desktop_config.json');
+    expect(Object.keys(r.servers)).toEqual(['io-github-modelcontextprotocol-servers-src-files', 'io-github-modelcontextprotocol-servers-src-fil-2']);
+    expect(configProblems({ servers: r.servers }, {})).toEqual([]);
+  });
+
   it('turns VS Code inputs into environment references and keeps ${env:…}', () => {
     const r = importClientConfig(
       JSON.stringify({
