@@ -1,5 +1,6 @@
 import type { ServerConfig } from '../config/types.js';
 import { paramHeaderAnnotationProblem } from '../protocol/param-headers.js';
+import { readableItem } from './item-shape.js';
 import { toolSchemaProblem } from './tool-schemas.js';
 import type { PluginRunner } from '../plugins/runner.js';
 import type { ItemFlag } from '../plugins/types.js';
@@ -71,14 +72,18 @@ export interface PoisonEvent {
 }
 
 /**
- * A tool the hub never shows: one no conforming HTTP client may use (`x-mcp-header`, digest
- * §3.4, §8.12), or one whose schemas no client can read (`schema`, catalog/tool-schemas.ts).
+ * An item the hub never shows: a tool no conforming HTTP client may use (`x-mcp-header`, digest
+ * §3.4, §8.12), or one whose schemas no client can read (`schema`, catalog/tool-schemas.ts); an
+ * item of any kind with a field of a type no client reads (`shape`, catalog/item-shape.ts).
  */
 export interface DropEvent {
   kind: 'dropped';
-  rule: 'x-mcp-header' | 'schema';
+  rule: 'x-mcp-header' | 'schema' | 'shape';
   server: string;
+  /** The item's key (a tool's or prompt's upstream name, a URI, a uriTemplate). */
   tool: string;
+  /** Absent: a tool. */
+  itemKind?: ListKind;
   reason: string;
 }
 
@@ -146,6 +151,16 @@ export async function buildPart(kind: ListKind, s: PartServer, items: readonly R
       } else if (bad) {
         r.hidden = `dropped: its x-mcp-header annotation breaks the rules (${bad})`;
         deps.report({ kind: 'dropped', rule: 'x-mcp-header', server: s.id, tool: name, reason: bad });
+      }
+    }
+    if (!r.denied && !r.hidden) {
+      // One field of a type no client reads fails their whole list: dropped, as above (a null
+      // where a field may be left out is left out instead).
+      const readable = readableItem(kind, r.item);
+      if ('item' in readable) r.item = readable.item;
+      else {
+        r.hidden = `dropped: ${readable.problem}`;
+        deps.report({ kind: 'dropped', rule: 'shape', server: s.id, tool: name, ...(kind === 'tools' ? {} : { itemKind: kind }), reason: readable.problem });
       }
     }
     records.push(r);

@@ -54,7 +54,11 @@ function reportCatalogCheck(to: ReportSinks, e: DropEvent | PoisonEvent, base: O
     void to.ledger.record({ ...base, method }, { outcome, errorKind: outcome === 'denied' ? 'policy' : null, errorMessage: message, latencyMs: 0 }).catch(() => undefined);
   if (e.kind === 'dropped') {
     if (e.rule === 'schema') to.log.warn({ server: e.server, tool: e.tool, reason: e.reason }, 'tool dropped: its schemas are not of the shape clients read (one such tool fails their whole list)');
-    else to.log.warn({ server: e.server, tool: e.tool, reason: e.reason }, 'tool dropped: its x-mcp-header annotation breaks the rules clients hold it to');
+    else if (e.rule === 'shape') {
+      const noun = e.itemKind === undefined ? 'tool' : ITEM_NOUN[e.itemKind];
+      to.log.warn({ server: e.server, [e.itemKind === undefined ? 'tool' : 'item']: e.tool, reason: e.reason }, `${noun} dropped: a field is not of the type clients read (one such item fails their whole list)`);
+      return record('catalog/drop', 'denied', `shape: ${e.reason}${e.itemKind === undefined ? '' : ` (a ${noun})`}`);
+    } else to.log.warn({ server: e.server, tool: e.tool, reason: e.reason }, 'tool dropped: its x-mcp-header annotation breaks the rules clients hold it to');
     return record('catalog/drop', 'denied', `${e.rule}: ${e.reason}`);
   }
   const message = `${e.blocked ? 'hidden' : 'flagged'}: ${e.flags.map((f) => `${f.code} (${f.field ?? '?'}: ${f.message})`).join('; ')}`;
