@@ -5,7 +5,7 @@ import type { ListKind } from './lists.js';
  * templates; digest §3). The SDK clients of both eras parse a list answer whole: one item of any
  * upstream with a `description` of 7, a resource without a `name`, or a prompt argument whose
  * `required` is "yes" failed the whole list for them, every other server's items with it. Its
- * schemas are tool-schemas.ts's question; its icons, icons.ts's.
+ * schemas are tool-schemas.ts's question; where its icons point, icons.ts's.
  *
  * A `null` where a field may be left out (servers that write every field, unset ones as null)
  * means it is unsaid: it is left out of what clients get. Any other value of the wrong type
@@ -81,13 +81,35 @@ function withoutNulls(o: Record<string, unknown>, keys: Iterable<string>): Recor
   return out;
 }
 
+/** An icon every client reads (`src` a string; `mimeType`, `sizes`, `theme` of their types when given). */
+function readableIcon(i: unknown): boolean {
+  if (!isMap(i)) return false;
+  const icon = i as Record<string, unknown>;
+  if (!isString(icon.src)) return false;
+  if (icon.mimeType !== undefined && !isString(icon.mimeType)) return false;
+  if (icon.sizes !== undefined && !(Array.isArray(icon.sizes) && icon.sizes.every(isString))) return false;
+  return icon.theme === undefined || icon.theme === 'light' || icon.theme === 'dark';
+}
+
+/**
+ * Icons are decoration: one a client cannot read is left out (all of them, when `icons` is no
+ * list), not the item. An untrusted server's were screened for where they point (icons.ts).
+ */
+function withReadableIcons(item: Record<string, unknown>): Record<string, unknown> {
+  const icons = item.icons;
+  if (icons === undefined || (Array.isArray(icons) && icons.every(readableIcon))) return item;
+  const kept = Array.isArray(icons) ? icons.filter(readableIcon) : [];
+  const { icons: _left, ...rest } = item;
+  return kept.length ? { ...rest, icons: kept } : rest;
+}
+
 /**
  * The item as clients can read it (`null` in a field that may be left out, left out: at the top,
  * in a prompt's arguments and in annotations), or, when a field has a value of another type,
  * why no client can read it.
  */
 export function readableItem(kind: ListKind, item: Record<string, unknown>): { item: Record<string, unknown> } | { problem: string } {
-  let out = withoutNulls(item, Object.keys(OPTIONAL[kind]));
+  let out = withReadableIcons(withoutNulls(item, Object.keys(OPTIONAL[kind])));
   if (kind === 'prompts' && Array.isArray(out.arguments) && out.arguments.some((a) => isMap(a) && Object.values(a as object).includes(null))) {
     out = { ...out, arguments: out.arguments.map((a) => (isMap(a) ? withoutNulls(a as Record<string, unknown>, ['title', 'description', 'required']) : a)) };
   }

@@ -3,7 +3,8 @@
  * of the wrong type (a tool's `description: 7`, a trusted server's `readOnlyHint: "yes"`, a
  * prompt argument's `required: "yes"`, a resource's `name: 5`, a template's `mimeType: 3`)
  * failed the whole aggregated list for them, the real servers' items with it. Such an item is
- * dropped (logged, a `catalog/drop` row), and a null where a field may be left out is left out.
+ * dropped (logged, a `catalog/drop` row), and a null where a field may be left out is left out,
+ * as is an icon clients cannot read.
  * The real built hub over loopback HTTP; the fixture upstream of both eras and npm's
  * server-everything; the SDK clients of both eras.
  */
@@ -24,6 +25,7 @@ const tools = JSON.stringify([
   { name: 'meta_text', _meta: 'x', inputSchema: { type: 'object' } },
   { name: 'hinted', annotations: { readOnlyHint: 'yes' }, inputSchema: { type: 'object' } },
   { name: 'nulls', title: null, description: null, annotations: { title: null, readOnlyHint: true }, inputSchema: { type: 'object' } },
+  { name: 'pictured', icons: [{ src: 'https://example.test/a.png', sizes: 48 }, { src: 'data:image/png;base64,AA==', theme: 'dark' }], inputSchema: { type: 'object' } },
 ]);
 const fixture = (era: string, prefix: string) => ({
   ...nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: era, TOOLS: tools, PROMPTS: '1', DOC_URI: `${prefix}://doc`, TEMPLATE: `${prefix}://t/{id}` }),
@@ -58,7 +60,9 @@ describe('listed items with fields of a type clients do not read', () => {
       for (const c of [v1, v2]) {
         const listed = (await c.listTools()).tools;
         expect(names(listed, 'ev__')).toContain('ev__echo');
-        for (const s of ['leg', 'mod']) expect(names(listed, `${s}__`)).toEqual([`${s}__echo`, `${s}__mutate`, `${s}__nulls`]);
+        for (const s of ['leg', 'mod']) expect(names(listed, `${s}__`)).toEqual([`${s}__echo`, `${s}__mutate`, `${s}__nulls`, `${s}__pictured`]);
+        // An icon no client reads (sizes not a list) is left out, not its tool.
+        expect(listed.find((t) => t.name === 'mod__pictured')!.icons).toEqual([{ src: 'data:image/png;base64,AA==', theme: 'dark' }]);
         const nulls = listed.find((t) => t.name === 'leg__nulls')!;
         expect(nulls).not.toHaveProperty('title');
         expect(nulls).not.toHaveProperty('description');

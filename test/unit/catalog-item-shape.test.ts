@@ -16,6 +16,13 @@ describe('readableItem', () => {
     expect(readableItem('tools', { name: 't', annotations: { title: null, destructiveHint: false } })).toEqual({ item: { name: 't', annotations: { destructiveHint: false } } });
   });
 
+  it('leaves out the icons clients cannot read, not the item', () => {
+    const ok = { src: 'data:image/png;base64,AA==', sizes: ['48x48'], theme: 'light' };
+    expect(readableItem('tools', { name: 't', icons: [ok, { src: 5 }, { src: 'a', theme: 'blue' }, null] })).toEqual({ item: { name: 't', icons: [ok] } });
+    expect(readableItem('prompts', { name: 'p', icons: 'x' })).toEqual({ item: { name: 'p' } });
+    expect(readableItem('resources', { uri: 'x://a', name: 'a', icons: [{ src: 'a', sizes: '48x48' }] })).toEqual({ item: { uri: 'x://a', name: 'a' } });
+  });
+
   it('says why an item with a field of another type cannot be read', () => {
     expect(readableItem('tools', { name: 't', execution: 'x' })).toEqual({ problem: 'its execution is string "x"' });
     expect(readableItem('prompts', { name: 'p', arguments: { who: {} } })).toEqual({ problem: 'its arguments is an object' });
