@@ -21,7 +21,7 @@ const isMap: Check = (v) => v !== null && typeof v === 'object' && !Array.isArra
 
 /** Fields that may be left out, and the type each must have when given. */
 const OPTIONAL: Record<ListKind, Record<string, Check>> = {
-  tools: { title: isString, description: isString, _meta: isMap, annotations: isMap, execution: isMap },
+  tools: { title: isString, description: isString, _meta: isMap, annotations: isMap, execution: isMap, outputSchema: isMap },
   prompts: { title: isString, description: isString, _meta: isMap, arguments: Array.isArray },
   resources: { title: isString, description: isString, _meta: isMap, mimeType: isString, size: isNumber, annotations: isMap },
   resourceTemplates: { title: isString, description: isString, _meta: isMap, mimeType: isString, annotations: isMap },

@@ -29,7 +29,8 @@ export function toolSchemaProblem(tool: Record<string, unknown>): string | null 
   const inputProblem = rootProblem('inputSchema', input);
   if (inputProblem) return inputProblem;
   const output = tool.outputSchema;
-  if (output === undefined) return null;
+  // null is unsaid (servers that write every field): left out of what clients get (item-shape.ts).
+  if (output === undefined || output === null) return null;
   if (!isMap(output)) return 'its outputSchema is not an object';
   return rootProblem('outputSchema', output);
 }

@@ -24,7 +24,7 @@ const tools = JSON.stringify([
   { name: 'titled', title: 7, inputSchema: { type: 'object' } },
   { name: 'meta_text', _meta: 'x', inputSchema: { type: 'object' } },
   { name: 'hinted', annotations: { readOnlyHint: 'yes' }, inputSchema: { type: 'object' } },
-  { name: 'nulls', title: null, description: null, annotations: { title: null, readOnlyHint: true }, inputSchema: { type: 'object' } },
+  { name: 'nulls', title: null, description: null, annotations: { title: null, readOnlyHint: true }, inputSchema: { type: 'object' }, outputSchema: null },
   { name: 'pictured', icons: [{ src: 'https://example.test/a.png', sizes: 48 }, { src: 'data:image/png;base64,AA==', theme: 'dark' }], inputSchema: { type: 'object' } },
 ]);
 const fixture = (era: string, prefix: string) => ({
@@ -66,6 +66,7 @@ describe('listed items with fields of a type clients do not read', () => {
         const nulls = listed.find((t) => t.name === 'leg__nulls')!;
         expect(nulls).not.toHaveProperty('title');
         expect(nulls).not.toHaveProperty('description');
+        expect(nulls).not.toHaveProperty('outputSchema');
         expect(nulls.annotations).toEqual({ readOnlyHint: true });
       }
     } finally {
