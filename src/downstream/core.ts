@@ -53,7 +53,8 @@ export interface HubCore {
   recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }, extra?: { hubName?: string }): Promise<void>;
   /**
    * 'listChanged' (kind: 'tools'|'prompts'|'resources'|'resourceTemplates', principal?: only
-   * its clients, seenBy?: (group) => whether clients of that endpoint group see the change);
+   * its clients, seenBy?: (group) => whether clients of that endpoint group see the change,
+   * at?: performance.now() of the last change it stands for);
    * 'resourceUpdated' ({uri, meta?, subscribers: ReadonlySet<string>, seenBy: SeenBy}: a subscriber
    * is told only when its endpoint group shows the resource's server).
    */

@@ -555,6 +555,8 @@ export class Endpoint {
     const ctx = legacyContext(session, req, ex, new Canceller().signal, this.limits);
     const capabilities = await capabilitiesWhileOpen(this.core, ex);
     if (!capabilities) return unanswered(this.core, req, ex, ctx);
+    // Not before the wait for servers starting: one ready meanwhile is in the client's first lists.
+    session.listsFrom = performance.now();
     const result: Params = { protocolVersion: version, capabilities, serverInfo: this.core.serverInfo };
     const instructions = this.core.instructions(ex.group);
     if (instructions) result.instructions = instructions;

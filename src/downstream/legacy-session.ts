@@ -36,6 +36,13 @@ const CANCELLED_AHEAD_MS = 10_000;
 export class LegacySession {
   initialized = false;
   logLevel: LoggingLevel | undefined;
+  /**
+   * When its initialize was answered (performance.now()): its client lists only after that, so a
+   * list change made before it is in every list it gets, and it is not told of it (a change a
+   * coalescing window said late, session-table.ts). Unset (a session taken back by a restarted
+   * hub, whose client kept lists from before): told of every change.
+   */
+  listsFrom: number | undefined;
   /** The standalone GET stream (HTTP) or stdout (stdio), for notifications not tied to a request. */
   stream: MessageSink | undefined;
   /**

@@ -46,7 +46,7 @@ export class SessionTable {
     const idle = limits.sessionIdleTimeoutMs ?? DEFAULT_SESSION_IDLE_MS;
     this.sweeper = setInterval(() => this.endIdleSessions(idle), Math.min(idle, 60_000));
     this.sweeper.unref();
-    core.events.on('listChanged', (kind: string, principal?: string, seenBy?: SeenBy) => this.broadcastLegacy(kind, principal, seenBy));
+    core.events.on('listChanged', (kind: string, principal?: string, seenBy?: SeenBy, at?: number) => this.broadcastLegacy(kind, principal, seenBy, at));
     core.events.on('resourceUpdated', (u: ResourceUpdate) => {
       for (const key of u.subscribers) {
         const s = this.sessions.get(key) ?? this.stdioSession(key);
@@ -55,12 +55,17 @@ export class SessionTable {
     });
   }
 
-  /** `principal`: only that principal's sessions (its own list changed); `seenBy`: only sessions whose group shows the change. */
-  broadcastLegacy(kind: string, principal?: string, seenBy?: SeenBy): void {
+  /**
+   * `principal`: only that principal's sessions (its own list changed); `seenBy`: only sessions
+   * whose group shows the change; `at`: when the last change it stands for was made (performance.now()),
+   * which a session answered its initialize after has in every list it can fetch: not told.
+   */
+  broadcastLegacy(kind: string, principal?: string, seenBy?: SeenBy, at?: number): void {
     const method =
       kind === 'tools' ? 'notifications/tools/list_changed' : kind === 'prompts' ? 'notifications/prompts/list_changed' : 'notifications/resources/list_changed';
     const msg = { jsonrpc: '2.0', method };
-    const told = (s: LegacySession) => (principal === undefined || s.principal === principal) && (seenBy === undefined || seenBy(s.group));
+    const told = (s: LegacySession) =>
+      (principal === undefined || s.principal === principal) && (seenBy === undefined || seenBy(s.group)) && (at === undefined || s.listsFrom === undefined || at >= s.listsFrom);
     for (const s of this.sessions.values()) if (s.initialized && s.stream && !s.stream.closed && told(s)) s.stream.send(msg);
     for (const s of this.stdioSessions.values()) if (s.initialized && !s.ended && s.stream && !s.stream.closed && told(s)) s.stream.send(msg);
   }

@@ -9,8 +9,12 @@ import { principalConn } from '../catalog/principal-conn.js';
 import type { Subscriptions } from '../router/subscriptions.js';
 import { ChangeCoalescer } from './change-coalescer.js';
 
-/** A list change: its kind, the principal whose own list it is (undefined: everyone's), the servers whose parts changed (undefined: the whole list). */
-type ListChange = [kind: string, principal: string | undefined, servers: readonly string[] | undefined];
+/**
+ * A list change: its kind, the principal whose own list it is (undefined: everyone's), the
+ * servers whose parts changed (undefined: the whole list), and when the last change it stands
+ * for was made (performance.now()).
+ */
+type ListChange = [kind: string, principal: string | undefined, servers: readonly string[] | undefined, at: number];
 
 /** Relays `catalog`'s changes to `events` from now on; the returned coalescer's close() ends the windows still open (the hub's stop). */
 export function relayCatalogChanges(catalog: Pick<Catalog, 'on' | 'groups'>, subs: Pick<Subscriptions, 'subscribers'>, events: EventEmitter): { close(): void } {
@@ -30,14 +34,18 @@ export function relayCatalogChanges(catalog: Pick<Catalog, 'on' | 'groups'>, sub
   // them do not see (undefined: of the whole list). One key per kind and principal, not per
   // server: a burst of changes (an upstream's storm of list_changed, or forty servers coming
   // ready after a start or a reload) reaches each client as a few, not one per server.
+  // `at`: what is said at a window's end may be of changes made before a client's session began,
+  // which every list it can fetch already shows (session-table.ts: listsFrom). Not whole
+  // milliseconds (monotonicNow): the server whose readiness ends the start-up grace is ready in
+  // the very millisecond the handshake it held is answered.
   const listChanges = new ChangeCoalescer<ListChange>(
-    (kind: string, principal: string | undefined, servers: readonly string[] | undefined) =>
-      events.emit('listChanged', kind, principal, servers === undefined ? undefined : (group?: string) => servers.some((s) => catalog.groups.showsServer(group, s))),
+    (kind: string, principal: string | undefined, servers: readonly string[] | undefined, at: number) =>
+      events.emit('listChanged', kind, principal, servers === undefined ? undefined : (group?: string) => servers.some((s) => catalog.groups.showsServer(group, s)), at),
     undefined,
-    (earlier, later) => [later[0], later[1], earlier[2] === undefined || later[2] === undefined ? undefined : [...new Set([...earlier[2], ...later[2]])]],
+    (earlier, later) => [later[0], later[1], earlier[2] === undefined || later[2] === undefined ? undefined : [...new Set([...earlier[2], ...later[2]])], later[3]],
   );
   catalog.on('changed', (kind: string, principal?: string, server?: string) =>
-    listChanges.change(JSON.stringify([kind, principal ?? null]), kind, principal, server === undefined ? undefined : [server]),
+    listChanges.change(JSON.stringify([kind, principal ?? null]), kind, principal, server === undefined ? undefined : [server], performance.now()),
   );
   return listChanges;
 }
