@@ -118,7 +118,10 @@ export class ListCache {
     }
     this.stats.misses++;
     let p = this.inflight.get(key);
-    if (!p) {
+    // One under way since before a change may bring the list from before it: whoever asks after
+    // the change (a client told of it, or one whose session began after it and is not told,
+    // session-table.ts) gets a fetch of its own; those who asked before get the older one.
+    if (!p || this.changedInFlight.delete(key)) {
       let fetched: Promise<ListEntry> | undefined;
       // Unset while refresh has not returned (a fetcher that throws at once): nothing dropped it meanwhile.
       const f = (fetched = this.refresh(key, fetch, e, () => fetched === undefined || this.inflight.get(key) === fetched));

@@ -29,6 +29,22 @@ describe('the list cache', () => {
     expect(f.asked).toHaveLength(2);
   });
 
+  it('a list asked for after a list_changed does not share the fetch under way since before it', async () => {
+    const cache = new ListCache(() => 1000);
+    const f = held();
+    const before = cache.get('s\0tools', f.fetch);
+    cache.invalidate('s\0');
+    const after = cache.get('s\0tools', f.fetch);
+    expect(f.asked).toHaveLength(2);
+    f.asked[1]!(['old', 'new']);
+    f.asked[0]!(['old']);
+    expect((await before).items).toEqual([{ name: 'old' }]);
+    expect((await after).items).toEqual([{ name: 'old' }, { name: 'new' }]);
+    // The newer fetch is the one kept, fresh: nothing changed while it was on its way.
+    expect((await cache.get('s\0tools', f.fetch)).items).toHaveLength(2);
+    expect(f.asked).toHaveLength(2);
+  });
+
   it('only the keys under the prefix are marked, and a failed fetch leaves no mark behind', async () => {
     // No wait after a failure (the next test's): the fetch after it is the one looked at.
     const cache = new ListCache(() => 1000, undefined, undefined, 0);
