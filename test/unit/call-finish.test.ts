@@ -105,6 +105,8 @@ describe('tools/call', () => {
       logScope: 's1',
       principal: 'alice',
       onServerRequest: undefined,
+      // A trusted server's questions are its own (input-results.ts askerOf).
+      asker: undefined,
       onElicitationComplete: undefined,
       exclusive: false,
       clientCapabilities: {},
