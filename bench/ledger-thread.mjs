@@ -2,7 +2,7 @@
 // chunk, JSON.parse each line, AuditApplier.take, flush: chain, INSERT, commit), on its own
 // writer connection beside the hub's, with a PASSIVE checkpoint every --checkpoint-every
 // batches (the thread's timer, 100 ms, at ~64 rows a batch and a few thousand rows a second).
-// Lines are built as the hub writes them (RowValues.begin/finish, finishedLine), a trace id each:
+// Lines are built as the hub writes them (RowValues.route/beginOpen/finish, finishedLine), a trace id each:
 // --mix mixed has three servers, four principals and one call in ten an error; --mix bench the
 // throughput bench's calls (one principal, server and tool). CPU a row (process.cpuUsage)
 // after --warmup rows; with --callgrind the window is zeroed and dumped by callgrind_control,
@@ -57,7 +57,7 @@ function line() {
   id++;
   ts += Math.random() < 0.5 ? 1 : 0;
   const server = servers[id % servers.length];
-  const start = values.begin(id, {
+  const b = {
     ts,
     requestId: String(id),
     principal: principals[id % principals.length],
@@ -73,9 +73,10 @@ function line() {
     requestBytes: 180 + (id % 40),
     traceId: hex(32),
     spanId: hex(16),
-  });
+  };
+  const route = values.route(b);
   const error = id % errorEvery === 0;
-  const fin = values.finish(start, {
+  const fin = values.finish(route, {
     outcome: error ? 'error' : 'ok',
     errorKind: error ? 'upstream' : undefined,
     errorCode: error ? -32603 : undefined,
@@ -83,7 +84,7 @@ function line() {
     latencyMs: 0.3 + (id % 17) / 10,
     responseBytes: 90 + (id % 30),
   });
-  return finishedLine(JSON.stringify(start), fin);
+  return finishedLine(values.beginOpen(id, b, route), fin);
 }
 
 /** Batches of `batch` lines, joined as one chunk (the hub joins lines by newlines). */

@@ -18,7 +18,7 @@ import { PendingFiles, type PendingFilesOptions } from './pending-files.js';
 import type { LedgerPinStore } from './pins.js';
 import type { ItemPinKind } from '../catalog/pins.js';
 import { LedgerReader, type StatsRow } from './reader.js';
-import { finishedLine, RowValues, type RowBodyOptions } from './row-values.js';
+import { beginLine, finishedLine, RowValues, type RowBodyOptions } from './row-values.js';
 import type { AuditFilter, AuditRow } from './rows.js';
 import type { AuditBegin, AuditEnd, AuditHandle, LedgerCounters } from './types.js';
 import { joinChunks, liveLines } from './batch-lines.js';
@@ -217,11 +217,11 @@ export class Ledger implements RowFinisher {
   begin(b: AuditBegin): AuditHandle {
     this.assertOpen();
     const id = this.nextId++;
-    const start = this.values.begin(id, b);
-    const h = new RowHandle(this, id, start, JSON.stringify(start), this.lines.length, performance.now());
+    const route = this.values.route(b);
+    const h = new RowHandle(this, id, route, this.values.beginOpen(id, b, route), this.lines.length, performance.now());
     this.begun.set(id, h);
     // Waited for through whenCommitted() in this turn, or through `written` later.
-    h.written = this.write(h.startJson);
+    h.written = this.write(beginLine(h.startOpen));
     return h;
   }
 
@@ -249,18 +249,18 @@ export class Ledger implements RowFinisher {
   record(b: AuditBegin, e: AuditEnd): Promise<void> {
     this.assertOpen();
     const id = this.nextId++;
-    const start = this.values.begin(id, b);
-    return this.write(finishedLine(JSON.stringify(start), this.values.finish(start, e)));
+    const route = this.values.route(b);
+    return this.write(finishedLine(this.values.beginOpen(id, b, route), this.values.finish(route, e)));
   }
 
   /** @internal used by the handle once. */
   finishRow(h: RowHandle, e: AuditEnd): Promise<void> {
     if (this.closed) return Promise.reject(new Error('ledger is closed'));
-    const fin = this.values.finish(h.start, e);
+    const fin = this.values.finish(h.route, e);
     // The finish line carries the begin's columns too (a restart can finish the row from it
     // alone), so a begin not yet handed over need not go to the thread at all.
     if (this.begun.delete(h.rowId)) this.lines[h.at] = '';
-    void this.write(finishedLine(h.startJson, fin));
+    void this.write(finishedLine(h.startOpen, fin));
     // Its line, and an idempotency answer stored just before it (a SQLite write).
     return this.whenCommitted();
   }

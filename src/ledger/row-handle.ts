@@ -1,4 +1,5 @@
 import { WRITTEN } from './pending-log.js';
+import type { Route } from './row-values.js';
 import type { AuditEnd, AuditHandle } from './types.js';
 
 /** Who finishes a row (the ledger); an interface so this module does not import the ledger back. */
@@ -20,9 +21,9 @@ export class RowHandle implements AuditHandle {
   constructor(
     private readonly ledger: RowFinisher,
     readonly rowId: number,
-    /** What begin() wrote, as values and as JSON. */
-    readonly start: unknown[],
-    readonly startJson: string,
+    /** The begin's route (the columns a finish falls back to), and its line less the closing bracket (RowValues.beginOpen). */
+    readonly route: Route,
+    readonly startOpen: string,
     /** Its begin's place in the ledger's lines while it has not been handed over. */
     public at: number,
     /** performance.now() at begin. */
