@@ -53,6 +53,7 @@ import { specOf } from './hub/upstream-spec.js';
 import { Dispatch, toolServerOf } from './hub/dispatch.js';
 import { Listeners } from './hub/listeners.js';
 import { ReloadHistory } from './hub/reload-history.js';
+import { carryMovedSubscriptions, mayMoveUris } from './hub/moved-subscriptions.js';
 import { endRemovedGroups, endRevoked } from './hub/reload-endings.js';
 import { PluginLoads } from './hub/plugin-loads.js';
 import { hubHealth, type HealthSources, type HubHealth } from './hub/health.js';
@@ -447,6 +448,19 @@ export class Hub implements HubCore {
     useConfigSecrets(this.config, this.secretValues);
     for (const m of ignoredSettings(next)) this.log.warn(m);
     const report = await applyReload(this.reloadTarget(), next);
+    // Once the servers it started are ready: what clients subscribed to on a server it removed,
+    // renamed or routed away from is subscribed again where it is now (hub/moved-subscriptions.ts).
+    if (mayMoveUris(report))
+      void carryMovedSubscriptions(
+        {
+          handles: this.handles,
+          resubscribeMoved: (moved) => this.endpoint.resubscribeMoved(moved),
+          takeMoved: (subscriber, principal, group) => this.upstreamSubs.takeMoved(subscriber, principal, group),
+          stop: this.stopBegun.signal,
+          log: this.log,
+        },
+        report,
+      );
     // Read once it is done: its plugins' load replaced the list.
     return this.reloads.complete(report, next, this.pluginLoads.notLoaded);
   }

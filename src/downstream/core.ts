@@ -96,6 +96,12 @@ export interface MessageSink {
   watchConnection?(cb: (connected: boolean) => void): (() => void) | undefined;
 }
 
+/**
+ * After a reload: the URIs a subscriber (a legacy session's id, a listen stream's key) holds whose
+ * owner changed, let go where they were held, for it to subscribe again (UpstreamSubscriptions.takeMoved).
+ */
+export type MovedSubscriptions = (subscriber: string, principal: string, group: string | undefined) => Promise<string[]>;
+
 /** What 'resourceUpdated' carries. */
 export interface ResourceUpdate {
   uri: string;

@@ -19,7 +19,7 @@ import { LOG_LEVELS, type ClientCapabilities, type Implementation, type LoggingL
 import type { CallContext } from '../router/context.js';
 import { classifyEra, unsupportedLegacyVersion, type EraVerdict } from './classify.js';
 import { listResponse, resultAnswer } from '../protocol/serialized.js';
-import type { HubCore } from './core.js';
+import type { HubCore, MovedSubscriptions } from './core.js';
 import type { Exchange } from './exchange.js';
 import type { SessionIds } from './session-ids.js';
 import type { SessionMemory } from './session-memory.js';
@@ -693,6 +693,15 @@ export class Endpoint {
   /** SessionTable.endSessionsOf: a revoked principal's or removed key's sessions end. */
   endSessionsOf(principals: ReadonlySet<string>, keys?: ReadonlySet<string>, lost?: LostEndpoint): number {
     return this.table.endSessionsOf(principals, keys, lost);
+  }
+
+  /**
+   * A reload changed the owner of URIs clients hold: their legacy sessions and listen streams are
+   * subscribed again at the owners now (SessionTable and ListenHub resubscribeMoved); how many of each.
+   */
+  async resubscribeMoved(moved: MovedSubscriptions): Promise<{ sessions: number; listenStreams: number }> {
+    const sessions = await this.table.resubscribeMoved(moved);
+    return { sessions, listenStreams: await this.listen.resubscribeMoved(moved) };
   }
 
   /** SessionTable.endSessionsOfGroups: the sessions of groups a reload removed end. */

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { META_SERVER_INFO, META_SUBSCRIPTION_ID } from '../protocol/meta.js';
 import { UpstreamUnavailableError } from '../protocol/errors.js';
 import type { Request } from '../protocol/jsonrpc.js';
-import type { HubCore, MessageSink, ResourceUpdate, SeenBy } from './core.js';
+import type { HubCore, MessageSink, MovedSubscriptions, ResourceUpdate, SeenBy } from './core.js';
 import type { Exchange } from './exchange.js';
 import { endAtExpiry } from './expiry.js';
 import type { LostEndpoint } from '../config/reload.js';
@@ -240,6 +240,40 @@ export class ListenHub {
   /** The streams whose subscriber key is among `keys` end now, gracefully (UpstreamSubscriptions.unwatched); how many. */
   endStreamsHolding(keys: ReadonlySet<string>): number {
     return this.endWhere((l) => keys.has(l.key));
+  }
+
+  /**
+   * A reload changed the owner of URIs streams hold (a server removed or renamed, a URI routed to
+   * another server now): `moved` lets go of those a stream holds where they were and names them.
+   * Each is subscribed again at its owner now and said updated once on the stream, as after the
+   * hub's other gaps in watching: a change while they moved was not heard. A stream one of whose
+   * URIs is not honoured now (routed nowhere, or to a server its group does not show) ends,
+   * gracefully: its acknowledgement said it was, which cannot be taken back, and its client,
+   * listening again, is told what is watched now (as UpstreamSubscriptions.unwatched). How many
+   * streams had any.
+   */
+  async resubscribeMoved(moved: MovedSubscriptions): Promise<number> {
+    let n = 0;
+    for (const l of [...this.listeners]) {
+      if (l.sink.closed || !this.core.subscribeResources) continue;
+      const uris = await moved(l.key, l.principal, l.group);
+      if (uris.length === 0) continue;
+      n++;
+      const honoured = await this.core.subscribeResources(l.key, uris, l.principal, l.group).catch(() => [] as string[]);
+      // Ended meanwhile (its release ran before these were made): what was just made is let go.
+      if (!this.listeners.has(l) || l.sink.closed) {
+        this.core.sessionClosed(l.key);
+        continue;
+      }
+      if (honoured.length < uris.length) {
+        this.log.info({ principal: l.principal, uris: uris.length, honoured: honoured.length }, 'listen stream: resource subscriptions a reload moved are not all honoured now: the stream ended, for its client to listen again');
+        l.close();
+        continue;
+      }
+      for (const uri of honoured) l.sink.send({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri, _meta: { [META_SUBSCRIPTION_ID]: l.id } } });
+      this.log.info({ principal: l.principal, uris: honoured.length }, 'resource subscriptions moved to another server by a reload: said updated on the listen stream, since a change while they moved was not heard');
+    }
+    return n;
   }
 
   /** The streams `which` picks end now, gracefully (their requests answered); how many. */

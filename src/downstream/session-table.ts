@@ -3,7 +3,7 @@ import { INTERNAL_ERROR, HubStoppingError, RpcError } from '../protocol/errors.j
 import { LOG_LEVELS } from '../protocol/types.js';
 import type { LostEndpoint } from '../config/reload.js';
 import { monotonicNow } from '../monotonic.js';
-import type { HubCore, ResourceUpdate, SeenBy } from './core.js';
+import type { HubCore, MovedSubscriptions, ResourceUpdate, SeenBy } from './core.js';
 import { LegacySession } from './legacy-session.js';
 import type { SessionFacts, SessionIds } from './session-ids.js';
 import type { Kept, SessionMemory } from './session-memory.js';
@@ -101,29 +101,63 @@ export class SessionTable {
     this.sessions.set(sid, session);
     // Subscribed again, as its client believes it still is; a URI that routes nowhere now is dropped.
     if (kept?.logLevel !== undefined && LOG_LEVELS.includes(kept.logLevel)) session.logLevel = kept.logLevel;
-    if (kept?.uris.length && this.core.subscribeResources) {
-      const made = this.core.subscribeResources(sid, kept.uris, principal, group).then(
-        (honoured): readonly string[] => {
-          // Ended meanwhile (a DELETE right after the restart): what was just made is let go.
-          if (this.sessions.get(sid) !== session) {
-            this.core.sessionClosed(sid);
-            return [];
-          }
-          for (const uri of kept.uris) if (!honoured.includes(uri)) this.memory?.unsubscribed(sid, uri);
-          return honoured;
-        },
-        (err: unknown): readonly string[] => {
-          this.log.warn({ err: String((err as Error)?.message ?? err) }, 'subscriptions of a session taken back not renewed');
-          return [];
-        },
-      );
-      // Nothing watched them while the hub was down: said updated once its client listens again.
-      session.takenBackGap = new TakenBackGap(made, (uris) =>
+    if (kept?.uris.length)
+      this.subscribeAgain(session, kept.uris, (uris) =>
         this.log.info({ principal, uris }, 'subscribed resources of a session taken back said updated, since a change while the hub was down was not heard'),
       );
-    }
     this.log.info({ principal, client: facts.clientInfo?.name, subscriptions: kept?.uris.length ?? 0 }, 'legacy session taken back (opened by an earlier hub process, or another hub)');
     return session;
+  }
+
+  /**
+   * Subscribes `session` again to `uris` (routed as they are now; one that routes nowhere, or to a
+   * server its group does not show, is dropped, its memory too), and owes it the gap's signal:
+   * each URI subscribed again said updated once, on its GET stream (at once when that is open,
+   * else when its client opens it: TakenBackGap). `told` hears how many were said.
+   */
+  private subscribeAgain(session: LegacySession, uris: string[], told: (uris: number) => void): void {
+    if (!this.core.subscribeResources) return;
+    const sid = session.id;
+    const made = this.core.subscribeResources(sid, uris, session.principal, session.group).then(
+      (honoured): readonly string[] => {
+        // Ended meanwhile (a DELETE right after the restart): what was just made is let go.
+        if (session.ended || (this.sessions.get(sid) ?? this.stdioSessions.get(sid)) !== session) {
+          this.core.sessionClosed(sid);
+          return [];
+        }
+        for (const uri of uris) if (!honoured.includes(uri)) this.memory?.unsubscribed(sid, uri);
+        return honoured;
+      },
+      (err: unknown): readonly string[] => {
+        this.log.warn({ err: String((err as Error)?.message ?? err) }, 'resource subscriptions of a session not renewed');
+        return [];
+      },
+    );
+    // Nothing watched them while the hub was down, or while their server was replaced.
+    const gap = new TakenBackGap(made, told);
+    session.takenBackGap = gap;
+    if (session.stream && !session.stream.closed) gap.streamOpened(session);
+  }
+
+  /**
+   * A reload changed the owner of URIs sessions hold (a server removed or renamed, a URI routed
+   * to another server now): `moved` lets go of those a session holds where they were and names
+   * them. Each such session is subscribed again at their owners now and told each updated once,
+   * as a session taken back after a restart is: a change while nothing watched them was not
+   * heard. How many sessions had any.
+   */
+  async resubscribeMoved(moved: MovedSubscriptions): Promise<number> {
+    let n = 0;
+    for (const s of [...this.sessions.values(), ...this.stdioSessions.values()]) {
+      if (s.ended) continue;
+      const uris = await moved(s.id, s.principal, s.group);
+      if (uris.length === 0 || s.ended) continue;
+      n++;
+      this.subscribeAgain(s, uris, (told) =>
+        this.log.info({ principal: s.principal, uris: told }, 'resource subscriptions moved to another server by a reload: said updated, since a change while they moved was not heard'),
+      );
+    }
+    return n;
   }
 
   /**

@@ -8,7 +8,8 @@ import type { LegacySession } from './legacy-session.js';
  * once per take-back, on the session's GET stream once its client has it open again: a POST may
  * take the session back first (nothing is said on its answer stream, and nothing is lost), and
  * the GET may open before the subscriptions are made again (it is said once they are, so that a
- * read after it sees the resource watched). A URI unsubscribed meanwhile is left out.
+ * read after it sees the resource watched). A URI unsubscribed meanwhile is left out. So is a
+ * session whose subscriptions a reload moved to another server (SessionTable.resubscribeMoved).
  */
 export class TakenBackGap {
   private readonly unsubscribedSince = new Set<string>();

@@ -253,17 +253,45 @@ export class UpstreamSubscriptions {
     return uris.filter((u) => yes.has(u));
   }
 
-  sessionClosed(sessionKey: string): void {
-    for (const { server, conn, uri } of this.src.subs.removeSubscriber(sessionKey)) {
-      const h = this.src.handles.get(server);
-      if (!h) continue;
-      // On the connection it was made on (a principal's own one may have been closed since:
-      // its upstream session, and the subscription, went with it), whose era decides (the
-      // main one's may never have been ready).
-      const upstream = conn === '' ? h.upstream : this.src.upstreams.existing(h, principalOfConn(conn));
-      if ((upstream?.era ?? h.upstream.era) === MODERN) this.src.catalog.subscriptionsChanged(server, conn);
-      // The hub's own request (hubOwn), for a session gone: unanswered, no call left unanswered.
-      else if (upstream?.state === 'ready' && upstream.capabilities?.resources?.subscribe) this.src.subs.unsubscribing(server, conn, uri, () => upstream.request('resources/unsubscribe', { uri }, { hubOwn: true })).catch(() => {});
+  /**
+   * After a reload: the URIs `subscriber` holds whose owner changed, its server gone from the
+   * config (removed, renamed) or the URI routed to another server now, for this view. They are
+   * let go where they were held, and returned for the subscriber to be subscribed again at the
+   * owner they have now (subscribeResources), as a session taken back after a restart is. One
+   * whose server is still configured but that routes nowhere just now (down, its lists not
+   * fetched) stays: it is renewed there when the server is back (resubscribe).
+   */
+  async takeMoved(subscriber: string, principal: string, group?: string): Promise<string[]> {
+    const moved = new Set<string>();
+    const view = { principal, group };
+    for (const { server, conn, uri } of this.src.subs.heldOf(subscriber)) {
+      if (this.src.handles.has(server)) {
+        const routed = (await this.src.catalog.routeUri(uri, view)) ?? (await this.src.catalog.downResource(uri, view));
+        if (routed === undefined || routed.id === server) continue;
+      }
+      // Let go meanwhile (unsubscribed, its session ended): nothing to carry.
+      if (!this.src.subs.holders(server, uri, conn).has(subscriber)) continue;
+      if (this.src.subs.remove(server, uri, subscriber, conn)) this.letGo(server, conn, uri);
+      moved.add(uri);
     }
+    return [...moved];
+  }
+
+  sessionClosed(sessionKey: string): void {
+    for (const { server, conn, uri } of this.src.subs.removeSubscriber(sessionKey)) this.letGo(server, conn, uri);
+  }
+
+  /** `uri` lost its last subscriber on connection `conn` of `server`: let go there. */
+  private letGo(server: string, conn: string, uri: string): void {
+    const h = this.src.handles.get(server);
+    // A server gone from the config: its connection closes, and what it held with it.
+    if (!h) return;
+    // On the connection it was made on (a principal's own one may have been closed since:
+    // its upstream session, and the subscription, went with it), whose era decides (the
+    // main one's may never have been ready).
+    const upstream = conn === '' ? h.upstream : this.src.upstreams.existing(h, principalOfConn(conn));
+    if ((upstream?.era ?? h.upstream.era) === MODERN) this.src.catalog.subscriptionsChanged(server, conn);
+    // The hub's own request (hubOwn), for a session gone: unanswered, no call left unanswered.
+    else if (upstream?.state === 'ready' && upstream.capabilities?.resources?.subscribe) this.src.subs.unsubscribing(server, conn, uri, () => upstream.request('resources/unsubscribe', { uri }, { hubOwn: true })).catch(() => {});
   }
 }

@@ -233,6 +233,11 @@ export class Subscriptions {
     return out;
   }
 
+  /** Every subscription `subscriber` is counted for: where (server, connection) and what. */
+  heldOf(subscriber: string): { server: string; conn: string; uri: string }[] {
+    return [...(this.bySubscriber.get(subscriber) ?? [])].map(parseKey);
+  }
+
   /**
    * Returns true when the last subscriber left (unsubscribe upstream). One still waiting for
    * the upstream subscribe is not counted when it is made.
