@@ -133,8 +133,9 @@ export class SessionTable {
         return [];
       },
     );
-    // Nothing watched them while the hub was down, or while their server was replaced.
-    const gap = new TakenBackGap(made, told);
+    // Nothing watched them while the hub was down, or while their server was replaced; what an
+    // earlier gap still owes (a take-back whose client has not opened its GET stream yet) with them.
+    const gap = new TakenBackGap(session.takenBackGap?.withOwed(made) ?? made, told);
     session.takenBackGap = gap;
     if (session.stream && !session.stream.closed) gap.streamOpened(session);
   }

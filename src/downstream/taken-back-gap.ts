@@ -23,6 +23,19 @@ export class TakenBackGap {
     private readonly told: (uris: number) => void,
   ) {}
 
+  /**
+   * Another gap comes before this one was said (a reload moves the session's subscriptions before
+   * its client opened its GET stream again after the take-back): what this one still owes is said
+   * with the other's, once; this one owes nothing from now on. Replaced without this, its URIs
+   * were never said updated. Resolves with both gaps' URIs.
+   */
+  withOwed(more: Promise<readonly string[]>): Promise<readonly string[]> {
+    if (this.state !== 'owed') return more;
+    this.state = 'told';
+    const unsubscribed = this.unsubscribedSince;
+    return Promise.all([this.made, more]).then(([mine, theirs]) => [...new Set([...mine.filter((u) => !unsubscribed.has(u)), ...theirs])]);
+  }
+
   unsubscribed(uri: string): void {
     this.unsubscribedSince.add(uri);
   }

@@ -84,4 +84,26 @@ describe('TakenBackGap', () => {
     await none.make([]);
     expect([n.sent, none.told]).toEqual([[], []]);
   });
+
+  it('a later gap (a reload moving the subscriptions) before the stream opened says what the first still owes too, once; one already said is not said again', async () => {
+    const t = takenBack();
+    t.gap.unsubscribed('c://3');
+    await t.make(['a://1', 'c://3']);
+    const moved = Promise.resolve(['b://2']);
+    const later = new TakenBackGap(t.gap.withOwed(moved), (n) => t.told.push(n));
+    t.session.takenBackGap = later;
+    const s = stream();
+    t.session.stream = s;
+    later.streamOpened(t.session);
+    await new Promise((r) => setImmediate(r));
+    expect(uris(s)).toEqual(['a://1', 'b://2']);
+    expect(t.told).toEqual([2]);
+    // Said already: a gap after it owes only its own.
+    const last = new TakenBackGap(later.withOwed(Promise.resolve(['d://4'])), () => undefined);
+    const s2 = stream();
+    t.session.stream = s2;
+    last.streamOpened(t.session);
+    await new Promise((r) => setImmediate(r));
+    expect(uris(s2)).toEqual(['d://4']);
+  });
 });
