@@ -28,9 +28,12 @@ export interface MovedSources {
   readonly log: Logger;
 }
 
-/** Whether a reload changed anything that may move a URI to another server. */
+/**
+ * Whether a reload changed anything that may move a URI to another server: its servers, or the
+ * groups (one that no longer shows a URI's server may show another that serves it).
+ */
 export function mayMoveUris(r: ReloadReport): boolean {
-  return r.added.length + r.removed.length + r.restarted.length + r.updated.length > 0;
+  return r.added.length + r.removed.length + r.restarted.length + r.updated.length > 0 || r.applied.includes('groups');
 }
 
 /** Carries the subscriptions a reload (`report`) moved; in the background, never rejects. */

@@ -107,4 +107,25 @@ describe('subscriptions whose URI changed owner on a reload', () => {
     expect(s.heard()).toEqual([0, 0]);
     await loggedTimes(hub, MOVED, 1, 15_000);
   }, 60_000);
+
+  it("a group no longer showing the URI's server, another it shows serving it: moved there; the hub's other clients keep theirs", async () => {
+    const server = nodeServer(MUTABLE, [], { ERA: 'legacy' });
+    hub = await startHub({ servers: { a: server, b: server }, groups: { g: { servers: ['a', 'b'] } } });
+    await waitForReady(hub.url, ['a', 'b']);
+    const inGroup = await subscribers(hub.url.replace(/\/mcp$/, '/mcp/g'));
+    const all = await subscribers(hub.url);
+    await expect.poll(async () => firstText(await all.legacy.callTool({ name: 'a__touch', arguments: { uri: DOC, report: true } })), { timeout: 5000, interval: 50 }).toBe('told 1');
+    await expect.poll(() => [...inGroup.heard(), ...all.heard()], { timeout: 5000, interval: 20 }).toEqual([1, 1, 1, 1]);
+    setSection(hub, 'groups', { g: { servers: ['b'] } });
+    await loggedTimes(hub, 'config reload: groups replaced', 1);
+    // The group's subscribers hear the gap's signal, the others nothing: theirs did not move.
+    await expect.poll(() => [...inGroup.heard(), ...all.heard()], { timeout: 10_000, interval: 20 }).toEqual([2, 2, 1, 1]);
+    await loggedTimes(hub, MOVED, 1);
+    expect(JSON.parse(hub.logs.find((l) => l.includes(MOVED))!)).toMatchObject({ sessions: 1, listenStreams: 1 });
+    expect(firstText(await inGroup.legacy.callTool({ name: 'b__touch', arguments: { uri: DOC, report: true } }))).toBe('told 1');
+    await expect.poll(() => [...inGroup.heard(), ...all.heard()], { timeout: 5000, interval: 20 }).toEqual([3, 3, 1, 1]);
+    // `a` still holds it for the hub's other clients.
+    expect(firstText(await all.legacy.callTool({ name: 'a__touch', arguments: { uri: DOC, report: true } }))).toBe('told 1');
+    await expect.poll(() => [...inGroup.heard(), ...all.heard()], { timeout: 5000, interval: 20 }).toEqual([3, 3, 2, 2]);
+  }, 60_000);
 });
