@@ -90,15 +90,13 @@ export class RowValues {
       text(b.server),
       nameText(b.upstreamName),
       text(b.upstreamEra),
-      text(b.idempotencyKey),
-      text(b.argsHash),
-      finiteOrNull(b.requestBytes),
-      this.body(b.args),
-      text(b.group),
-      text(b.traceId),
-      text(b.spanId),
-      text(b.parentSpanId),
+      ...this.afterRoute(b),
     ];
+  }
+
+  /** A begin's eight values after its route's ten (idempotency_key to parent_span_id), in BEGIN_COLS order. */
+  private afterRoute(b: AuditBegin): unknown[] {
+    return [text(b.idempotencyKey), text(b.argsHash), finiteOrNull(b.requestBytes), this.body(b.args), text(b.group), text(b.traceId), text(b.spanId), text(b.parentSpanId)];
   }
 
   /**
@@ -113,23 +111,9 @@ export class RowValues {
     if (r.json === undefined) {
       // A route met once so far, perhaps the only time (a hub's tools called in turn, more than
       // ROUTES_KEPT of them): one JSON.stringify of the line, as before routes were kept.
-      const v = r.values;
-      return JSON.stringify([
-        id, ts, text(b.requestId) ?? '', v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9],
-        text(b.idempotencyKey), text(b.argsHash), finiteOrNull(b.requestBytes), this.body(b.args),
-        text(b.group), text(b.traceId), text(b.spanId), text(b.parentSpanId),
-      ]).slice(0, -1);
+      return JSON.stringify([id, ts, text(b.requestId) ?? '', ...r.values, ...this.afterRoute(b)]).slice(0, -1);
     }
-    const tail = [
-      text(b.idempotencyKey),
-      text(b.argsHash),
-      finiteOrNull(b.requestBytes),
-      this.body(b.args),
-      text(b.group),
-      text(b.traceId),
-      text(b.spanId),
-      text(b.parentSpanId),
-    ];
+    const tail = this.afterRoute(b);
     // Integers (id, and ts truncated, never -0): String's text is JSON.stringify's; an infinite ts is null there.
     return '[' + id + ',' + (Number.isFinite(ts) ? ts : 'null') + ',' + jsonText(text(b.requestId) ?? '') + ',' + r.json + ',' + JSON.stringify(tail).slice(1, -1);
   }
