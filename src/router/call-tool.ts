@@ -17,7 +17,7 @@ import { toolRetry } from './call-policy.js';
 import { cutOffError, outcomeOfError, outcomeSeenBy, toolErrorResult } from './outcome.js';
 import { elicits } from '../protocol/client-capabilities.js';
 import { paramHeaderProblem } from '../protocol/param-headers.js';
-import { awaitsUrlSteps, isCapabilityRefusal, UnfinishedTurnError, type Mrtr } from './mrtr.js';
+import { awaitsUrlSteps, isCapabilityRefusal, UnfinishedTurnError, urlStepsNamedFor, type Mrtr } from './mrtr.js';
 import { firstRowEnd, type InputCollector } from './input-bridge.js';
 import { endedKey, settleIdempotency, usedForRefusal, type Settled } from './idempotency.js';
 import { argsDigestOf, type Binding } from './request-state.js';
@@ -501,7 +501,8 @@ export class ToolCall {
         if ((this.ledger.enabled !== false && this.ledger.committedNow?.() !== true) || first?.parkedAs !== undefined) await rowDone;
         return result;
       } catch (caught) {
-        const err = cutOffError(caught, opts.signal);
+        // A legacy client is sent an untrusted upstream's -32042 with its steps naming it (and kept so for a replay).
+        const err = urlStepsNamedFor(cutOffError(caught, opts.signal), ctx, conn);
         // Asked of the user as URL steps, then issued again: the next attempt's outcome is the call's.
         if (awaitsUrlSteps(err, ctx, conn)) throw err;
         const notDelivered = neverSent(err);

@@ -7,7 +7,7 @@ import type { CallOptions } from '../upstream/types.js';
 import type { CallContext } from './context.js';
 import { CONFIRM_KEY, verdict } from '../policy/confirm.js';
 import { InputBridge, InputCollector, missingCapability } from './input-bridge.js';
-import { askerOf, inputRequestsProblem, MAX_OPEN_ASKS, relayedInput, relayedInputs } from '../protocol/input-results.js';
+import { askerOf, inputRequestsProblem, MAX_OPEN_ASKS, namedAsker, relayedInput, relayedInputs } from '../protocol/input-results.js';
 import { RequestStateSealer, StateError, type Binding, type StateBody } from './request-state.js';
 import { Canceller, type Signal } from '../cancel.js';
 import { asTask } from './legacy-task.js';
@@ -363,6 +363,23 @@ function urlSteps(err: unknown): Result[] | null {
     steps.push({ ...e, mode: 'url', message: typeof e.message === 'string' ? e.message : 'Please open this URL', url: e.url });
   }
   return steps;
+}
+
+/**
+ * `err` as a legacy client is sent it: an untrusted upstream's -32042 with the message of each
+ * of its URL steps naming the server (namedAsker), as the steps urlStepRounds asks a modern
+ * client do: the client shows that message as it offers the user the URL, and behind the hub it
+ * would seem the hub's (input-results.ts, relayedInput). A trusted server's, a modern client's
+ * (its own rounds name them) and any other error: `err` itself. Only a failure comes here.
+ */
+export function urlStepsNamedFor(err: unknown, ctx: CallContext, server: ServerHandle): unknown {
+  if (ctx.clientEra === MODERN || !(err instanceof RpcError) || err.code !== URL_ELICITATION_REQUIRED) return err;
+  const asker = askerOf(server);
+  const data = err.data;
+  if (asker === undefined || !isObj(data) || !Array.isArray(data.elicitations)) return err;
+  const elicitations = data.elicitations.map((e: unknown) => (isObj(e) && typeof e.message === 'string' ? { ...e, message: namedAsker(asker, e.message) } : e));
+  const named = { ...data, elicitations };
+  return err instanceof UpstreamRpcError ? new UpstreamRpcError(err.code, err.message, named) : new RpcError(err.code, err.message, named);
 }
 
 /**

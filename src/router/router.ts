@@ -17,7 +17,7 @@ import type { CallContext } from './context.js';
 import { cutOffError, outcomeOfError, outcomeSeenBy } from './outcome.js';
 import { LISTEN_SHARE, MAX_SUBSCRIBED_URI_LENGTH, type Subscriptions } from './subscriptions.js';
 import { principalConn } from '../catalog/principal-conn.js';
-import { awaitsUrlSteps, type Mrtr } from './mrtr.js';
+import { awaitsUrlSteps, urlStepsNamedFor, type Mrtr } from './mrtr.js';
 import { firstRowEnd, type FirstRow } from './input-bridge.js';
 import type { Binding } from './request-state.js';
 import type { Confirmer } from '../policy/confirm.js';
@@ -412,7 +412,8 @@ export class Router {
         await this.noted(finish({ outcome: result.resultType === 'input_required' ? 'input_required' : 'ok', responseBytes: bytesOf(this.ledger, result), result, latencyMs: performance.now() - t0 }), method);
         return result;
       } catch (caught) {
-        const err = cutOffError(caught, opts.signal);
+        // A legacy client is sent an untrusted upstream's -32042 with its steps naming it.
+        const err = urlStepsNamedFor(cutOffError(caught, opts.signal), ctx, conn);
         // Asked of the user as URL steps, then issued again: the next attempt's outcome is the request's.
         if (awaitsUrlSteps(err, ctx, conn)) throw err;
         // Surely never delivered: the retry's requestState may be sent again (see call-tool.ts).

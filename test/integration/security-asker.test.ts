@@ -3,11 +3,15 @@
  * hub, one server to the client, so an untrusted upstream could ask in the hub's name or
  * another server's ("Switchyard needs your GitHub token again"), and the user, who is to judge
  * a question by who asks it, could not tell. The hub says which server asks, `[<id>] …`, in
- * every message it relays from an untrusted server, whatever the eras; a trusted server's (a
+ * every message it relays from an untrusted server, whatever the eras, the URL steps of a
+ * -32042 passed on to a legacy client among them; a trusted server's (a
  * hub behind this one, which says so itself) pass as they are. Real peers: the translation
- * fixtures (SDK v1 legacy, SDK v2 modern) over stdio, SDK clients of both eras.
+ * fixtures (SDK v1 legacy, SDK v2 modern) and a raw modern one (quirks/modern.mjs) over stdio,
+ * SDK clients of both eras.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { waitForReady } from '../helpers/wire.js';
 import { LEGACY_FIXTURE, MODERN_FIXTURE, legacyUser, modernUser, textOf, type User } from '../fixtures/translation/peers.js';
@@ -65,6 +69,26 @@ describe('the server that asks the user is named in its question', () => {
         });
       }
 
+      if (era === 'legacy')
+        for (const s of SERVERS.filter((x) => x.fixture === LEGACY_FIXTURE)) {
+          it(`${s.trusted ? 'a trusted' : 'an untrusted'} legacy server's steps at a URL (-32042), passed on to a legacy client as an error, ${s.trusted ? 'pass as it asked them' : 'name it'} (${s.id})`, async () => {
+            user.asks.length = 0;
+            const ticket = `legacy-${s.id}`;
+            const err = await user.callTool(`${s.id}__elicit_url_required`, { ticket }).then(
+              () => undefined,
+              (e: { code?: number; data?: unknown }) => e,
+            );
+            const message = `Authorize ticket ${ticket}`;
+            expect(err).toMatchObject({
+              code: -32042,
+              data: { elicitations: [{ mode: 'url', message: s.trusted ? message : `[${s.id}] ${message}`, url: `https://auth.example.test/ticket/${ticket}`, elicitationId: `el-${ticket}` }] },
+            });
+            // The hub asked nothing itself: the client opens the URL and tries again.
+            expect(user.asks).toEqual([]);
+            expect(textOf(await user.callTool(`${s.id}__elicit_url_required`, { ticket }))).toBe(`ticket ${ticket} authorized`);
+          });
+        }
+
       if (era === 'modern')
         it("an untrusted legacy server's steps at a URL (-32042), asked of a modern client, name it too", async () => {
           user.asks.length = 0;
@@ -73,6 +97,40 @@ describe('the server that asks the user is named in its question', () => {
           expect(textOf(r)).toBe('ticket t1 authorized');
           expect(user.asks.map((a) => a.params.message)).toEqual(['[ls] Authorize ticket t1']);
         });
+    });
+  }
+});
+
+// A request other than tools/call (router.ts): a prompts/get whose upstream answers -32042 (a
+// modern quirk server, whose error reaches a legacy client with its code, as a legacy server's does).
+describe("a -32042 of a request other than tools/call names its server to a legacy client", () => {
+  let hub: HubProcess;
+  let client: ClientV1;
+
+  beforeAll(async () => {
+    const quirk = nodeServer('test/fixtures/quirks/modern.mjs', [], { QUIRK_FAIL: '1' });
+    hub = await startHub({ servers: { q: quirk, qt: { ...quirk, trust: 'trusted' } } });
+    await waitForReady(hub.url, ['q', 'qt']);
+    client = new ClientV1({ name: 'asker-prompt', version: '1.0.0' }, { capabilities: { elicitation: { form: {}, url: {} } } });
+    await client.connect(new TransportV1(new URL(hub.url)));
+  }, 60_000);
+
+  afterAll(async () => {
+    await client?.close();
+    await hub?.stop();
+  });
+
+  for (const id of ['q', 'qt']) {
+    it(`${id === 'q' ? 'untrusted: named' : 'trusted: as it came'} (${id})`, async () => {
+      const step = { mode: 'url', message: 'Switchyard needs you to sign in again', url: 'https://auth.example.test/again', elicitationId: 'el-1' };
+      const err = await client.getPrompt({ name: `${id}__fail`, arguments: { code: '-32042', data: JSON.stringify({ elicitations: [step] }) } }).then(
+        () => undefined,
+        (e: { code?: number; data?: unknown }) => e,
+      );
+      expect(err).toMatchObject({
+        code: -32042,
+        data: { elicitations: [{ ...step, message: id === 'q' ? `[q] ${step.message}` : step.message }] },
+      });
     });
   }
 });
