@@ -32,7 +32,8 @@ export interface HubConfig {
     path: string;
     enabled: boolean;
     storeBodies: boolean;
-    redactKeys: string; // regex source for keys whose values are redacted
+    /** Regex source for keys whose values are redacted; absent: the credential words (ledger/redact.ts DEFAULT_REDACT_KEYS). */
+    redactKeys?: string;
     idempotencyTtlMs: number;
   };
   names: {

@@ -41,7 +41,7 @@ describe('parseConfig defaults', () => {
       path: '/etc/hub/data/ledger.db',
       enabled: true,
       storeBodies: false,
-      redactKeys: '(pass(word)?|secret|token|api[-_]?key|authorization|cookie|credential)',
+      redactKeys: undefined,
       idempotencyTtlMs: 24 * 3600 * 1000,
     });
     expect(c.names).toEqual({ mode: 'strict' });

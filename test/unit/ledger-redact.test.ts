@@ -89,9 +89,34 @@ describe('redaction', () => {
       accessToken: '[redacted]',
       credentials: '[redacted]',
       pass: '[redacted]',
-      passage: '[redacted]', // the default pattern is deliberately greedy
+      passage: 'ok?', // a word of the key, not a part of a word: `pass` is not in `passage`
     });
     expect(input.password).toBe('hunter2'); // a copy, the original is untouched
+  });
+
+  // The default matched credential words anywhere in a key, so `max_tokens`, `passage` and
+  // `bypass_cache` were hidden from the ledger and from a user confirming a call.
+  it('the default pattern matches credential words as words of a key: every credential key it matched before, not max_tokens, passage, bypass_cache', () => {
+    const credentials = [
+      'password', 'passwd', 'Password', 'PGPASSWORD', 'dbpassword', 'user_password', 'passWord', 'passphrase', 'passPhrase',
+      'pass', 'PASS', 'db_pass', 'smtpPass', 'mysql-pass', 'dbpass',
+      'token', 'Token', 'access_token', 'accessToken', 'refreshToken', 'id_token', 'idToken', 'ID_TOKEN', 'GITHUB_TOKEN', 'x-auth-token', 'XSRF-TOKEN', 'csrftoken', 'OAuthToken', 'bearerToken', 'token_value', 'tokenValue', 'auth.token',
+      'apiKey', 'api-key', 'api_key', 'API_KEY', 'APIKey', 'apikey', 'x-api-key', 'X-Api-Key', 'api.key',
+      'secret', 'secrets', 'client_secret', 'clientSecret', 'AWS_SECRET_ACCESS_KEY', 'secretKey', 'webhook-secret',
+      'authorization', 'Authorization', 'proxy-authorization',
+      'cookie', 'Cookie', 'cookies', 'set-cookie', 'cookieJar',
+      'credential', 'credentials', 'aws.credentials',
+      'private_key', 'privateKey', 'PRIVATE_KEY', 'private-key',
+    ];
+    const plain = [
+      'max_tokens', 'maxTokens', 'MAX_TOKENS', 'max_tokens_to_sample', 'total_tokens', 'tokens', 'tokenizer',
+      'passage', 'passages', 'passthrough', 'passenger', 'bypass_cache', 'bypassCache', 'BYPASS_CACHE', 'bypass', 'compass', 'overpass',
+      'key', 'name', 'query', 'public_key_id',
+    ];
+    const input = Object.fromEntries([...credentials, ...plain].map((k) => [k, 'v']));
+    const out = redact(input) as Record<string, unknown>;
+    expect(credentials.filter((k) => out[k] !== '[redacted]')).toEqual([]);
+    expect(plain.filter((k) => out[k] !== 'v')).toEqual([]);
   });
 
   it('takes a custom key pattern, and survives cycles and deep nesting', () => {
