@@ -176,6 +176,7 @@ export class Hub implements HubCore {
       groups: new Groups(config.groups),
       report: (e) => reportCatalogEvent(this, e, this.config.policy?.pinning),
       listAtReady: (h) => !this.upstreams.splits(h),
+      splits: (h) => this.upstreams.splits(h),
       capabilitiesOf: (h) => this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities),
       // A principal with its own upstream connection has its own private list partition.
       connection: async (h, principal) =>

@@ -78,6 +78,12 @@ export interface CatalogOptions {
    * pool replaced since (a reload, `servers restart`) that still drains is not it.
    */
   ownConnection?: (h: ServerHandle, principal: string) => Upstream | undefined;
+  /**
+   * Whether some principal may have a connection of its own to h (auth/upstream-pool.ts
+   * `splits`). Unset: whenever `connection` is set. A server's state change is told for every
+   * list kind when it may, and for the kinds its main connection offered or offers otherwise.
+   */
+  splits?: (h: ServerHandle) => boolean;
 }
 
 export { DEFAULT_LEGACY_TTL_MS } from './fetch-list.js';
@@ -197,6 +203,7 @@ export class Catalog extends EventEmitter {
       plugins: opts.plugins,
       ownConnection: opts.ownConnection,
       listAtReady: opts.listAtReady,
+      splits: opts.splits ?? (() => opts.connection !== undefined),
       emit: (event, ...args) => void this.emit(event, ...args),
     });
     this.itemPins = opts.itemPins ?? { prompts: new MemoryPinStore(), resources: new MemoryPinStore(), resourceTemplates: new MemoryPinStore() };
@@ -297,6 +304,9 @@ export class Catalog extends EventEmitter {
 
   /** Forget what is cached of a server (removed, or its config changed: then it is listened to afresh). */
   forget(serverId: string): void {
+    // Clients are told of the kinds the lists showed of it (not of prompts for a server that
+    // never offered any), before the watcher forgets what they were.
+    const shown = this.watcher.shownKinds(serverId);
     // Aggregates name the old handle: nothing may be routed with them any more.
     this.builds.forget();
     this.links.forget(serverId);
@@ -309,7 +319,7 @@ export class Catalog extends EventEmitter {
     this.cache.drop(`${serverId}\0`);
     this.parts.forget(serverId, !still);
     this.reads.invalidate(serverId);
-    for (const k of LIST_KINDS) if (k !== 'resourceTemplates') this.emit('changed', k, undefined, serverId);
+    for (const k of shown) if (k !== 'resourceTemplates' || !shown.includes('resources')) this.emit('changed', k, undefined, serverId);
   }
 
   close(): void {

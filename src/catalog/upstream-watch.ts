@@ -36,6 +36,8 @@ export interface UpstreamWatchOptions {
   ownConnection?: OwnConnection;
   /** Whether a server's tools are listed as soon as it is ready (CatalogOptions.listAtReady). */
   listAtReady?: (h: ServerHandle) => boolean;
+  /** Whether some principal may have a connection of its own to h (CatalogOptions.splits). */
+  splits?: (h: ServerHandle) => boolean;
   /** The catalog's events: 'changed' (kind, principal?, server?) and 'resourceUpdated'. */
   emit: (event: 'changed' | 'resourceUpdated', ...args: unknown[]) => void;
 }
@@ -54,6 +56,9 @@ export class UpstreamWatch {
   private readonly refetches = new RefetchGate();
   /** Principals' own lists whose connections closed: only the most recent are kept. */
   private readonly lapsed: LapsedLists;
+  /** Each server's main connection watched last, and the kinds its lists showed at its last state (shownKinds). */
+  private readonly watched = new Map<string, ServerHandle>();
+  private readonly shown = new WeakMap<Upstream, readonly ListKind[]>();
 
   constructor(private readonly o: UpstreamWatchOptions) {
     this.servers = o.servers;
@@ -69,6 +74,8 @@ export class UpstreamWatch {
   /** Wire an upstream's notifications and state into invalidation, and listen to it (modern). */
   watch(h: ServerHandle): void {
     this.watchConnection(h, h.upstream);
+    this.watched.set(h.id, h);
+    this.shown.set(h.upstream, listedKinds(h.upstream));
     h.upstream.on('state', (state: string) => {
       // A connection a reload or `servers restart` replaced turns `stopped` once its calls have
       // drained: the server's lists are the new connection's by then, and clients were told, and
@@ -78,7 +85,12 @@ export class UpstreamWatch {
         return;
       }
       this.reads.invalidate(h.id);
-      this.invalidate(h.id, LIST_KINDS);
+      // Clients are told of the kinds its lists showed before or show now: a server that never
+      // offered prompts had every client told they changed at each restart (an IDE lists them
+      // again), and one in a crash loop (restarting, failed, restarting) all three at each turn.
+      const before = this.shownKinds(h);
+      this.shown.set(h.upstream, listedKinds(h.upstream));
+      this.invalidate(h.id, LIST_KINDS, undefined, union(before, this.shownKinds(h)));
       if (state === 'ready') this.warm(this.current(h));
     });
     this.listens.track(h.id, h.upstream);
@@ -211,14 +223,31 @@ export class UpstreamWatch {
     }
   }
 
-  /** `principal`: only that principal's own partition (its connection's credential) changed, and only its clients are told. */
-  invalidate(serverId: string, kinds: readonly ListKind[] = LIST_KINDS, principal?: string): void {
+  /**
+   * `principal`: only that principal's own partition (its connection's credential) changed, and only its clients are told.
+   * `said`: the kinds clients are told of (default: all of `kinds`); the others are only fetched again.
+   */
+  invalidate(serverId: string, kinds: readonly ListKind[] = LIST_KINDS, principal?: string, said: readonly ListKind[] = kinds): void {
     if (kinds.includes('tools')) this.changes.tools(serverId);
     if (kinds.includes('resources') || kinds.includes('resourceTemplates')) this.changes.resources(serverId);
     const own = principal === undefined ? '' : `\0${principalConn(principal)}`;
     for (const k of kinds) this.cache.invalidate(`${serverId}\0${k}${own}`);
     // Clients hear one resources/list_changed for both families, so a change of both is said once.
-    for (const k of kinds) if (k !== 'resourceTemplates' || !kinds.includes('resources')) this.o.emit('changed', k, principal, serverId);
+    for (const k of said) if (k !== 'resourceTemplates' || !said.includes('resources')) this.o.emit('changed', k, principal, serverId);
+  }
+
+  /**
+   * The kinds whose lists show a server's items now, as far as its state tells: those its main
+   * connection offers while ready (or offered when last ready, until the state after it), none
+   * while it is down. Every kind when some principal may have a connection of its own to it
+   * (splits): that principal's lists may show it from there while the main one is down, with
+   * that connection's capabilities, which are not known here without asking the pool for each.
+   * A server not watched (yet, or any more): every kind.
+   */
+  shownKinds(h: ServerHandle | string): readonly ListKind[] {
+    const handle = typeof h === 'string' ? this.watched.get(h) : h;
+    if (!handle || this.o.splits?.(handle) !== false) return LIST_KINDS;
+    return union(this.shown.get(handle.upstream) ?? LIST_KINDS, listedKinds(handle.upstream));
   }
 
   /**
@@ -263,11 +292,21 @@ export class UpstreamWatch {
   /** A server forgotten for good (removed): its notifications' order goes with it. */
   forget(serverId: string): void {
     this.notifyChain.delete(serverId);
+    this.watched.delete(serverId);
   }
 
   close(): void {
     this.refetches.close();
   }
+}
+
+/** The kinds a connection's lists give while it is ready (resourceTemplates go with resources), none otherwise. */
+function listedKinds(upstream: Upstream): ListKind[] {
+  return upstream.state === 'ready' ? LIST_KINDS.filter((k) => offers(upstream.capabilities, k)) : [];
+}
+
+function union(a: readonly ListKind[], b: readonly ListKind[]): ListKind[] {
+  return LIST_KINDS.filter((k) => a.includes(k) || b.includes(k));
 }
 
 /**

@@ -102,6 +102,33 @@ it("a list of a principal's connection fetched while it was restarting is fetche
   c.close();
 });
 
+for (const splits of [true, undefined])
+  it(`a server some principal may have a connection of its own to (splits: ${splits}) tells every kind at a state change: that principal's lists show it from there while the main one is down`, async () => {
+    const main = legacyConnection(); // tools only
+    const own = legacyConnection();
+    own.capabilities = { tools: { listChanged: true }, prompts: { listChanged: true } };
+    own.request = async (m: string) => (m === 'tools/list' ? { tools: [REPORT] } : m === 'prompts/list' ? { prompts: [{ name: 'greet', description: 'Greet' }] } : {});
+    const h: any = { id: 'u', config: serverConfig('u'), upstream: main };
+    const c = new Catalog(() => [h], new NameAssigner(), silentLogger, {
+      listAtReady: () => false,
+      ...(splits === undefined ? {} : { splits: () => splits }),
+      standsAlone: (_h, pr) => pr === 'alice',
+      connection: (_h, pr): Connection => (pr === 'alice' ? { credential: principalConn('alice'), upstream: own } : { credential: '', upstream: main }),
+    });
+    c.watch(h);
+    c.watchConnection(h, own, 'alice');
+    const view = { principal: 'alice' };
+    expect((await c.aggregate('prompts', view)).items).toEqual([]); // gated by the main connection, which offers none
+    const changed: string[] = [];
+    c.on('changed', (kind: string) => void changed.push(kind));
+    main.state = 'restarting';
+    main.emit('state', 'restarting');
+    // Her prompts list now has the server's, from her own connection: she is told.
+    expect(((await c.aggregate('prompts', view)).items as any[]).map((p) => p.description)).toEqual(['Greet']);
+    expect(changed).toEqual(['tools', 'prompts', 'resources']);
+    c.close();
+  });
+
 it("principals' own lists are not kept for every principal that ever connected: past the last MAX_LAPSED closed, the oldest go", async () => {
   // An OAuth hub meets a new `sub` every day; each used to leave its whole lists in the catalog for good.
   const connection = legacyConnection;
