@@ -245,7 +245,9 @@ export class UpstreamWatch {
    * A server not watched (yet, or any more): every kind.
    */
   shownKinds(h: ServerHandle | string): readonly ListKind[] {
-    const handle = typeof h === 'string' ? this.watched.get(h) : h;
+    const watched = typeof h === 'string' ? this.watched.get(h) : h;
+    // Its config as it is now (a reload may have changed it and kept the connection).
+    const handle = watched && this.current(watched);
     if (!handle || this.o.splits?.(handle) !== false) return LIST_KINDS;
     return union(this.shown.get(handle.upstream) ?? LIST_KINDS, listedKinds(handle.upstream));
   }
