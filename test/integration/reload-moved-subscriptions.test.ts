@@ -8,13 +8,10 @@
  * (resources/subscribe) and an SDK v2 listener (subscriptions/listen).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
-import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { loggedTimes, setSection } from '../helpers/config-edit.js';
 import { firstText, waitForReady } from '../helpers/wire.js';
+import { resourceWatchers } from '../helpers/resource-watchers.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
 const DOC = 'mut://doc';
@@ -28,25 +25,7 @@ afterEach(async () => {
 });
 
 /** A legacy client subscribed to DOC and a modern one listening to it; what each heard. */
-async function subscribers(url: string) {
-  const legacy = new ClientV1({ name: 'legacy-watcher', version: '1.0.0' }, { capabilities: {} });
-  await legacy.connect(new TransportV1(new URL(url)));
-  closing.push(() => legacy.close());
-  const legacyHeard: string[] = [];
-  legacy.setNotificationHandler(ResourceUpdatedNotificationSchema, async (n) => void legacyHeard.push(n.params.uri));
-  await legacy.listResources();
-  expect(await legacy.subscribeResource({ uri: DOC })).toEqual({});
-  const modern = new ClientV2({ name: 'modern-watcher', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
-  await modern.connect(new TransportV2(new URL(url)));
-  closing.push(() => modern.close());
-  const modernHeard: string[] = [];
-  modern.setNotificationHandler('notifications/resources/updated', async (n) => void modernHeard.push(String(n.params.uri)));
-  const sub = await modern.listen({ resourceSubscriptions: [DOC] });
-  closing.unshift(() => sub.close());
-  expect(sub.honoredFilter.resourceSubscriptions).toEqual([DOC]);
-  const heard = () => [legacyHeard.length, modernHeard.length];
-  return { legacy, sub, heard, legacyHeard, modernHeard };
-}
+const subscribers = (url: string) => resourceWatchers(url, DOC, closing);
 
 describe('subscriptions whose URI changed owner on a reload', () => {
   for (const era of ['legacy', 'modern'] as const)
