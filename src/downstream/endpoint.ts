@@ -665,8 +665,8 @@ export class Endpoint {
   private remember(session: LegacySession, req: Request): void {
     const uri = req.params?.uri;
     if (!this.memory || typeof uri !== 'string' || this.sessions.get(session.id) !== session) return;
-    // Unsubscribed before its GET stream came back: not said updated then (TakenBackGap).
-    if (req.method === 'resources/unsubscribe') session.takenBackGap?.unsubscribed(uri);
+    // Unsubscribed before its GET stream came back: not said updated then (OwedUpdates).
+    if (req.method === 'resources/unsubscribe') session.owedUpdates?.unsubscribed(uri);
     if (req.method === 'resources/subscribe') this.memory.subscribed(session.id, uri);
     else if (req.method === 'resources/unsubscribe') this.memory.unsubscribed(session.id, uri);
   }

@@ -669,7 +669,7 @@ export class HttpServer {
     // The key that opened the stream may not be the one that opened the session: either removed ends it.
     session.streamKey = who.key;
     // Taken back by this hub after its restart: what it may have missed meanwhile is said on the stream.
-    session.takenBackGap?.streamOpened(session);
+    session.owedUpdates?.streamOpened(session);
     // In use while the stream is open (see SessionTable.endIdleSessions); idle from when it closes.
     session.lastSeen = monotonicNow();
     this.endAtExpiry(res, who);

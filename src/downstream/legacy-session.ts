@@ -7,7 +7,7 @@ import { reasonOf, type Canceller, type Signal } from '../cancel.js';
 import { KeyedTable } from '../keyed-table.js';
 import { monotonicNow } from '../monotonic.js';
 import type { SessionStreams } from './resumable.js';
-import type { TakenBackGap } from './taken-back-gap.js';
+import type { OwedUpdates } from './owed-updates.js';
 import { declares, required, requiredNames } from '../protocol/client-capabilities.js';
 import { inputResultProblem, normalInputResult } from '../protocol/input-results.js';
 
@@ -69,8 +69,8 @@ export class LegacySession {
   private ahead: { key: string; reason: string | undefined; at: number }[] = [];
   /** Its resumable SSE streams and what they keep for a reconnection (HTTP; made at its first streamed answer). */
   streams: SessionStreams | undefined;
-  /** Taken back by a restarted hub with resource subscriptions: said updated once its GET stream is open (TakenBackGap). */
-  takenBackGap: TakenBackGap | undefined;
+  /** Its subscribed URIs owed an "updated" after a restart's take-back or a reload's move, said once its GET stream is open (OwedUpdates). */
+  owedUpdates: OwedUpdates | undefined;
   /**
    * Names this session object in the ids of its questions. Another hub given the same key, or
    * this hub restarted, serves the session with an object of its own: counted from 1 alone, its

@@ -7,7 +7,7 @@ import type { HubCore, MovedSubscriptions, ResourceUpdate, SeenBy } from './core
 import { LegacySession } from './legacy-session.js';
 import type { SessionFacts, SessionIds } from './session-ids.js';
 import type { Kept, SessionMemory } from './session-memory.js';
-import { TakenBackGap } from './taken-back-gap.js';
+import { OwedUpdates } from './owed-updates.js';
 
 const DEFAULT_SESSION_IDLE_MS = 60 * 60_000;
 export const DEFAULT_MAX_SESSIONS = 10_000;
@@ -113,7 +113,7 @@ export class SessionTable {
    * Subscribes `session` again to `uris` (routed as they are now; one that routes nowhere, or to a
    * server its group does not show, is dropped, its memory too), and owes it the gap's signal:
    * each URI subscribed again said updated once, on its GET stream (at once when that is open,
-   * else when its client opens it: TakenBackGap). `told` hears how many were said.
+   * else when its client opens it: OwedUpdates). `told` hears how many were said.
    */
   private subscribeAgain(session: LegacySession, uris: string[], told: (uris: number) => void): void {
     if (!this.core.subscribeResources) return;
@@ -135,8 +135,8 @@ export class SessionTable {
     );
     // Nothing watched them while the hub was down, or while their server was replaced; what an
     // earlier gap still owes (a take-back whose client has not opened its GET stream yet) with them.
-    const gap = new TakenBackGap(session.takenBackGap?.withOwed(made) ?? made, told);
-    session.takenBackGap = gap;
+    const gap = new OwedUpdates(session.owedUpdates?.withOwed(made) ?? made, told);
+    session.owedUpdates = gap;
     if (session.stream && !session.stream.closed) gap.streamOpened(session);
   }
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { LegacySession } from '../../src/downstream/legacy-session.js';
-import { TakenBackGap } from '../../src/downstream/taken-back-gap.js';
+import { OwedUpdates } from '../../src/downstream/owed-updates.js';
 import type { MessageSink } from '../../src/downstream/core.js';
 
 /** A GET stream that keeps what it is sent; `closed`/`connected` as the test sets them. */
@@ -12,17 +12,17 @@ function stream(): MessageSink & { sent: unknown[]; closed: boolean; connected: 
 const uris = (s: { sent: unknown[] }) => s.sent.map((m) => (m as { params: { uri: string } }).params.uri);
 
 /** A session taken back, its subscriptions made again when `make` is called. */
-function takenBack(): { session: LegacySession; gap: TakenBackGap; make(uris: string[]): Promise<void>; told: number[] } {
+function takenBack(): { session: LegacySession; gap: OwedUpdates; make(uris: string[]): Promise<void>; told: number[] } {
   let resolve!: (u: string[]) => void;
   const made = new Promise<string[]>((r) => (resolve = r));
   const told: number[] = [];
   const session = new LegacySession('2025-11-25', undefined, {}, 'alice', 'sid');
-  const gap = new TakenBackGap(made, (n) => told.push(n));
-  session.takenBackGap = gap;
+  const gap = new OwedUpdates(made, (n) => told.push(n));
+  session.owedUpdates = gap;
   return { session, gap, told, make: async (u) => (resolve(u), await made, await Promise.resolve()) };
 }
 
-describe('TakenBackGap', () => {
+describe('OwedUpdates', () => {
   it('says each URI made again updated on the stream open when they are made, once: not again at a later open', async () => {
     const t = takenBack();
     const s = stream();
@@ -33,7 +33,7 @@ describe('TakenBackGap', () => {
     await t.make(['a://1', 'b://2']);
     expect(uris(s)).toEqual(['a://1', 'b://2']);
     expect(t.told).toEqual([2]);
-    expect(t.session.takenBackGap).toBeUndefined();
+    expect(t.session.owedUpdates).toBeUndefined();
     const again = stream();
     t.session.stream = again;
     t.gap.streamOpened(t.session);
@@ -90,8 +90,8 @@ describe('TakenBackGap', () => {
     t.gap.unsubscribed('c://3');
     await t.make(['a://1', 'c://3']);
     const moved = Promise.resolve(['b://2']);
-    const later = new TakenBackGap(t.gap.withOwed(moved), (n) => t.told.push(n));
-    t.session.takenBackGap = later;
+    const later = new OwedUpdates(t.gap.withOwed(moved), (n) => t.told.push(n));
+    t.session.owedUpdates = later;
     const s = stream();
     t.session.stream = s;
     later.streamOpened(t.session);
@@ -99,7 +99,7 @@ describe('TakenBackGap', () => {
     expect(uris(s)).toEqual(['a://1', 'b://2']);
     expect(t.told).toEqual([2]);
     // Said already: a gap after it owes only its own.
-    const last = new TakenBackGap(later.withOwed(Promise.resolve(['d://4'])), () => undefined);
+    const last = new OwedUpdates(later.withOwed(Promise.resolve(['d://4'])), () => undefined);
     const s2 = stream();
     t.session.stream = s2;
     last.streamOpened(t.session);

@@ -1,17 +1,18 @@
 import type { LegacySession } from './legacy-session.js';
 
 /**
- * What a restarted hub owes a legacy session it took back holding resource subscriptions:
- * nothing watched them while the hub was down or restarting, so an update said then was not
- * heard, and the client, never told its session ended, would not read them again. As after the
- * hub's other gaps in watching (docs/CATALOG.md), each URI subscribed again here is said updated,
- * once per take-back, on the session's GET stream once its client has it open again: a POST may
- * take the session back first (nothing is said on its answer stream, and nothing is lost), and
- * the GET may open before the subscriptions are made again (it is said once they are, so that a
- * read after it sees the resource watched). A URI unsubscribed meanwhile is left out. So is a
- * session whose subscriptions a reload moved to another server (SessionTable.resubscribeMoved).
+ * The "updated" signals a legacy session is owed after a gap in the hub's watching of the
+ * resources it subscribed: a restarted hub took the session back (nothing watched them while
+ * the hub was down or restarting), or a reload moved them to another server
+ * (SessionTable.resubscribeMoved). An update said meanwhile was not heard, and the client, never
+ * told its session ended, would not read them again. As after the hub's other gaps in watching
+ * (docs/CATALOG.md), each URI subscribed again is said updated, once per gap, on the session's
+ * GET stream once its client has it open: a POST may take the session back first (nothing is
+ * said on its answer stream, and nothing is lost), and the GET may open before the subscriptions
+ * are made again (it is said once they are, so that a read after it sees the resource watched).
+ * A URI unsubscribed meanwhile is left out.
  */
-export class TakenBackGap {
+export class OwedUpdates {
   private readonly unsubscribedSince = new Set<string>();
   /** 'owed' until said; 'waiting' while an open stream waits for the subscriptions to be made. */
   private state: 'owed' | 'waiting' | 'told' = 'owed';
@@ -50,7 +51,7 @@ export class TakenBackGap {
       // Closed or cut before they were made again: said on the stream its client opens (or resumes) next.
       if (s === undefined || s.closed || s.connected === false) return void (this.state = 'owed');
       this.state = 'told';
-      if (session.takenBackGap === this) session.takenBackGap = undefined;
+      if (session.owedUpdates === this) session.owedUpdates = undefined;
       const owed = uris.filter((u) => !this.unsubscribedSince.has(u));
       for (const uri of owed) s.send({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri } });
       if (owed.length) this.told(owed.length);
