@@ -18,6 +18,15 @@ export const LOCK_STALE_MS = 30_000;
 /** How long a refresh waits for another process's; that one's token request gives up after 10 s (OAUTH_REQUEST_TIMEOUT_MS). */
 export const LOCK_WAIT_MS = 12_000;
 const LOCK_POLL_MS = 25;
+/**
+ * How long another process's takeover step (takeOverStale, or a holder's release: a few syscalls
+ * under the OS lock on <token file>.takeover) is waited for, however short the caller's wait: its
+ * process may be descheduled in it on a loaded machine. Past it, that process is taken as
+ * stopped there (SIGSTOP, a debugger), and the lock as held.
+ */
+export const TAKEOVER_STEP_MS = 1_000;
+/** How often that step is looked at again while another process is in it: it is short. */
+const STEP_POLL_MS = 5;
 /** How often a held lock is touched (its mtime set to now): well within LOCK_STALE_MS, so a live holder's lock never looks stale. */
 export const LOCK_HEARTBEAT_MS = LOCK_STALE_MS / 3;
 /** The locks this process holds: one naming this pid and not among them is a crashed predecessor's (pid 1 in a container, each time). */
@@ -32,9 +41,21 @@ export type LockWork = 'refresh' | 'login' | 'logout';
  * pid, host and start time, and touched every LOCK_HEARTBEAT_MS while held. One whose holder is
  * gone (that pid is no process of this host, or one started at another time than the holder: a
  * crashed holder's pid used again) or that was last touched over LOCK_STALE_MS ago is taken
- * over, by one process at a time (takeOverStale). Resolves to its release, or undefined when another holder kept it for `waitMs`. A folder
- * where no lock can be created (read-only, full), or where a stale one cannot be removed, has
- * none: the refresh goes ahead alone, there being no other way.
+ * over, by one process at a time (takeOverStale). Resolves to its release, or undefined when
+ * another holder kept it for `waitMs`. A folder where no lock can be created (read-only, full),
+ * or where a stale one cannot be removed, has none: the refresh goes ahead alone, there being no
+ * other way.
+ *
+ * The contract, between processes asking at once: at most one holds the lock (which one is
+ * decided only by creating it, O_EXCL), and when its last holder is gone at least one of them
+ * gets it, with any `waitMs`, 0 too (unless one of them stays in the takeover step past
+ * TAKEOVER_STEP_MS: stopped there). Another process in the takeover step is no holder: it may be
+ * a holder releasing a lock that is no longer its own (which leaves a dead holder's lock in
+ * place), and two processes trying that step's OS lock at one instant can both be refused with
+ * neither in it (SQLite's SHARED, RESERVED and PENDING locks on the way to EXCLUSIVE). So the
+ * step is waited for and the lock looked at again: given up on at once, every process asking
+ * with waitMs 0 could go away with nobody holding the lock (a refresh finding a crashed logout's
+ * lock then failed, saying that logout was removing the login).
  */
 export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS, doing: LockWork = 'refresh'): Promise<(() => void) | undefined> {
   const lock = `${realFile(file)}.lock`;
@@ -42,6 +63,8 @@ export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS, doing: 
   // waiting for its token) waiting that hour for a live holder. A lock's age stays on the wall
   // clock: it is a file's mtime, which other processes set.
   const deadline = monotonicNow() + waitMs;
+  /** Since when another process has been in the takeover step, as this one saw it. */
+  let stepSince: number | undefined;
   for (;;) {
     let fd: number;
     try {
@@ -53,7 +76,18 @@ export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS, doing: 
       // A stale lock the folder does not let go of (made read-only since) is as no lock at all.
       if (stale === 'stuck') return () => undefined;
       if (stale === 'gone') continue;
-      if (monotonicNow() >= deadline) return undefined;
+      const now = monotonicNow();
+      if (stale === 'step') {
+        stepSince ??= now;
+        if (now >= Math.max(deadline, stepSince + TAKEOVER_STEP_MS)) return undefined;
+        // Soon while the step may yet be a short one, and not in step with another process
+        // polling too (both would be refused again each time); as for a holder past it.
+        const pollMs = now - stepSince < TAKEOVER_STEP_MS ? STEP_POLL_MS * (0.5 + Math.random()) : LOCK_POLL_MS;
+        await new Promise((r) => setTimeout(r, pollMs));
+        continue;
+      }
+      stepSince = undefined;
+      if (now >= deadline) return undefined;
       await new Promise((r) => setTimeout(r, LOCK_POLL_MS));
       continue;
     }
@@ -123,9 +157,6 @@ export function lockHolderText(file: string): string {
   return who ? ` (${who})` : '';
 }
 
-/** How long a release waits for another process's takeover step (a few syscalls) to end. */
-const RELEASE_WAIT_MS = 1_000;
-
 /**
  * The file whose OS lock (os-lock.ts) every removal of the lock `lock` runs under: a takeover
  * of a stale lock and a holder's release. `<token file>.takeover`, empty, never removed.
@@ -145,7 +176,7 @@ function removeOwn(lock: string, mine: string): void {
   let guard: OsLock | undefined;
   let guarded = true;
   try {
-    guard = takeOsLock(takeoverFile(lock), RELEASE_WAIT_MS);
+    guard = takeOsLock(takeoverFile(lock), TAKEOVER_STEP_MS);
   } catch {
     // No OS lock beside it (a folder made read-only since, a file system without locks): no
     // takeover there runs under one either, so the lock is removed as it was before them.
@@ -171,8 +202,9 @@ function removeOwn(lock: string, mine: string): void {
 
 /**
  * Removes a lock whose holder is gone. 'gone': it is (removed, or removed by its holder
- * meanwhile); 'held': it stands (or another process is taking it over: looked at again in a
- * moment); 'stuck': it is stale, and the folder does not let it be removed.
+ * meanwhile); 'held': it stands; 'step': the takeover lock was refused (another process is
+ * taking it over or releasing its own, or was trying the takeover lock at this instant: looked at
+ * again in a moment, as no holder); 'stuck': it is stale, and the folder does not let it be removed.
  *
  * Judging it stale and removing it are two steps: a process that judged the dead holder's lock
  * stale removed, in place of it, the fresh lock another had created since (after a third
@@ -182,7 +214,7 @@ function removeOwn(lock: string, mine: string): void {
  * is: nothing else can remove it between the two, and which process holds it is decided only
  * by creating it.
  */
-function takeOverStale(lock: string): 'gone' | 'held' | 'stuck' {
+function takeOverStale(lock: string): 'gone' | 'held' | 'step' | 'stuck' {
   // A first look outside the takeover lock: a live holder is waited for without taking it.
   const seen = judge(lock);
   if (seen !== 'stale') return seen;
@@ -197,7 +229,7 @@ function takeOverStale(lock: string): 'gone' | 'held' | 'stuck' {
     // still keeps it ('stuck').
     return removeUnguarded(lock);
   }
-  if (!guard) return 'held';
+  if (!guard) return 'step';
   try {
     const now = judge(lock);
     if (now !== 'stale') return now;
