@@ -53,7 +53,7 @@ import { specOf } from './hub/upstream-spec.js';
 import { Dispatch, toolServerOf } from './hub/dispatch.js';
 import { Listeners } from './hub/listeners.js';
 import { ReloadHistory } from './hub/reload-history.js';
-import { carryMovedSubscriptions, mayMoveUris } from './hub/moved-subscriptions.js';
+import { SubscriptionMoves } from './hub/moved-subscriptions.js';
 import { endRemovedGroups, endRevoked } from './hub/reload-endings.js';
 import { PluginLoads } from './hub/plugin-loads.js';
 import { hubHealth, type HealthSources, type HubHealth } from './hub/health.js';
@@ -96,6 +96,8 @@ export class Hub implements HubCore {
   readonly subs = new Subscriptions();
   /** The subscriptions as the upstreams hold them (made, renewed, carried, let go). */
   private readonly upstreamSubs: UpstreamSubscriptions;
+  /** Resource subscriptions a reload moved, carried to where their URIs are now. */
+  private readonly moves: SubscriptionMoves;
   /** The MCP listener and the operator's own (hub/listeners.ts). */
   private readonly listeners: Listeners;
   /**
@@ -247,6 +249,14 @@ export class Hub implements HubCore {
       endStreamsHolding: (streams) => this.endpoint.listen.endStreamsHolding(streams),
       log,
     });
+    this.moves = new SubscriptionMoves({
+      handles: this.handles,
+      resubscribeMoved: (moved) => this.endpoint.resubscribeMoved(moved),
+      takeMoved: (subscriber, principal, group) => this.upstreamSubs.takeMoved(subscriber, principal, group),
+      movesBegin: () => this.upstreamSubs.movesBegin(),
+      stop: this.stopBegun.signal,
+      log,
+    });
     this.grace = new StartupGrace({ startedAt, handles: this.handles, catalog: this.catalog, routes: this.routes, upstreams: this.upstreams, stop: this.stopBegun.signal, log });
     this.healthSources = {
       handles: this.handles,
@@ -274,6 +284,7 @@ export class Hub implements HubCore {
       capabilitiesOf: (h) => this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities),
       server: (id) => this.handles.get(id),
       carrySubscription: (id, conn, made, uri) => this.upstreamSubs.carrySubscription(id, conn, made, uri),
+      movedMeanwhile: (subscriber, uri, principal, group, since) => this.upstreamSubs.movedMeanwhile(subscriber, [uri], principal, group, since),
     });
     this.dispatch = new Dispatch({
       handles: this.handles,
@@ -450,18 +461,8 @@ export class Hub implements HubCore {
     for (const m of ignoredSettings(next)) this.log.warn(m);
     const report = await applyReload(this.reloadTarget(), next);
     // Once the servers it started are ready: what clients subscribed to on a server it removed,
-    // renamed or routed away from is subscribed again where it is now (hub/moved-subscriptions.ts).
-    if (mayMoveUris(report))
-      void carryMovedSubscriptions(
-        {
-          handles: this.handles,
-          resubscribeMoved: (moved) => this.endpoint.resubscribeMoved(moved),
-          takeMoved: (subscriber, principal, group) => this.upstreamSubs.takeMoved(subscriber, principal, group),
-          stop: this.stopBegun.signal,
-          log: this.log,
-        },
-        report,
-      );
+    // renamed, routed away from or hid is subscribed again where it is now (hub/moved-subscriptions.ts).
+    this.moves.after(report);
     // Read once it is done: its plugins' load replaced the list.
     return this.reloads.complete(report, next, this.pluginLoads.notLoaded);
   }

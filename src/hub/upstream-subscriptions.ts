@@ -38,6 +38,8 @@ const UPDATED = 'notifications/resources/updated';
 export class UpstreamSubscriptions {
   /** Connections whose notification stream's gaps are listened for (watchGaps). */
   private readonly gapsWatched = new WeakSet<Upstream>();
+  /** When (performance.now()) the latest pass of a reload's moves began (movesBegin). */
+  private movesBeganAt = -Infinity;
 
   constructor(private readonly src: SubscriptionSources) {}
 
@@ -177,6 +179,7 @@ export class UpstreamSubscriptions {
    * a modern one is waited for a while first (LISTEN_ACK_WAIT_MS), so that its acknowledgement decides.
    */
   async subscribeResources(subscriber: string, uris: string[], principal: string, group?: string): Promise<string[]> {
+    const since = performance.now();
     const honoured: string[] = [];
     const view = { principal, group };
     /** Modern servers whose listen filter gained URIs, and those URIs (`conn`: the connection whose filter, as Subscriptions names it). */
@@ -248,23 +251,53 @@ export class UpstreamSubscriptions {
       }
       for (const u of list) if (!refused.includes(u)) honoured.push(u);
     }
+    // Routed before a reload's moves began, counted after they looked at this subscriber: moved now.
+    const yes = new Set(await this.movedMeanwhile(subscriber, honoured, principal, group, since));
     // In the order asked for.
-    const yes = new Set(honoured);
     return uris.filter((u) => yes.has(u));
   }
 
+  /** A pass of a reload's moves (hub/moved-subscriptions.ts) begins: what is counted from now on, routed before, it may not see. */
+  movesBegin(): void {
+    this.movesBeganAt = performance.now();
+  }
+
   /**
-   * After a reload: the URIs `subscriber` holds whose owner changed, its server gone from the
-   * config (removed, renamed) or the URI routed to another server now, for this view. They are
-   * let go where they were held, and returned for the subscriber to be subscribed again at the
-   * owner they have now (subscribeResources), as a session taken back after a restart is. One
-   * whose server is still configured but that routes nowhere just now (down, its lists not
-   * fetched) stays: it is renewed there when the server is back (resubscribe).
+   * `uris`, which `subscriber` was just counted for, routed from `since` (performance.now()) on:
+   * when a reload's moves began meanwhile, they may have looked at this subscriber before these
+   * were counted (a subscribe on its way to a server a reload removed, answered as it drained;
+   * a listen stream opening): those whose owner changed are let go and made again where they are
+   * now, as the moves would have. Without one, nothing is looked at. Returns what is held now.
+   * Never rejects.
    */
-  async takeMoved(subscriber: string, principal: string, group?: string): Promise<string[]> {
+  async movedMeanwhile(subscriber: string, uris: readonly string[], principal: string, group: string | undefined, since: number): Promise<string[]> {
+    if (this.movesBeganAt < since || uris.length === 0) return [...uris];
+    try {
+      const moved = await this.takeMoved(subscriber, principal, group, new Set(uris));
+      if (moved.length === 0) return [...uris];
+      const again = new Set(await this.subscribeResources(subscriber, moved, principal, group));
+      this.src.log.info({ principal, uris: moved.length, honoured: again.size }, 'resource subscriptions made as a reload moved others: made again where their URIs are now');
+      return uris.filter((u) => !moved.includes(u) || again.has(u));
+    } catch (err) {
+      this.src.log.warn({ principal, err: String((err as Error)?.message ?? err) }, 'resource subscriptions made as a reload moved others not checked');
+      return [...uris];
+    }
+  }
+
+  /**
+   * After a reload: the URIs `subscriber` holds (of `only`, given) whose owner changed, its
+   * server gone from the config (removed, renamed) or the URI routed to another server now, for
+   * this view. They are let go where they
+   * were held, and returned for the subscriber to be subscribed again at the owner they have now
+   * (subscribeResources), as a session taken back after a restart is. One whose server is still
+   * configured but that routes nowhere just now (down, its lists not fetched) stays: it is
+   * renewed there when the server is back (resubscribe).
+   */
+  async takeMoved(subscriber: string, principal: string, group?: string, only?: ReadonlySet<string>): Promise<string[]> {
     const moved = new Set<string>();
     const view = { principal, group };
     for (const { server, conn, uri } of this.src.subs.heldOf(subscriber)) {
+      if (only !== undefined && !only.has(uri)) continue;
       if (this.src.handles.has(server)) {
         const routed = (await this.src.catalog.routeUri(uri, view)) ?? (await this.src.catalog.downResource(uri, view));
         if (routed === undefined || routed.id === server) continue;

@@ -97,6 +97,12 @@ export interface RouterOptions {
    * the one open now holds it too once this settles (UpstreamSubscriptions.carrySubscription).
    */
   carrySubscription?: (serverId: string, conn: string, made: Upstream, uri: string) => Promise<void>;
+  /**
+   * `subscriber`'s subscription of `uri`, routed from `since` (performance.now()) on, just
+   * counted: a reload's moves that began meanwhile may not have seen it, and it is moved now as
+   * they would have (UpstreamSubscriptions.movedMeanwhile). Never rejects.
+   */
+  movedMeanwhile?: (subscriber: string, uri: string, principal: string, group: string | undefined, since: number) => Promise<unknown>;
 }
 
 /** Which error a hub-level failure becomes for a method that is not a tool call. */
@@ -601,6 +607,7 @@ export class Router {
 
   private async subscribe(params: Result, ctx: CallContext): Promise<Result> {
     const method = 'resources/subscribe';
+    const since = performance.now();
     if (typeof params.uri !== 'string') throw await this.refused(method, ctx, noUri(method));
     const uri = params.uri;
     if (uri.length > MAX_SUBSCRIBED_URI_LENGTH) {
@@ -652,8 +659,11 @@ export class Router {
       throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, `this session holds ${MAX_SUBSCRIPTIONS_PER_SESSION} resource subscriptions, the most the hub keeps for one: unsubscribe from one first`, { uri }), { hubName: uri }, { server: server.id, upstreamName: uri });
     }
     // A modern upstream has no resources/subscribe: the URI goes into the hub's listen filter.
-    if ((alone ? used : server.upstream).era === MODERN) return this.listenFor(ctx, server, uri, subscriber);
-    return this.subscribeLegacy(ctx, server, uri, subscriber, judged);
+    const answer = (alone ? used : server.upstream).era === MODERN ? await this.listenFor(ctx, server, uri, subscriber) : await this.subscribeLegacy(ctx, server, uri, subscriber, judged);
+    // Routed before a reload's moves began, counted after they looked at this session (answered
+    // by a server the reload removed, as it drained): moved now, before its client is answered.
+    await this.opts.movedMeanwhile?.(subscriber, uri, ctx.principal, ctx.group, since);
+    return answer;
   }
 
   private async listenFor(ctx: CallContext, server: ServerHandle, uri: string, subscriber: string): Promise<Result> {

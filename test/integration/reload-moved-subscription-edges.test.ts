@@ -1,0 +1,110 @@
+/**
+ * The edges of carrying resource subscriptions across a reload (reload-moved-subscriptions has
+ * the plain cases): a subscribe still on its way to a server a reload removes, a second reload
+ * while the first's servers start, and plugin reloads that hide a URI, route it to another server,
+ * or show it again. The real built hub, its config file edited (the file watch reloads it), the
+ * stdio fixture test/fixtures/catalog/mutable-server.mjs (legacy), an SDK v1 subscriber
+ * (resources/subscribe) and an SDK v2 listener (subscriptions/listen).
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
+import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { loggedTimes, setSection } from '../helpers/config-edit.js';
+import { firstText, waitForReady } from '../helpers/wire.js';
+import { resourceWatchers } from '../helpers/resource-watchers.js';
+
+const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
+const DOC = 'mut://doc';
+const MOVED = 'resource subscriptions whose server changed made again';
+let hub: HubProcess | undefined;
+let dir: string | undefined;
+const closing: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const close of closing.splice(0)) await close().catch(() => undefined);
+  await hub?.stop();
+  hub = undefined;
+  if (dir) rmSync(dir, { recursive: true, force: true });
+  dir = undefined;
+});
+
+const scratch = (): string => (dir = mkdtempSync(join(tmpdir(), 'moved-edges-')));
+
+/** A legacy server whose process starts only once `hold` is gone (test/fixtures/start-delay.mjs). */
+const heldServer = (hold: string): Record<string, unknown> => ({
+  command: process.execPath,
+  args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), join(ROOT, MUTABLE)],
+  env: { ERA: 'legacy', START_HOLD_FILE: hold },
+});
+
+const touched = async (client: ClientV1, tool: string, uri = DOC): Promise<unknown> => firstText(await client.callTool({ name: tool, arguments: { uri, report: true } }));
+
+describe('subscriptions carried across a reload: the edges', () => {
+  it('a subscribe (legacy) and a listen (modern) on their way to a server a reload removes (only removes) are made again where their URIs are now', async () => {
+    const d = scratch();
+    const gate = join(d, 'gate');
+    const stats = join(d, 'a-stats.json');
+    writeFileSync(gate, '');
+    const env = { ERA: 'legacy', TEMPLATE: 'mut://t/{id}' };
+    hub = await startHub({ servers: { a: nodeServer(MUTABLE, [], { ...env, LIST_GATE: gate, LIST_GATE_KINDS: 'resources/subscribe', STATS_FILE: stats }), b: nodeServer(MUTABLE, [], env) } });
+    await waitForReady(hub.url, ['a', 'b']);
+    // Watchers of DOC at `a`: the reload's move of theirs says when it ran.
+    const s = await resourceWatchers(hub.url, DOC, closing);
+    const late = new ClientV1({ name: 'late-subscriber', version: '1.0.0' }, { capabilities: {} });
+    await late.connect(new TransportV1(new URL(hub.url)));
+    closing.push(() => late.close());
+    const heard: string[] = [];
+    late.setNotificationHandler(ResourceUpdatedNotificationSchema, async (n) => void heard.push(n.params.uri));
+    const listener = new ClientV2({ name: 'late-listener', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await listener.connect(new TransportV2(new URL(hub.url)));
+    closing.push(() => listener.close());
+    const listened: string[] = [];
+    listener.setNotificationHandler('notifications/resources/updated', async (n) => void listened.push(String(n.params.uri)));
+    // `a` holds its answers to these subscribes until the gate is back.
+    rmSync(gate);
+    const subscribed = late.subscribeResource({ uri: 'mut://t/2' });
+    const listening = listener.listen({ resourceSubscriptions: ['mut://t/3'] });
+    await expect.poll(() => JSON.parse(readFileSync(stats, 'utf8'))['resources/subscribe'], { timeout: 5000, interval: 20 }).toBe(3);
+    setSection(hub, 'servers', { b: nodeServer(MUTABLE, [], env) });
+    await loggedTimes(hub, MOVED, 1);
+    await expect.poll(s.heard, { timeout: 5000, interval: 20 }).toEqual([1, 1]);
+    // Answered by `a` as it drains, after the reload's moves ran.
+    writeFileSync(gate, '');
+    expect(await subscribed).toEqual({});
+    const sub = await listening;
+    closing.unshift(() => sub.close());
+    expect(sub.honoredFilter.resourceSubscriptions).toEqual(['mut://t/3']);
+    // `b` holds them, and what it says of them is heard.
+    await expect.poll(() => touched(late, 'b__touch', 'mut://t/2'), { timeout: 5000, interval: 50 }).toBe('told 1');
+    expect(await touched(late, 'b__touch', 'mut://t/3')).toBe('told 1');
+    await expect.poll(() => [heard, listened], { timeout: 5000, interval: 20 }).toEqual([['mut://t/2'], ['mut://t/3']]);
+  }, 60_000);
+
+  it('a second reload while the first one\'s server starts: its subscriptions go where the second put the URI, not dropped', async () => {
+    const d = scratch();
+    const [holdC, holdD] = [join(d, 'hold-c'), join(d, 'hold-d')];
+    writeFileSync(holdC, '');
+    writeFileSync(holdD, '');
+    hub = await startHub({ servers: { a: nodeServer(MUTABLE, [], { ERA: 'legacy' }) } });
+    await waitForReady(hub.url, ['a']);
+    const s = await resourceWatchers(hub.url, DOC, closing);
+    // `a` renamed `c`, which does not start; then `c` renamed `d` before it did.
+    setSection(hub, 'servers', { c: heldServer(holdC) });
+    await loggedTimes(hub, 'config reloaded', 1);
+    setSection(hub, 'servers', { d: heldServer(holdD) });
+    await loggedTimes(hub, 'config reloaded', 2);
+    rmSync(holdD);
+    await waitForReady(hub.url, ['d']);
+    // The gap's signal, once; the listen stream still open.
+    await expect.poll(s.heard, { timeout: 15_000, interval: 20 }).toEqual([1, 1]);
+    await loggedTimes(hub, MOVED, 1);
+    expect(await Promise.race([s.sub.closed, new Promise((r) => setTimeout(() => r('still open'), 500))])).toBe('still open');
+    expect(await touched(s.legacy, 'd__touch')).toBe('told 1');
+    await expect.poll(s.heard, { timeout: 5000, interval: 20 }).toEqual([2, 2]);
+  }, 60_000);
+});
