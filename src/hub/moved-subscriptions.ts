@@ -1,8 +1,9 @@
 /**
  * After a reload that changed servers, resource subscriptions whose URI's owner changed (its
- * server removed or renamed, the URI routed to another server now) are made again at the server
- * that has them now, for the same subscriber, and said updated once: keyed by server, they were
- * held for a server that was gone, and their clients heard nothing more, told nothing.
+ * server removed or renamed, the URI routed to another server now, or hidden by a plugin or the
+ * policy) are made again at the server that has them now, for the same subscriber, and said
+ * updated once: keyed by server, they were held for a server that was gone, and their clients
+ * heard nothing more, told nothing.
  */
 import type { Logger } from '../log.js';
 import type { Signal } from '../cancel.js';
@@ -32,11 +33,13 @@ export interface MovedSources {
 }
 
 /**
- * Whether a reload changed anything that may move a URI to another server: its servers, or the
- * groups (one that no longer shows a URI's server may show another that serves it).
+ * Whether a reload changed anything that may move a URI to another server: its servers, the
+ * groups (one that no longer shows a URI's server may show another that serves it), or what the
+ * lists hide (the policy's poisoning verdict, the plugins' list hooks): a URI hidden at its
+ * server routes to another that lists it, or nowhere; shown again, back to the first.
  */
 export function mayMoveUris(r: ReloadReport): boolean {
-  return r.added.length + r.removed.length + r.restarted.length + r.updated.length > 0 || r.applied.includes('groups');
+  return r.added.length + r.removed.length + r.restarted.length + r.updated.length > 0 || r.applied.some((s) => s === 'groups' || s === 'policy' || s === 'plugins');
 }
 
 /**

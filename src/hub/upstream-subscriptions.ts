@@ -26,7 +26,7 @@ export interface SubscriptionSources {
   readonly handles: ReadonlyMap<string, ServerHandle>;
   readonly upstreams: Pick<PrincipalUpstreams, 'isolated' | 'existing' | 'knownBeforeReady' | 'for'>;
   readonly subs: Subscriptions;
-  readonly catalog: Pick<Catalog, 'routeUri' | 'downResource' | 'subscriptionsChanged' | 'listenHonours'>;
+  readonly catalog: Pick<Catalog, 'routeUri' | 'downResource' | 'hidesAny' | 'subscriptionsChanged' | 'listenHonours'>;
   readonly knownCapabilities: Pick<KnownCapabilities, 'of'>;
   /** Ends the modern listen streams of these subscriber keys (the endpoint's); how many ended. */
   endStreamsHolding(streams: ReadonlySet<string>): number;
@@ -286,8 +286,8 @@ export class UpstreamSubscriptions {
 
   /**
    * After a reload: the URIs `subscriber` holds (of `only`, given) whose owner changed, its
-   * server gone from the config (removed, renamed) or the URI routed to another server now, for
-   * this view. They are let go where they
+   * server gone from the config (removed, renamed), the URI routed to another server now, or
+   * hidden by the lists now (a plugin, the policy), for this view. They are let go where they
    * were held, and returned for the subscriber to be subscribed again at the owner they have now
    * (subscribeResources), as a session taken back after a restart is. One whose server is still
    * configured but that routes nowhere just now (down, its lists not fetched) stays: it is
@@ -300,7 +300,10 @@ export class UpstreamSubscriptions {
       if (only !== undefined && !only.has(uri)) continue;
       if (this.src.handles.has(server)) {
         const routed = (await this.src.catalog.routeUri(uri, view)) ?? (await this.src.catalog.downResource(uri, view));
-        if (routed === undefined || routed.id === server) continue;
+        // Routing nowhere because the lists hide it now (a plugin, the policy), not because its
+        // server is down: not renewed when anything comes back, and its updates are not said
+        // (UpstreamWatch). Taken, it is honoured nowhere: let go, a listen stream ends.
+        if (routed === undefined ? !(await this.src.catalog.hidesAny([uri], view)) : routed.id === server) continue;
       }
       // Let go meanwhile (unsubscribed, its session ended): nothing to carry.
       if (!this.src.subs.holders(server, uri, conn).has(subscriber)) continue;
