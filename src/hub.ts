@@ -253,7 +253,7 @@ export class Hub implements HubCore {
       handles: this.handles,
       resubscribeMoved: (moved) => this.endpoint.resubscribeMoved(moved),
       takeMoved: (subscriber, principal, group) => this.upstreamSubs.takeMoved(subscriber, principal, group),
-      movesBegin: () => this.upstreamSubs.movesBegin(),
+      movesBegin: (keepUnrouted) => this.upstreamSubs.movesBegin(keepUnrouted),
       stop: this.stopBegun.signal,
       log,
     });

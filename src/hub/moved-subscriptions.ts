@@ -9,16 +9,21 @@ import type { Logger } from '../log.js';
 import type { Signal } from '../cancel.js';
 import type { ServerHandle } from '../catalog/catalog.js';
 import type { MovedSubscriptions } from '../downstream/core.js';
+import { envMs } from '../env-ms.js';
 import { monotonicNow } from '../monotonic.js';
 import { readyWithin } from '../upstream/ready-within.js';
 import type { ReloadReport } from './reload.js';
 
 /**
  * How long the servers a reload started are waited for before subscriptions are routed again:
- * a URI's new owner names it in its lists once it is ready. One that is not ready by then has no
- * URIs yet (a new id has no lists kept either), and what only it would have had is dropped.
+ * a URI's new owner names it in its lists once it is ready. One not ready by then keeps what
+ * routes nowhere held where it was (it may be that server's), and moves it once it is ready
+ * (SubscriptionMoves.late). SWITCHYARD_MOVED_WAIT_MS changes it.
  */
-export const MOVED_WAIT_MS = 30_000;
+export const MOVED_WAIT_MS = envMs('SWITCHYARD_MOVED_WAIT_MS', 30_000);
+
+/** The longest a timer waits (setTimeout's limit): a late server is watched for as long as it takes. */
+const FOREVER_MS = 2_147_483_647;
 
 export interface MovedSources {
   readonly handles: ReadonlyMap<string, ServerHandle>;
@@ -26,8 +31,12 @@ export interface MovedSources {
   resubscribeMoved(moved: MovedSubscriptions): Promise<{ sessions: number; listenStreams: number }>;
   /** UpstreamSubscriptions.takeMoved. */
   readonly takeMoved: MovedSubscriptions;
-  /** A pass over the subscribers begins (UpstreamSubscriptions.movesBegin). */
-  movesBegin(): void;
+  /**
+   * A pass over the subscribers begins (UpstreamSubscriptions.movesBegin); `keepUnrouted`: a
+   * server a reload started is not ready yet, and a URI of a server gone that routes nowhere now
+   * may be its: kept where it is held, not dropped.
+   */
+  movesBegin(keepUnrouted: boolean): void;
   readonly stop: Signal;
   readonly log: Logger;
 }
@@ -50,11 +59,20 @@ export function mayMoveUris(r: ReloadReport): boolean {
  * legacy session left with nothing). The servers every pending reload started are waited for
  * (each for MOVED_WAIT_MS from its reload), then one pass runs; a pass a later reload overtakes
  * stops taking subscribers, and the next pass, after that reload's servers, takes the rest.
+ *
+ * A server not ready by its deadline (a renamed one slow to start: `npx` fetching a package) has
+ * no lists yet: a URI only it serves routes nowhere, and was dropped, for good (a legacy session
+ * is never told; a listen stream ended, and its client, listening again, was told it is not
+ * watched, and not told when it could be). Such a server is watched on (`late`), URIs that route
+ * nowhere stay held where they were meanwhile, and a pass runs again when it is ready (or given
+ * up on: failed, stopped, removed, when what still routes nowhere is dropped).
  */
 export class SubscriptionMoves {
   /** Servers started by reloads not carried yet, and until when (monotonic) each is waited for. */
   private readonly starting = new Map<string, number>();
-  /** A reload came that no pass has started for since. */
+  /** Servers a reload started that were not ready when its pass ran: a pass runs again when each is ready, or given up on. */
+  private readonly late = new Set<string>();
+  /** A reload came (or a late server settled) that no pass has started for since. */
   private pending = false;
   private running: Promise<void> | undefined;
 
@@ -68,13 +86,12 @@ export class SubscriptionMoves {
     if (!mayMoveUris(report)) return;
     const until = monotonicNow() + this.waitMs;
     for (const id of [...report.added, ...report.restarted]) this.starting.set(id, until);
-    this.pending = true;
-    this.running ??= this.run().finally(() => (this.running = undefined));
+    this.again();
   }
 
-  /** Settles once no pass is pending or running (tests). */
-  idle(): Promise<void> {
-    return this.running ?? Promise.resolve();
+  private again(): void {
+    this.pending = true;
+    this.running ??= this.run().finally(() => (this.running = undefined));
   }
 
   private async run(): Promise<void> {
@@ -85,8 +102,11 @@ export class SubscriptionMoves {
         await Promise.all([...this.starting].map(([id, until]) => this.readyOrGone(id, until)));
         // Another reload came meanwhile: its servers too, before anything is routed.
         if (this.pending || this.src.stop.aborted) continue;
+        for (const id of this.starting.keys()) if (this.notReady(id)) this.watchLate(id);
         this.starting.clear();
-        this.src.movesBegin();
+        const waiting = [...this.late].filter((id) => this.notReady(id));
+        if (waiting.length) this.src.log.info({ servers: waiting }, 'config reload: servers it started are not ready yet: resource subscriptions whose URI routes nowhere stay held until they are');
+        this.src.movesBegin(waiting.length > 0);
         // Overtaken by a reload (`pending` again): the rest are taken by the next pass, once its servers are ready.
         const n = await this.src.resubscribeMoved((subscriber, principal, group) => (this.pending ? Promise.resolve([]) : this.src.takeMoved(subscriber, principal, group)));
         if (n.sessions + n.listenStreams > 0) this.src.log.info(n, 'config reload: resource subscriptions whose server changed made again where their URIs are now');
@@ -96,11 +116,26 @@ export class SubscriptionMoves {
     }
   }
 
+  private notReady(id: string): boolean {
+    const h = this.src.handles.get(id);
+    return h !== undefined && h.upstream.state !== 'ready';
+  }
+
+  /** Watches server `id`, not ready by its deadline, until it is ready or given up on; then a pass runs. */
+  private watchLate(id: string): void {
+    if (this.late.has(id)) return;
+    this.late.add(id);
+    void this.readyOrGone(id, Infinity).then(() => {
+      this.late.delete(id);
+      if (!this.src.stop.aborted) this.again();
+    });
+  }
+
   /** Server `id` ready, gone from the config, or given up on (its deadline passed, it failed or stopped). */
   private async readyOrGone(id: string, until: number): Promise<void> {
     for (;;) {
       const h = this.src.handles.get(id);
-      if (h === undefined || (await readyWithin(h.upstream, until - monotonicNow(), this.src.stop))) return;
+      if (h === undefined || (await readyWithin(h.upstream, Math.min(until - monotonicNow(), FOREVER_MS), this.src.stop))) return;
       // Stopped because a reload replaced it (restarted under the same id): the new one is waited for.
       const now = this.src.handles.get(id);
       if (now === undefined || now.upstream === h.upstream || monotonicNow() >= until) return;

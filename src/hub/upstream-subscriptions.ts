@@ -40,6 +40,8 @@ export class UpstreamSubscriptions {
   private readonly gapsWatched = new WeakSet<Upstream>();
   /** When (performance.now()) the latest pass of a reload's moves began (movesBegin). */
   private movesBeganAt = -Infinity;
+  /** That pass keeps a URI of a server gone that routes nowhere where it is held (takeMoved). */
+  private keepUnrouted = false;
 
   constructor(private readonly src: SubscriptionSources) {}
 
@@ -258,8 +260,9 @@ export class UpstreamSubscriptions {
   }
 
   /** A pass of a reload's moves (hub/moved-subscriptions.ts) begins: what is counted from now on, routed before, it may not see. */
-  movesBegin(): void {
+  movesBegin(keepUnrouted: boolean): void {
     this.movesBeganAt = performance.now();
+    this.keepUnrouted = keepUnrouted;
   }
 
   /**
@@ -291,7 +294,9 @@ export class UpstreamSubscriptions {
    * were held, and returned for the subscriber to be subscribed again at the owner they have now
    * (subscribeResources), as a session taken back after a restart is. One whose server is still
    * configured but that routes nowhere just now (down, its lists not fetched) stays: it is
-   * renewed there when the server is back (resubscribe).
+   * renewed there when the server is back (resubscribe). So does one of a server gone that
+   * routes nowhere while a server a reload started is not ready yet (keepUnrouted): it may be
+   * that one's, and is moved there by the pass that runs when it is ready.
    */
   async takeMoved(subscriber: string, principal: string, group?: string, only?: ReadonlySet<string>): Promise<string[]> {
     const moved = new Set<string>();
@@ -304,7 +309,7 @@ export class UpstreamSubscriptions {
         // server is down: not renewed when anything comes back, and its updates are not said
         // (UpstreamWatch). Taken, it is honoured nowhere: let go, a listen stream ends.
         if (routed === undefined ? !(await this.src.catalog.hidesAny([uri], view)) : routed.id === server) continue;
-      }
+      } else if (this.keepUnrouted && ((await this.src.catalog.routeUri(uri, view)) ?? (await this.src.catalog.downResource(uri, view))) === undefined) continue;
       // Let go meanwhile (unsubscribed, its session ended): nothing to carry.
       if (!this.src.subs.holders(server, uri, conn).has(subscriber)) continue;
       if (this.src.subs.remove(server, uri, subscriber, conn)) this.letGo(server, conn, uri);

@@ -118,6 +118,39 @@ describe('subscriptions carried across a reload: the edges', () => {
     await expect.poll(s.heard, { timeout: 5000, interval: 20 }).toEqual([2, 2]);
   }, 60_000);
 
+  it('a renamed server not ready by the wait: its subscriptions stay held, and move once it is ready; given up on, they are dropped', async () => {
+    const d = scratch();
+    const [holdC, holdE] = [join(d, 'hold-c'), join(d, 'hold-e')];
+    writeFileSync(holdC, '');
+    writeFileSync(holdE, '');
+    // The wait for a reload's servers cut short (30 s by default).
+    hub = await startHub({ servers: { a: nodeServer(MUTABLE, [], { ERA: 'legacy' }), b: nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'mut://other' }) } }, { env: { SWITCHYARD_MOVED_WAIT_MS: '300' } });
+    await waitForReady(hub.url, ['a', 'b']);
+    const s = await resourceWatchers(hub.url, DOC, closing);
+    const other = await resourceWatchers(hub.url, 'mut://other', closing);
+    const NOT_READY = 'servers it started are not ready yet';
+    // `a` renamed `c`, slower than the wait.
+    setSection(hub, 'servers', { c: heldServer(holdC), b: nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'mut://other' }) });
+    await loggedTimes(hub, NOT_READY, 1);
+    expect(await Promise.race([s.sub.closed, new Promise((r) => setTimeout(() => r('still open'), 500))])).toBe('still open');
+    rmSync(holdC);
+    await waitForReady(hub.url, ['c']);
+    await expect.poll(s.heard, { timeout: 10_000, interval: 20 }).toEqual([1, 1]);
+    expect(await touched(s.legacy, 'c__touch')).toBe('told 1');
+    await expect.poll(s.heard, { timeout: 5000, interval: 20 }).toEqual([2, 2]);
+    // `b` renamed `e`, slower than the wait, then removed before it was ready: given up on, dropped.
+    setSection(hub, 'servers', { c: heldServer(holdC), e: heldServer(holdE) });
+    await loggedTimes(hub, NOT_READY, 2);
+    expect(await Promise.race([other.sub.closed, new Promise((r) => setTimeout(() => r('still open'), 500))])).toBe('still open');
+    setSection(hub, 'servers', { c: heldServer(holdC) });
+    expect(await Promise.race([other.sub.closed, new Promise((r) => setTimeout(() => r('still open'), 10_000))])).toBe('graceful');
+    expect(other.heard()).toEqual([0, 0]);
+    // What `c` holds is not touched by it.
+    expect(await Promise.race([s.sub.closed, new Promise((r) => setTimeout(() => r('still open'), 500))])).toBe('still open');
+    expect(await touched(s.legacy, 'c__touch')).toBe('told 1');
+    await expect.poll(s.heard, { timeout: 5000, interval: 20 }).toEqual([3, 3]);
+  }, 60_000);
+
   it('a plugin reload hiding the URI at its server, another serving it: moved there; shown again: moved back', async () => {
     const d = scratch();
     writeFileSync(join(d, 'hider.mjs'), HIDER);
