@@ -595,8 +595,8 @@ export class Hub implements HubCore {
    * A modern listen stream's resourceSubscriptions: routed, reference-counted, subscribed
    * upstream (hub/upstream-subscriptions.ts).
    */
-  subscribeResources(subscriber: string, uris: string[], principal: string, group?: string): Promise<string[]> {
-    return this.upstreamSubs.subscribeResources(subscriber, uris, principal, group);
+  subscribeResources(subscriber: string, uris: string[], principal: string, group?: string, saidLater?: Set<string>): Promise<string[]> {
+    return this.upstreamSubs.subscribeResources(subscriber, uris, principal, group, saidLater);
   }
 
   /**

@@ -64,8 +64,10 @@ export interface HubCore {
   /**
    * Subscribe `subscriber` (a modern listen stream) to resource URIs; resolves with the URIs
    * honoured (routed to an upstream that can report updates). Released by sessionClosed.
+   * `saidLater`, given, gets those held on a connection not ready yet: their server says them
+   * updated to their subscribers itself once it watches them (a gap's signal of its own).
    */
-  subscribeResources?(subscriber: string, uris: string[], principal: string, group?: string): Promise<string[]>;
+  subscribeResources?(subscriber: string, uris: string[], principal: string, group?: string, saidLater?: Set<string>): Promise<string[]>;
   /**
    * A legacy client of `principal` on endpoint `group` said its roots changed
    * (`notifications/roots/list_changed`); `ask` puts a server's roots/list to it.

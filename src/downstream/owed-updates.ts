@@ -14,6 +14,8 @@ import type { LegacySession } from './legacy-session.js';
  */
 export class OwedUpdates {
   private readonly unsubscribedSince = new Set<string>();
+  /** URIs said updated while the session had no stream open to say them on (missed): said with the gap's. */
+  private readonly missedMeanwhile = new Set<string>();
   /** 'owed' until said; 'waiting' while an open stream waits for the subscriptions to be made. */
   private state: 'owed' | 'waiting' | 'told' = 'owed';
 
@@ -34,7 +36,19 @@ export class OwedUpdates {
     if (this.state !== 'owed') return more;
     this.state = 'told';
     const unsubscribed = this.unsubscribedSince;
-    return Promise.all([this.made, more]).then(([mine, theirs]) => [...new Set([...mine.filter((u) => !unsubscribed.has(u)), ...theirs])]);
+    const missed = this.missedMeanwhile;
+    return Promise.all([this.made, more]).then(([mine, theirs]) => [...new Set([...mine, ...missed].filter((u) => !unsubscribed.has(u)).concat(theirs))]);
+  }
+
+  /**
+   * An update of `uri`, which the session holds, came while it had no stream open to say it on
+   * (its client's POST took it back; the GET is not open yet): said with the gap's. So is the
+   * signal of a server still starting at the take-back, which says each URI held there updated
+   * itself once it watches them (left out of `made`: said by both, the client heard it twice,
+   * the first time while nothing watched it).
+   */
+  missed(uri: string): void {
+    if (this.state !== 'told') this.missedMeanwhile.add(uri);
   }
 
   unsubscribed(uri: string): void {
@@ -52,7 +66,7 @@ export class OwedUpdates {
       if (s === undefined || s.closed || s.connected === false) return void (this.state = 'owed');
       this.state = 'told';
       if (session.owedUpdates === this) session.owedUpdates = undefined;
-      const owed = uris.filter((u) => !this.unsubscribedSince.has(u));
+      const owed = [...new Set([...uris, ...this.missedMeanwhile])].filter((u) => !this.unsubscribedSince.has(u));
       for (const uri of owed) s.send({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri } });
       if (owed.length) this.told(owed.length);
     });

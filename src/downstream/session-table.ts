@@ -50,7 +50,10 @@ export class SessionTable {
     core.events.on('resourceUpdated', (u: ResourceUpdate) => {
       for (const key of u.subscribers) {
         const s = this.sessions.get(key) ?? this.stdioSession(key);
-        if (s && u.seenBy(s.group)) s.stream?.send({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: u.meta ? { uri: u.uri, _meta: u.meta } : { uri: u.uri } });
+        if (!s || !u.seenBy(s.group)) continue;
+        s.stream?.send({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: u.meta ? { uri: u.uri, _meta: u.meta } : { uri: u.uri } });
+        // No stream to say it on yet (a session taken back by a POST): said when it opens.
+        if (s.owedUpdates !== undefined && (s.stream === undefined || s.stream.closed)) s.owedUpdates.missed(u.uri);
       }
     });
   }
@@ -118,7 +121,12 @@ export class SessionTable {
   private subscribeAgain(session: LegacySession, uris: string[], told: (uris: number) => void): void {
     if (!this.core.subscribeResources) return;
     const sid = session.id;
-    const made = this.core.subscribeResources(sid, uris, session.principal, session.group).then(
+    // Held on a server not ready yet (still starting after the hub's restart): it says them
+    // updated itself once it watches them (UpstreamSubscriptions.resubscribe, a modern one's
+    // listen), on the session's stream, or with this gap's if that is not open (OwedUpdates.missed).
+    // Said here too, its client heard each twice, the first time while nothing watched it.
+    const saidLater = new Set<string>();
+    const made = this.core.subscribeResources(sid, uris, session.principal, session.group, saidLater).then(
       (honoured): readonly string[] => {
         // Ended meanwhile (a DELETE right after the restart): what was just made is let go.
         if (session.ended || (this.sessions.get(sid) ?? this.stdioSessions.get(sid)) !== session) {
@@ -126,7 +134,7 @@ export class SessionTable {
           return [];
         }
         for (const uri of uris) if (!honoured.includes(uri)) this.memory?.unsubscribed(sid, uri);
-        return honoured;
+        return honoured.filter((u) => !saidLater.has(u));
       },
       (err: unknown): readonly string[] => {
         this.log.warn({ err: String((err as Error)?.message ?? err) }, 'resource subscriptions of a session not renewed');

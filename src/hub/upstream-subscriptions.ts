@@ -180,7 +180,7 @@ export class UpstreamSubscriptions {
    * subscribed when the server is ready (resubscribe, or a modern upstream's listen filter);
    * a modern one is waited for a while first (LISTEN_ACK_WAIT_MS), so that its acknowledgement decides.
    */
-  async subscribeResources(subscriber: string, uris: string[], principal: string, group?: string): Promise<string[]> {
+  async subscribeResources(subscriber: string, uris: string[], principal: string, group?: string, saidLater?: Set<string>): Promise<string[]> {
     const since = performance.now();
     const honoured: string[] = [];
     const view = { principal, group };
@@ -212,9 +212,11 @@ export class UpstreamSubscriptions {
       if (era === MODERN) {
         // Past this principal's share of the filter: left out, as a legacy subscribe of it is refused.
         if (!this.src.subs.addToFilter(h.id, uri, subscriber, conn, principal)) continue;
-        // Not back in time: in its filter when it is back (as Router's).
+        // Not back in time: in its filter when it is back (as Router's), and said updated once its
+        // listen is acknowledged (ListenManager's toldUnheard: a connection not ready lapsed).
         if (upstream.state !== 'ready') {
           honoured.push(uri);
+          saidLater?.add(uri);
           continue;
         }
         const list = modern.get(h) ?? { conn, list: [] };
@@ -239,6 +241,8 @@ export class UpstreamSubscriptions {
       if (!joined || joined.left || joined.unheld) continue;
       await this.carrySubscription(h.id, conn, upstream, uri);
       honoured.push(uri);
+      // Held on a connection not ready: subscribed when it is, and said updated then (resubscribe).
+      if (upstream.state !== 'ready') saidLater?.add(uri);
     }
     // A modern server says in its listen acknowledgement which URIs it honours (digest §4.1):
     // one re-listen per server with all of them, and what it leaves out is not honoured here.

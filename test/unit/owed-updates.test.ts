@@ -106,4 +106,36 @@ describe('OwedUpdates', () => {
     await new Promise((r) => setImmediate(r));
     expect(uris(s2)).toEqual(['d://4']);
   });
+
+  it('an update missed while no stream was open (a server still starting saying it watches a URI again) is said with the gap, once; not one unsubscribed; carried by a later gap', async () => {
+    const t = takenBack();
+    t.gap.missed('b://2');
+    t.gap.missed('a://1');
+    t.gap.missed('c://3');
+    t.gap.unsubscribed('c://3');
+    const s = stream();
+    t.session.stream = s;
+    t.gap.streamOpened(t.session);
+    await t.make(['a://1']);
+    expect(uris(s)).toEqual(['a://1', 'b://2']);
+    expect(t.told).toEqual([2]);
+    // Said: a miss after it is not owed by this gap.
+    t.gap.missed('d://4');
+    const s2 = stream();
+    t.session.stream = s2;
+    t.gap.streamOpened(t.session);
+    await new Promise((r) => setImmediate(r));
+    expect(s2.sent).toEqual([]);
+
+    const u = takenBack();
+    u.gap.missed('b://2');
+    await u.make([]);
+    const later = new OwedUpdates(u.gap.withOwed(Promise.resolve(['e://5'])), () => undefined);
+    u.session.owedUpdates = later;
+    const s3 = stream();
+    u.session.stream = s3;
+    later.streamOpened(u.session);
+    await new Promise((r) => setImmediate(r));
+    expect(uris(s3)).toEqual(['b://2', 'e://5']);
+  });
 });
