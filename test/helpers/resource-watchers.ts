@@ -12,6 +12,7 @@ import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/typ
 
 export interface ResourceWatchers {
   legacy: ClientV1;
+  modern: ClientV2;
   sub: Awaited<ReturnType<ClientV2['listen']>>;
   legacyHeard: string[];
   modernHeard: string[];
@@ -35,5 +36,5 @@ export async function resourceWatchers(url: string, uri: string, closing: (() =>
   const sub = await modern.listen({ resourceSubscriptions: [uri] });
   closing.unshift(() => sub.close());
   expect(sub.honoredFilter.resourceSubscriptions).toEqual([uri]);
-  return { legacy, sub, legacyHeard, modernHeard, heard: () => [legacyHeard.length, modernHeard.length] };
+  return { legacy, modern, sub, legacyHeard, modernHeard, heard: () => [legacyHeard.length, modernHeard.length] };
 }

@@ -6,7 +6,7 @@
  * stdio fixture test/fixtures/catalog/mutable-server.mjs (legacy), an SDK v1 subscriber
  * (resources/subscribe) and an SDK v2 listener (subscriptions/listen).
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -116,6 +116,33 @@ describe('subscriptions carried across a reload: the edges', () => {
     expect(await Promise.race([s.sub.closed, new Promise((r) => setTimeout(() => r('still open'), 500))])).toBe('still open');
     expect(await touched(s.legacy, 'd__touch')).toBe('told 1');
     await expect.poll(s.heard, { timeout: 5000, interval: 20 }).toEqual([2, 2]);
+  }, 60_000);
+
+  it("a second reload while the first one's moves are made (the new owner's subscribe held): carried to where the second put the URI", async () => {
+    const d = scratch();
+    const [gate, holdD, stats] = [join(d, 'gate'), join(d, 'hold-d'), join(d, 'c-stats.json')];
+    writeFileSync(holdD, '');
+    hub = await startHub({ servers: { a: nodeServer(MUTABLE, [], { ERA: 'legacy' }) } });
+    await waitForReady(hub.url, ['a']);
+    const s = await resourceWatchers(hub.url, DOC, closing);
+    // `a` renamed `c`, which holds its answers to resources/subscribe until the gate is there.
+    setSection(hub, 'servers', { c: nodeServer(MUTABLE, [], { ERA: 'legacy', LIST_GATE: gate, LIST_GATE_KINDS: 'resources/subscribe', STATS_FILE: stats }) });
+    await loggedTimes(hub, 'config reloaded', 1);
+    await expect.poll(() => (existsSync(stats) ? JSON.parse(readFileSync(stats, 'utf8'))['resources/subscribe'] : 0), { timeout: 10_000, interval: 20 }).toBe(1);
+    // The moves under way: `c` renamed `d` (held from starting).
+    setSection(hub, 'servers', { d: heldServer(holdD) });
+    await loggedTimes(hub, 'config reloaded', 2);
+    writeFileSync(gate, '');
+    rmSync(holdD);
+    await waitForReady(hub.url, ['d']);
+    // `d` holds it, for both: an update it says (tagged) reaches each.
+    const tagged: [string[], string[]] = [[], []];
+    const tagOf = (meta: unknown): string => String((meta as { tag?: unknown } | undefined)?.tag ?? 'gap');
+    s.legacy.setNotificationHandler(ResourceUpdatedNotificationSchema, async (n) => void tagged[0].push(tagOf(n.params._meta)));
+    s.modern.setNotificationHandler('notifications/resources/updated', async (n) => void tagged[1].push(tagOf(n.params._meta)));
+    await expect.poll(async () => firstText(await s.legacy.callTool({ name: 'd__touch', arguments: { uri: DOC, report: true, meta: { tag: 'd' } } })), { timeout: 15_000, interval: 50 }).toBe('told 1');
+    await expect.poll(() => tagged.map((t) => t.includes('d')), { timeout: 5000, interval: 20 }).toEqual([true, true]);
+    expect(await Promise.race([s.sub.closed, new Promise((r) => setTimeout(() => r('still open'), 500))])).toBe('still open');
   }, 60_000);
 
   it('a renamed server not ready by the wait: its subscriptions stay held, and move once it is ready; given up on, they are dropped', async () => {
