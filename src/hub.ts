@@ -198,7 +198,7 @@ export class Hub implements HubCore {
     const keyFile = config.ledger.enabled ? join(dirname(resolve(base, config.ledger.path)), 'state.key') : join(base, 'data', 'state.key');
     const stateKey = loadStateKey(policy.requestStateKey, keyFile);
     const inputTimeoutMs = policy.inputTimeoutMs ?? DEFAULT_INPUT_TIMEOUT_MS;
-    this.mrtr = new Mrtr(new RequestStateSealer(stateKey, policy.requestStateTtlMs), inputTimeoutMs, config.listen.maxBodyBytes);
+    this.mrtr = new Mrtr(new RequestStateSealer(stateKey, policy.requestStateTtlMs, Date.now, ledger.spentStateStore?.()), inputTimeoutMs, config.listen.maxBodyBytes);
     this.metricsSources = {
       servers: () =>
         [...this.handles.values()].map((h) => ({

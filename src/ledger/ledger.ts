@@ -13,6 +13,7 @@ import type { LedgerNameStore } from './names.js';
 import type { LedgerCapabilityStore } from './capabilities.js';
 import type { LedgerResourceRouteStore } from './resource-routes.js';
 import type { LedgerSessionMemoryStore } from './session-memory.js';
+import type { LedgerSpentStates } from './spent-states.js';
 import { LedgerStores } from './stores.js';
 import { PendingFiles, type PendingFilesOptions } from './pending-files.js';
 import type { LedgerPinStore } from './pins.js';
@@ -418,6 +419,11 @@ export class Ledger implements RowFinisher {
   /** The legacy sessions open at the hub, with their subscriptions and log levels (src/downstream/session-memory.ts). */
   sessionMemoryStore(): LedgerSessionMemoryStore {
     return this.stores.sessionMemory;
+  }
+
+  /** The hub's requestStates spent at this hub, so a restart does not take one again (src/router/request-state.ts). */
+  spentStateStore(): LedgerSpentStates {
+    return this.stores.spentStates;
   }
 
   /** Pinned tool definitions (src/catalog/pins.ts); approvals by the CLI are picked up by polling. */

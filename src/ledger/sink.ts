@@ -3,6 +3,7 @@ import type { ItemPinKind, PinStore } from '../catalog/pins.js';
 import type { ResourceRouteStore } from '../catalog/resource-routes.js';
 import type { SessionMemoryStore } from '../downstream/session-memory.js';
 import type { CapabilityStore } from '../hub/known-capabilities.js';
+import type { SpentStateStore } from '../router/request-state.js';
 import type { AuditBegin, AuditEnd, AuditHandle, IdempotencyClaim, KeyOwner, StoredAnswer } from './types.js';
 
 /** What the router needs from the ledger; the SQLite Ledger implements it, NullLedger skips it. */
@@ -41,6 +42,8 @@ export interface AuditSink {
   resourceRouteStore?(): ResourceRouteStore | undefined;
   /** The legacy sessions open at the hub and what they gathered, so a restarted hub takes a session back whole (and not an ended one). */
   sessionMemoryStore?(): SessionMemoryStore | undefined;
+  /** The hub's requestStates spent here, so a restarted hub does not take one again; absent: spent in this process only. */
+  spentStateStore?(): SpentStateStore | undefined;
 }
 
 /** `ledger.enabled: false`: nothing is recorded and idempotency keys are not honoured. */

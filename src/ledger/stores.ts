@@ -9,12 +9,13 @@ import { LedgerNameStore } from './names.js';
 import { LedgerPinStore, PinChangeWatch } from './pins.js';
 import { LedgerResourceRouteStore } from './resource-routes.js';
 import { LedgerSessionMemoryStore } from './session-memory.js';
+import { LedgerSpentStates } from './spent-states.js';
 
 const PURGE_EVERY_MS = 60 * 60 * 1000;
 
 /**
  * The ledger's tables other than audit (idempotency keys, hub names, capabilities, resource
- * routes, session memory, pins): SQLite writes on the hub's thread, through one group commit.
+ * routes, session memory, spent requestStates, pins): SQLite writes on the hub's thread, through one group commit.
  * Audit rows go another way (pending files, the ingest thread), so that commit chains nothing.
  */
 export class LedgerStores {
@@ -24,6 +25,7 @@ export class LedgerStores {
   readonly capabilities: LedgerCapabilityStore;
   readonly resourceRoutes: LedgerResourceRouteStore;
   readonly sessionMemory: LedgerSessionMemoryStore;
+  readonly spentStates: LedgerSpentStates;
   readonly pins: LedgerPinStore;
   readonly itemPins: Record<ItemPinKind, LedgerPinStore>;
   readonly pinWatch: PinChangeWatch;
@@ -37,6 +39,7 @@ export class LedgerStores {
     this.capabilities = new LedgerCapabilityStore(db, gc, now, log);
     this.resourceRoutes = new LedgerResourceRouteStore(db, gc, now, log);
     this.sessionMemory = new LedgerSessionMemoryStore(db, gc, now, log);
+    this.spentStates = new LedgerSpentStates(db, gc, now, log, this.sessionMemory.home);
     const pinWatch = (this.pinWatch = new PinChangeWatch(db, log));
     this.pins = new LedgerPinStore(db, gc, log, pinWatch);
     this.itemPins = {

@@ -239,7 +239,8 @@ export class Mrtr {
       const answers = (params.inputResponses ?? {}) as Record<string, unknown>;
       delete forwarded.requestState;
       delete forwarded.inputResponses;
-      return { kind: 'confirm', accepted: verdict(answers[CONFIRM_KEY]), params: forwarded };
+      // An answer this hub cannot tell was not spent already (body.again) is none: asked again.
+      return { kind: 'confirm', accepted: body.again ? undefined : verdict(answers[CONFIRM_KEY]), params: forwarded };
     }
     if (body.up === undefined) delete forwarded.requestState;
     else forwarded.requestState = body.up;

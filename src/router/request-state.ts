@@ -11,7 +11,9 @@ import { decodeStateKey } from '../config/state-key.js';
  * The hub's own MRTR `requestState`: AES-256-GCM sealed, bound to the principal, the endpoint
  * (tool group), the method, the target (tool name or URI) and a digest of the arguments, with an expiry, used once (a
  * retry that surely never reached the upstream gives its use back: `release`). Anything the
- * client sends back is attacker-controlled until it opens here.
+ * client sends back is attacker-controlled until it opens here. Used once across restarts too
+ * (SpentStateStore, the ledger); a state that carries the user's confirmation is taken as such
+ * only where its use is known (its `h`), elsewhere the user is asked again.
  */
 export type StateBody =
   /**
@@ -21,8 +23,12 @@ export type StateBody =
   | { k: 'fwd'; server: string; up?: string; ok?: 1 }
   /** A call parked at this hub instance, waiting for the client's input (legacy upstream). */
   | { k: 'park'; id: string }
-  /** The hub asked the user to confirm this call; the retry carries the answer. */
-  | { k: 'confirm' };
+  /**
+   * The hub asked the user to confirm this call; the retry carries the answer. `again`, set by
+   * open() only: the answer is not taken here (it was asked where this hub cannot tell whether
+   * it was spent), so the user is asked again.
+   */
+  | { k: 'confirm'; again?: 1 };
 
 interface Envelope {
   p: string; // principal
@@ -40,6 +46,29 @@ interface Envelope {
   g?: string;
   /** The trace id and span id of the request answered with this state (see traceOf). */
   tr?: [string, string];
+  /**
+   * Where a state that carries the user's confirmation (confirms()) was sealed: the home of the
+   * store its use is recorded in (the ledger's id), or of the process when there is none. Another
+   * hub, or the same one restarted without its ledger, cannot tell whether it was spent: taken
+   * there, a confirmation used once would run its call again unasked.
+   */
+  h?: string;
+}
+
+/**
+ * Where the hub's spent states outlive the process (the ledger), so a restarted hub refuses a
+ * state spent before the restart as it refuses one spent since: the client's retry that
+ * confirmed a call, sent again, would run the call again without the user asked.
+ */
+export interface SpentStateStore {
+  /** The store's own id (the ledger file's): a confirmation sealed under it is taken by hubs of this store alone. */
+  readonly home: string;
+  /** The nonces spent and not yet expired when the store was opened, with their expiry (epoch ms); read once. */
+  spent(): Iterable<[string, number]>;
+  add(nonce: string, expires: number): void;
+  delete(nonce: string): void;
+  /** Forgets the nonces expired by `now`. */
+  prune(now: number): void;
 }
 
 export interface Binding {
@@ -70,22 +99,29 @@ export class StateError extends Error {
 const VERSION = 'sy1.';
 
 export class RequestStateSealer {
-  /** Nonces already opened, until their expiry (single use per hub instance). */
+  /** Nonces already opened, until their expiry (single use; across restarts with a `spent` store). */
   private readonly used = new Map<string, number>();
+  /** Envelope.h of the confirmations sealed here: the store's home, else this process's own. */
+  private readonly home: string;
 
   constructor(
     private readonly key: Buffer,
     private readonly ttlMs = DEFAULT_REQUEST_STATE_TTL_MS,
     private readonly now: () => number = Date.now,
+    /** Where spent states are recorded (the ledger); absent (ledger off): this process only. */
+    private readonly spent?: SpentStateStore,
   ) {
     if (key.length !== 32) throw new Error('requestState key must be 32 bytes');
     if (typeof ttlMs !== 'number' || !Number.isFinite(ttlMs) || ttlMs <= 0) throw new Error('policy.requestStateTtlMs must be a positive number of milliseconds');
+    this.home = spent?.home ?? randomBytes(12).toString('base64url');
+    if (spent) for (const [n, e] of spent.spent()) this.used.set(n, e);
   }
 
   seal(bind: Binding, body: StateBody): string {
     const env: Envelope = { p: bind.principal, m: bind.method, t: bind.target, a: argsDigestOf(bind), e: this.now() + this.ttlMs, n: randomBytes(9).toString('base64url'), b: body };
     if (bind.span) env.tr = [bind.span.traceId, bind.span.spanId];
     if (bind.group !== undefined) env.g = bind.group;
+    if (confirms(body)) env.h = this.home;
     return VERSION + sealJson(this.key, env);
   }
 
@@ -154,8 +190,12 @@ export class RequestStateSealer {
     if (env.a !== argsDigestOf(bind)) throw new StateError('requestState was issued for other arguments');
     this.sweep(now);
     if (this.used.has(env.n)) throw new StateError('requestState was already used');
-    if (use) this.used.set(env.n, env.e);
-    return env.b;
+    if (use) {
+      this.used.set(env.n, env.e);
+      // A parked call's state is worth nothing to another process: it holds no such call.
+      if (env.b.k !== 'park') this.spent?.add(env.n, env.e);
+    }
+    return env.h === this.home || !confirms(env.b) ? env.b : unconfirmed(env.b);
   }
 
   /**
@@ -166,17 +206,34 @@ export class RequestStateSealer {
    */
   release(state: unknown): void {
     if (typeof state !== 'string' || !state.startsWith(VERSION)) return;
+    let env: Envelope;
     try {
-      this.used.delete((openJson(this.key, state.slice(VERSION.length)) as Envelope).n);
+      env = openJson(this.key, state.slice(VERSION.length)) as Envelope;
     } catch {
-      // Not one of ours: nothing was consumed.
+      return; // Not one of ours: nothing was consumed.
     }
+    if (this.used.delete(env.n) && env.b?.k !== 'park') this.spent?.delete(env.n);
   }
 
   private sweep(now: number): void {
     if (this.used.size < 1024) return;
+    const size = this.used.size;
     for (const [n, e] of this.used) if (e <= now) this.used.delete(n);
+    if (this.used.size < size) this.spent?.prune(now);
   }
+}
+
+/** Whether a state carries the user's confirmation (policy.confirm) of its call. */
+function confirms(b: StateBody): boolean {
+  return b.k === 'confirm' || (b.k === 'fwd' && b.ok === 1);
+}
+
+/** A confirming state as a hub takes it that cannot tell whether it was spent: the user is asked again. */
+function unconfirmed(b: StateBody): StateBody {
+  if (b.k === 'confirm') return { k: 'confirm', again: 1 };
+  if (b.k !== 'fwd') return b;
+  const { ok: _dropped, ...rest } = b;
+  return rest;
 }
 
 /**
