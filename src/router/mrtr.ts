@@ -370,17 +370,22 @@ function urlSteps(err: unknown): Result[] | null {
  * `err` as a legacy client is sent it: an untrusted upstream's -32042 with the message of each
  * of its URL steps naming the server (namedAsker), as the steps urlStepRounds asks a modern
  * client do: the client shows that message as it offers the user the URL, and behind the hub it
- * would seem the hub's (input-results.ts, relayedInput). A trusted server's, a modern client's
- * (its own rounds name them) and any other error: `err` itself. Only a failure comes here.
+ * would seem the hub's (input-results.ts, relayedInput). The error's own message too, the
+ * server's text as well, which a client may show beside the steps or alone. A trusted server's,
+ * a modern client's (its own rounds name them) and any other error: `err` itself. Only a
+ * failure comes here.
  */
 export function urlStepsNamedFor(err: unknown, ctx: CallContext, server: ServerHandle): unknown {
   if (ctx.clientEra === MODERN || !(err instanceof RpcError) || err.code !== URL_ELICITATION_REQUIRED) return err;
   const asker = askerOf(server);
+  if (asker === undefined) return err;
   const data = err.data;
-  if (asker === undefined || !isObj(data) || !Array.isArray(data.elicitations)) return err;
-  const elicitations = data.elicitations.map((e: unknown) => (isObj(e) && typeof e.message === 'string' ? { ...e, message: namedAsker(asker, e.message) } : e));
-  const named = { ...data, elicitations };
-  return err instanceof UpstreamRpcError ? new UpstreamRpcError(err.code, err.message, named) : new RpcError(err.code, err.message, named);
+  const named =
+    isObj(data) && Array.isArray(data.elicitations)
+      ? { ...data, elicitations: data.elicitations.map((e: unknown) => (isObj(e) && typeof e.message === 'string' ? { ...e, message: namedAsker(asker, e.message) } : e)) }
+      : data;
+  const message = namedAsker(asker, err.message);
+  return err instanceof UpstreamRpcError ? new UpstreamRpcError(err.code, message, named) : new RpcError(err.code, message, named);
 }
 
 /**

@@ -81,6 +81,9 @@ describe('the server that asks the user is named in its question', () => {
             const message = `Authorize ticket ${ticket}`;
             expect(err).toMatchObject({
               code: -32042,
+              // The error's own message is the server's text too (SDK v1's default, which its
+              // McpError writes with the code before it; the client's adds another).
+              message: `MCP error -32042: ${s.trusted ? '' : `[${s.id}] `}MCP error -32042: URL elicitation required`,
               data: { elicitations: [{ mode: 'url', message: s.trusted ? message : `[${s.id}] ${message}`, url: `https://auth.example.test/ticket/${ticket}`, elicitationId: `el-${ticket}` }] },
             });
             // The hub asked nothing itself: the client opens the URL and tries again.
@@ -129,6 +132,7 @@ describe("a -32042 of a request other than tools/call names its server to a lega
       );
       expect(err).toMatchObject({
         code: -32042,
+        message: `MCP error -32042: ${id === 'q' ? '[q] ' : ''}failed with -32042`,
         data: { elicitations: [{ ...step, message: id === 'q' ? `[q] ${step.message}` : step.message }] },
       });
     });
