@@ -89,6 +89,14 @@ export function askerOf(server: { id: string; config: { trust: string } }): stri
   return server.config.trust === 'trusted' ? undefined : server.id;
 }
 
+/**
+ * The `_meta` key by which the hub says which untrusted server a question it relays to a legacy
+ * client comes from (relayedInput): its params have `_meta` there (2025-11-25 RequestParams),
+ * and a sampling request has no message to name the server in. Modern embedded requests get
+ * none: the 2026-07-28 sampling and URL-mode elicitation params have no `_meta`.
+ */
+export const ASKER_META = 'dev.switchyard/server';
+
 /** An untrusted server's elicitation message as the user is shown it: `[<server id>] <message>`. */
 export function namedAsker(asker: string, message: string): string {
   return `[${asker}] ${message}`;
@@ -104,25 +112,37 @@ export function namedAsker(asker: string, message: string): string {
  * cannot ask about (the hub routes the answer by its own request id, not by the task). And, when
  * `asker` is given (the id of the untrusted server asking, askerOf), an elicitation's message
  * says which server asks: behind the hub every question seems the hub's, and the user judges a
- * question (a token asked for, a URL to open) by who asks it. The request itself when there is
- * nothing to change.
+ * question (a token asked for, a URL to open) by who asks it. So does `_meta[ASKER_META]` of
+ * every question to a legacy client (`inMeta`), sampling's among them, which has no message (its
+ * messages and system prompt are the model's input, not the hub's to change); an untrusted
+ * server's own value there is never passed on, to a client of either era. The request itself
+ * when there is nothing to change.
  */
-export function relayedInput<R extends { method: string; params?: Record<string, unknown> }>(req: R, asker?: string): R {
+export function relayedInput<R extends { method: string; params?: Record<string, unknown> }>(req: R, asker?: string, inMeta = false): R {
   const ctx = req.params?.includeContext;
   const dropContext = req.method === 'sampling/createMessage' && ctx !== undefined && ctx !== 'none';
   const meta = req.params?._meta;
   const dropTask = isObj(meta) && Object.hasOwn(meta, RELATED_TASK);
   const name = asker !== undefined && req.method === 'elicitation/create' && typeof req.params?.message === 'string';
-  if (!dropContext && !dropTask && !name) return req;
-  const params = { ...req.params! };
+  const claim = asker !== undefined && (inMeta || (isObj(meta) && Object.hasOwn(meta, ASKER_META)));
+  if (!dropContext && !dropTask && !name && !claim) return req;
+  const params = { ...req.params };
   if (name) params.message = namedAsker(asker!, params.message as string);
   if (dropContext) delete params.includeContext;
-  if (dropTask) {
-    const rest = withoutRelatedTask(meta);
+  if (dropTask || claim) {
+    let rest = dropTask ? withoutRelatedTask(meta as Record<string, unknown>) : isObj(meta) ? meta : undefined;
+    if (claim) rest = claimed(rest, inMeta ? asker : undefined);
     if (rest !== undefined) params._meta = rest;
     else delete params._meta;
   }
   return { ...req, params };
+}
+
+/** `meta` with ASKER_META set to `asker`, or without it when undefined (no `_meta` left: undefined). */
+function claimed(meta: Record<string, unknown> | undefined, asker: string | undefined): Record<string, unknown> | undefined {
+  const { [ASKER_META]: _theirs, ...rest } = meta ?? {};
+  if (asker !== undefined) return { ...rest, [ASKER_META]: asker };
+  return Object.keys(rest).length > 0 ? rest : undefined;
 }
 
 /**
@@ -149,12 +169,12 @@ export function relayedNotice(params: Record<string, unknown>): Record<string, u
 }
 
 /** `inputRequests` with each entry as relayedInput leaves it: the same object when none changes. */
-export function relayedInputs(requests: unknown, asker?: string): unknown {
+export function relayedInputs(requests: unknown, asker?: string, inMeta = false): unknown {
   if (!isObj(requests)) return requests;
   let out: Record<string, unknown> | undefined;
   for (const [k, r] of Object.entries(requests)) {
     if (!isObj(r) || typeof r.method !== 'string') continue;
-    const relayed = relayedInput(r as { method: string; params?: Record<string, unknown> }, asker);
+    const relayed = relayedInput(r as { method: string; params?: Record<string, unknown> }, asker, inMeta);
     if (relayed === r) continue;
     out ??= { ...requests };
     setField(out, k, relayed);

@@ -190,6 +190,7 @@ export function callOptions(ctx: CallContext, server: ServerHandle, stop?: Signa
     principal: ctx.principal,
     onServerRequest: ctx.askClient,
     asker: askerOf(server),
+    askerInMeta: ctx.clientEra !== MODERN,
     onElicitationComplete: ctx.onElicitationComplete,
     exclusive: canBeAsked(ctx.clientCapabilities),
     clientCapabilities: relayedCapabilities(ctx.clientCapabilities),

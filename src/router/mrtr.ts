@@ -165,7 +165,7 @@ export class Mrtr {
       if (round >= MAX_ROUNDS) throw new UnfinishedTurnError(INTERNAL_ERROR, `the upstream still needed input after ${MAX_ROUNDS} rounds`);
       let inputResponses: Result;
       try {
-        inputResponses = await this.askAll(relayedInputs(r.inputRequests, askerOf(server)), ctx.askClient);
+        inputResponses = await this.askAll(relayedInputs(r.inputRequests, askerOf(server), true), ctx.askClient);
       } catch (err) {
         if (p.task === undefined) dismissUpstream(method, server, params, r, opts);
         // Withdrawn by the hub's stop (close()), not ended by the call's own signal (its client,

@@ -600,7 +600,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     if (msg.method === 'elicitation/create' && typeof eid === 'string') (p.urlElicitations ??= new Set()).add(eid);
     let answer: Promise<Record<string, unknown>>;
     try {
-      answer = p.opts!.onServerRequest!(relayedInput({ method: msg.method, params: msg.params }, p.opts!.asker), withdrawn.signal);
+      answer = p.opts!.onServerRequest!(relayedInput({ method: msg.method, params: msg.params }, p.opts!.asker, p.opts!.askerInMeta), withdrawn.signal);
     } catch (err) {
       answer = Promise.reject(err);
     }

@@ -121,6 +121,8 @@ export interface CallOptions {
    * id when it is untrusted (protocol/input-results.ts, askerOf); absent, the message is its own.
    */
   asker?: string;
+  /** The client is a legacy one: its questions say the asker in `_meta` too (ASKER_META). */
+  askerInMeta?: boolean;
   /**
    * A legacy upstream's notifications/elicitation/complete for a URL-mode elicitation this call
    * relayed (found by its elicitationId). Absent: dropped.

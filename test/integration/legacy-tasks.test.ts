@@ -147,7 +147,8 @@ describe('a tool its legacy server runs only as a task', () => {
     }
     // The server did name its task (so the hub could route the question by it).
     expect(received().some((m) => m.method === 'tasks/result')).toBe(true);
-    expect(legacyMeta).toEqual({ 'com.example/asked-by': 'legacy-task' });
+    // Its own key kept, and the hub's naming the (untrusted) server that asks, as to any legacy client.
+    expect(legacyMeta).toEqual({ 'com.example/asked-by': 'legacy-task', 'dev.switchyard/server': 't' });
     expect(legacyMeta).not.toHaveProperty([RELATED]);
 
     const caps = { 'io.modelcontextprotocol/clientCapabilities': { elicitation: {} } };

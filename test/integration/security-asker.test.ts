@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { waitForReady } from '../helpers/wire.js';
+import { META_CAPS, modernBody, modernHeaders, modernMeta, post, waitForReady, type Json } from '../helpers/wire.js';
 import { LEGACY_FIXTURE, MODERN_FIXTURE, legacyUser, modernUser, textOf, type User } from '../fixtures/translation/peers.js';
 
 const SERVERS = [
@@ -22,6 +22,22 @@ const SERVERS = [
   { id: 'lt', fixture: LEGACY_FIXTURE, trusted: true },
   { id: 'mt', fixture: MODERN_FIXTURE, trusted: true },
 ] as const;
+
+/**
+ * The single sampling request of a modern tools/call's first answer (input_required), as the hub
+ * sent it; answered, so that a call parked for it at the hub ends (its stdio server runs one such call at a time).
+ */
+async function rawInputRequest(url: string, name: string, args: Json): Promise<{ method?: string; params?: Json }> {
+  const meta = modernMeta({ [META_CAPS]: { elicitation: { form: {}, url: {} }, sampling: {}, roots: {} } });
+  const send = (extra: Json = {}) => post(url, modernBody(`raw-${Math.random()}`, 'tools/call', { name, arguments: args, ...extra }, meta), modernHeaders('tools/call', name));
+  const r = await send();
+  expect(r.body?.result?.resultType, r.text).toBe('input_required');
+  const [[key, request]] = Object.entries(r.body!.result!.inputRequests as Record<string, { method?: string; params?: Json }>);
+  const answer = { role: 'assistant', content: { type: 'text', text: 'hi' }, model: 'm', stopReason: 'endTurn' };
+  const done = await send({ requestState: r.body!.result!.requestState, inputResponses: { [key!]: answer } });
+  expect(done.body?.result?.resultType, done.text).toBe('complete');
+  return request!;
+}
 
 describe('the server that asks the user is named in its question', () => {
   let hub: HubProcess;
@@ -57,6 +73,8 @@ describe('the server that asks the user is named in its question', () => {
           expect(textOf(r)).toBe('action=accept content={"name":"Ada"}');
           expect(user.asks).toHaveLength(1);
           expect(user.asks[0]!.params.message).toBe(said('Hello Grace, what is your name?'));
+          // And in _meta, to a legacy client (whose params have one; sampling's below has no message).
+          if (era === 'legacy') expect((user.asks[0]!.params._meta as Json | undefined)?.['dev.switchyard/server']).toBe(s.trusted ? undefined : s.id);
         });
 
         it(`${s.trusted ? 'a trusted' : 'an untrusted'} ${s.fixture === LEGACY_FIXTURE ? 'legacy' : 'modern'} server (${s.id}): so does a URL-mode question`, async () => {
@@ -66,6 +84,28 @@ describe('the server that asks the user is named in its question', () => {
           expect(textOf(r)).toMatch(/^url action=accept/);
           expect(user.asks).toHaveLength(1);
           expect(user.asks[0]!.params).toMatchObject({ mode: 'url', message: said('Please sign in') });
+        });
+
+        it(`${s.trusted ? 'a trusted' : 'an untrusted'} ${s.fixture === LEGACY_FIXTURE ? 'legacy' : 'modern'} server (${s.id}): a sampling request, which has no message to name it in, ${s.trusted ? 'passes as it asked it' : era === 'legacy' ? 'says it in _meta["dev.switchyard/server"], whatever the server put there' : 'passes without the server\'s own _meta["dev.switchyard/server"]'}`, async () => {
+          for (const claim of [undefined, 'github']) {
+            user.asks.length = 0;
+            const args = claim === undefined ? { prompt: 'Say hi' } : { prompt: 'Say hi', claim };
+            const r = await user.callTool(`${s.id}__sample`, args);
+            expect(textOf(r)).toMatch(/^sampled text=hi from /);
+            expect(user.asks).toHaveLength(1);
+            const { _meta: meta, ...params } = user.asks[0]!.params;
+            // The request itself as the server asked it: what the model is given is not the hub's to change.
+            expect(params).toEqual({ messages: [{ role: 'user', content: { type: 'text', text: 'Say hi' } }], maxTokens: 50 });
+            const own = claim === undefined ? undefined : { 'dev.switchyard/server': claim, 'com.example/kept': 'yes' };
+            if (era === 'legacy') expect(meta, String(claim)).toEqual(s.trusted ? own : { ...own, 'dev.switchyard/server': s.id });
+            else {
+              // SDK v2 hands its handler no _meta of an embedded sampling request (the 2026
+              // params have none): what the hub sent is read on the wire.
+              const sent = await rawInputRequest(hub.url, `${s.id}__sample`, args);
+              const kept = s.trusted ? own : claim === undefined ? undefined : { 'com.example/kept': 'yes' };
+              expect(sent.params?._meta, String(claim)).toEqual(kept);
+            }
+          }
         });
       }
 

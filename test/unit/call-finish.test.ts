@@ -107,6 +107,8 @@ describe('tools/call', () => {
       onServerRequest: undefined,
       // A trusted server's questions are its own (input-results.ts askerOf).
       asker: undefined,
+      // A modern client's questions have no _meta to say the asker in (input-results.ts ASKER_META).
+      askerInMeta: false,
       onElicitationComplete: undefined,
       exclusive: false,
       clientCapabilities: {},
