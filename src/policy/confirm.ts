@@ -38,14 +38,18 @@ export class Confirmer {
     return a.readOnlyHint !== true && a.destructiveHint !== false;
   }
 
-  /** The elicitation the hub sends: the tool and its arguments, every one in sight (confirm-summary.ts). */
-  request(hubName: string, args: unknown): { method: 'elicitation/create'; params: Record<string, unknown> } {
+  /**
+   * The elicitation the hub sends: the tool, the server whose it is (a tool without a prefix,
+   * or with a prefix other than its server's id, does not say), and its arguments, every one in
+   * sight (confirm-summary.ts).
+   */
+  request(hubName: string, server: string, args: unknown): { method: 'elicitation/create'; params: Record<string, unknown> } {
     const summary = argumentSummary(args);
     return {
       method: 'elicitation/create',
       params: {
         mode: 'form',
-        message: `Allow the tool "${hubName}" to run with these arguments?\n${summary}`,
+        message: `Allow the tool "${hubName}" of the server "${server}" to run with these arguments?\n${summary}`,
         requestedSchema: { type: 'object', properties: {} },
       },
     };

@@ -583,7 +583,7 @@ export class ToolCall {
     // The confirmation is a form.
     if (!elicits(ctx.clientCapabilities, 'form'))
       return toolErrorResult(`Tool ${hubName} needs the user's confirmation, and this client cannot ask the user (it did not declare form elicitation). It was not run.`);
-    const req = c.request(hubName, args);
+    const req = c.request(hubName, routed.server.id, args);
     if (ctx.clientEra === MODERN)
       return { resultType: 'input_required', inputRequests: { [CONFIRM_KEY]: req }, requestState: this.mrtr.sealer.seal(bind, { k: 'confirm' }) };
     try {

@@ -22,10 +22,11 @@ describe("the confirmation of a risky call shows the user every argument", () =>
 
   beforeAll(async () => {
     hub = await startHub({
-      policy: { confirm: [TOOL] },
-      servers: { quirk: nodeServer('test/fixtures/quirks/legacy-32601.mjs') },
+      policy: { confirm: [TOOL, 'echo'] },
+      // Its tools keep their names (no prefix): only the question can say whose `echo` it is.
+      servers: { quirk: nodeServer('test/fixtures/quirks/legacy-32601.mjs'), bare: { ...nodeServer('test/fixtures/quirks/legacy-32601.mjs'), prefix: '' } },
     });
-    await waitForReady(hub.url, ['quirk']);
+    await waitForReady(hub.url, ['quirk', 'bare']);
   }, 60_000);
 
   afterAll(async () => {
@@ -33,7 +34,7 @@ describe("the confirmation of a risky call shows the user every argument", () =>
   });
 
   /** The message of the hub's confirmation for a call with `args`, which the client declines (nothing runs). */
-  async function asked(era: 'legacy' | 'modern', args: Record<string, unknown>): Promise<string> {
+  async function asked(era: 'legacy' | 'modern', args: Record<string, unknown>, tool = TOOL): Promise<string> {
     const messages: string[] = [];
     let c: V1Client | V2Client;
     if (era === 'legacy') {
@@ -54,7 +55,7 @@ describe("the confirmation of a risky call shows the user every argument", () =>
       c = v2;
     }
     try {
-      const r = (await c.callTool({ name: TOOL, arguments: args })) as { isError?: boolean; content: { text: string }[] };
+      const r = (await c.callTool({ name: tool, arguments: args })) as { isError?: boolean; content: { text: string }[] };
       expect(r.isError).toBe(true);
       expect(r.content[0]?.text).toMatch(/declined by the user/);
     } finally {
@@ -65,6 +66,11 @@ describe("the confirmation of a risky call shows the user every argument", () =>
   }
 
   for (const era of ['legacy', 'modern'] as const) {
+    it(`${era} client: the question names the server whose tool it is, which a tool without a prefix does not`, async () => {
+      expect((await asked(era, { text: 'x' }, 'echo')).split('\n')[0]).toBe('Allow the tool "echo" of the server "bare" to run with these arguments?');
+      expect((await asked(era, { text: 'x' })).split('\n')[0]).toBe(`Allow the tool "${TOOL}" of the server "quirk" to run with these arguments?`);
+    });
+
     it(`${era} client: a long argument is shortened, saying by how much, and the arguments after it are all there`, async () => {
       const note = `Routine cleanup. ${'All of this is harmless. '.repeat(60)}The end of the note.`;
       const message = await asked(era, { note, path: '/home/user/.ssh/authorized_keys', mode: 'overwrite' });
