@@ -95,7 +95,7 @@ describe("a confirmation's requestState across a restart of its hub", () => {
     }
   }, 90_000);
 
-  it('answered after the restart, never spent before it: taken, the user not asked twice', async () => {
+  it('answered after the restart, never spent before it: taken for its own call only, the user not asked twice', async () => {
     const { count, start } = setup();
     const args = { label: 'across' };
     let hub = await start();
@@ -107,9 +107,14 @@ describe("a confirmation's requestState across a restart of its hub", () => {
     }
     hub = await start();
     try {
+      // Bound to its call: not another's arguments nor another tool (and refused, it is not spent).
+      const other = await call(hub.url, 'modern__counter_bump', { label: 'other' }, { requestState: state, inputResponses: YES });
+      expect(other.body?.error, other.text).toMatchObject({ code: -32602, message: 'requestState was issued for other arguments' });
+      const tool = await call(hub.url, 'ms__elicit_form', { who: 'across' }, { requestState: state, inputResponses: YES });
+      expect(tool.body?.error, tool.text).toMatchObject({ code: -32602, message: 'requestState was issued for another request' });
       const ran = await call(hub.url, 'modern__counter_bump', args, { requestState: state, inputResponses: YES });
       expect(ran.body?.result, ran.text).toMatchObject({ content: [{ type: 'text', text: '1' }] });
-      expect(count('across')).toBe(1);
+      expect([count('across'), count('other')]).toEqual([1, 0]);
     } finally {
       await hub.stop();
     }
