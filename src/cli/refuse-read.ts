@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import { cancelledLater, lineText, lineTooLarge, unservedLine } from '../downstream/stdio-lines.js';
+import { cancelledLater, lineText, tooLargeLine, unservedLine } from '../downstream/stdio-lines.js';
 import type { ProtocolOut } from '../log.js';
 import { INTERNAL_ERROR, RpcError } from '../protocol/errors.js';
 import { arrayOf, errorResponse } from '../protocol/jsonrpc.js';
@@ -19,7 +19,8 @@ const REFUSE_MS = 3_000;
  * answered as a stopped pipe answers it (unservedLine, shared with StdioServer), one line each
  * on `out` as it is read, so none is left waiting for an answer that never comes: each request
  * -32603 with `reason` (either era: no session exists, nothing ran), a malformed message with its
- * error, a batch's answers together, a line over `maxLineBytes` as too large (never buffered).
+ * error, a batch's answers together, a line over `maxLineBytes` as too large (never buffered; to
+ * the id an end of it shows).
  *
  * stdin is read until it ends, or until it has been quiet for QUIET_MS with every answer written
  * (a line begun waits for its end: a write split in two); while stdout is full (the client not
@@ -62,7 +63,11 @@ export async function refuseRead(input: Readable, out: ProtocolOut, reason: stri
       if (!batch) for (const a of answers) send(a);
       else if (answers.length > 0) send(arrayOf(answers));
     },
-    () => send(errorResponse(undefined, lineTooLarge(maxLineBytes))),
+    (ends) => {
+      // An answer (to a question nobody asked here) is owed nothing, as in unservedLine.
+      const c = tooLargeLine(ends, maxLineBytes);
+      if (!c.response) send(errorResponse(c.id, c.error));
+    },
   );
   const onData = (chunk: Buffer | string): void => {
     lastRead = monotonicNow();

@@ -1,5 +1,7 @@
 import { INVALID_REQUEST, RpcError } from '../protocol/errors.js';
 import { batchOf, classify, idKey, parseFrame, type Classified, type Id, type Params, type Request } from '../protocol/jsonrpc.js';
+import type { BodyEnds } from '../transport/body-ends.js';
+import { answeredId } from './oversize-body.js';
 
 /**
  * What a line of a stdio client holds, read the one way by the serving pipe (StdioServer) and
@@ -18,8 +20,31 @@ export function lineText(line: Buffer): string | undefined {
   return text.trim() === '' ? undefined : text;
 }
 
-/** What a line longer than `maxBytes` is answered with (never read whole, so without its id). */
+/** What a line longer than `maxBytes` is answered with. */
 export const lineTooLarge = (maxBytes: number): RpcError => new RpcError(INVALID_REQUEST, `message too large: the limit is ${maxBytes} bytes per line`);
+
+/**
+ * A line longer than `maxBytes`, never read whole: what its two ends say it is (answeredId, as
+ * for an HTTP body refused 413). A request or an unreadable message: invalid, with the id and
+ * method an end shows, so the error reaches the request its client waits on (a modern client's
+ * retry carrying large `inputResponses`, answered with no id, waited out its own timeout). A
+ * client's answer to a question the hub put to it: a malformed response (JSON-RPC answers none),
+ * which fails that question at once (Endpoint), rather than leave it open for
+ * `policy.inputTimeoutMs`; without an id at either end, the one question open (`openQuestions`,
+ * the pipe's legacy session's) is the one it answers.
+ */
+export function tooLargeLine(ends: BodyEnds, maxBytes: number, openQuestions: readonly string[] = []): Extract<Classified, { kind: 'invalid' }> {
+  const seen = answeredId(ends);
+  if (seen.response === true) {
+    const id = seen.id ?? (openQuestions.length === 1 ? openQuestions[0] : undefined);
+    const error = new RpcError(INVALID_REQUEST, `it was a line larger than the hub takes (listen.maxBodyBytes, ${maxBytes} bytes)`);
+    return id === undefined ? { kind: 'invalid', error, response: true } : { kind: 'invalid', error, id, response: true };
+  }
+  const c: Extract<Classified, { kind: 'invalid' }> = { kind: 'invalid', error: lineTooLarge(maxBytes) };
+  if (seen.id !== undefined) c.id = seen.id;
+  if (seen.method !== undefined) c.method = seen.method;
+  return c;
+}
 
 /** A message owed an answer: a request, or a malformed message that is no response (its client may wait on its id). */
 export type Owed = { kind: 'request'; msg: Request } | (Extract<Classified, { kind: 'invalid' }> & { response?: undefined });

@@ -5,7 +5,7 @@ import { CancelledError, HubStoppingError, INTERNAL_ERROR, INVALID_REQUEST, RpcE
 import { arrayOf, batchOf, BATCH_VERSION, classify, errorResponse, idKey, memberBytes, parseFrame, type Classified, type Id, type Params, type Request } from '../protocol/jsonrpc.js';
 import { LineReader } from '../transport/line-reader.js';
 import { readLeft } from '../transport/read-left.js';
-import { cancelledLater, lineText, lineTooLarge, unservedLine } from './stdio-lines.js';
+import { cancelledLater, lineText, tooLargeLine, unservedLine } from './stdio-lines.js';
 import type { MessageSink } from './core.js';
 import type { Endpoint } from './endpoint.js';
 import type { Exchange } from './exchange.js';
@@ -95,7 +95,7 @@ export class StdioServer {
       opts.maxLineBytes,
       (line) => this.line(line),
       // Through the endpoint like any refused message: answered, and given its ledger row.
-      () => void this.serve({ kind: 'invalid', error: lineTooLarge(opts.maxLineBytes) }, opts.maxLineBytes),
+      (ends) => void this.serve(tooLargeLine(ends, opts.maxLineBytes, this.session.current?.openQuestions), opts.maxLineBytes),
     );
     const self = this;
     this.out = {

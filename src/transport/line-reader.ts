@@ -1,16 +1,20 @@
+import { BodyEnds } from './body-ends.js';
+
 /**
  * Newline-delimited framing for stdio (digest §6.1), bounded: a line longer than `maxBytes` is
- * never buffered whole; it is skipped up to its newline and reported once.
+ * never buffered whole; it is skipped up to its newline and reported once, with its two ends
+ * (what they say of it: the id of a request its client waits on, the question an answer answers).
  */
 export class LineReader {
   private parts: Buffer[] = [];
   private size = 0;
-  private skipping = false;
+  /** The ends of the line being skipped; undefined while none is. */
+  private skipping: BodyEnds | undefined;
 
   constructor(
     private readonly maxBytes: number,
     private readonly onLine: (line: Buffer) => void,
-    private readonly onTooLong: () => void,
+    private readonly onTooLong: (ends: BodyEnds) => void,
   ) {}
 
   push(chunk: Buffer): void {
@@ -18,9 +22,13 @@ export class LineReader {
     while (start <= chunk.length) {
       const nl = chunk.indexOf(0x0a, start);
       const end = nl < 0 ? chunk.length : nl;
-      if (!this.skipping && end > start) {
+      if (this.skipping) {
+        if (end > start) this.skipping.add(chunk.subarray(start, end));
+      } else if (end > start) {
         if (this.size + (end - start) > this.maxBytes) {
-          this.skipping = true;
+          const ends = (this.skipping = new BodyEnds());
+          for (const part of this.parts) ends.add(part);
+          ends.add(chunk.subarray(start, end));
           this.parts = [];
           this.size = 0;
         } else {
@@ -36,18 +44,19 @@ export class LineReader {
 
   /** Part of a line is read (or being skipped), its end not yet. */
   get midLine(): boolean {
-    return this.skipping || this.size > 0;
+    return this.skipping !== undefined || this.size > 0;
   }
 
   /** The input ended: a last line without its newline still counts. */
   end(): void {
-    if (this.skipping || this.size > 0) this.endLine();
+    if (this.skipping !== undefined || this.size > 0) this.endLine();
   }
 
   private endLine(): void {
-    if (this.skipping) {
-      this.skipping = false;
-      this.onTooLong();
+    const skipped = this.skipping;
+    if (skipped !== undefined) {
+      this.skipping = undefined;
+      this.onTooLong(skipped);
       return;
     }
     const line = this.parts.length === 1 ? this.parts[0] : Buffer.concat(this.parts, this.size);

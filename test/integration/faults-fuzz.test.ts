@@ -374,7 +374,7 @@ interface OddFrame {
   owed: Owed;
   /** An HTTP-only matter (headers, a claim the stdio edge reads as no claim at all). */
   httpOnly?: boolean;
-  /** Over stdio: the error a line over the limit gets (no status, no id). */
+  /** Over stdio: the error a line over the limit gets (no status; the id its start shows). */
   stdioOwed?: Owed;
 }
 
@@ -439,9 +439,10 @@ function oddFrames(era: 'modern' | 'legacy'): fc.Arbitrary<OddFrame> {
     fc.tuple(oddId, fc.integer({ min: 500, max: 6000 })).map(([rid, n]) =>
       plain('long name', JSON.stringify(oddRequest(era, rid, 'tools/call', { name: 'x'.repeat(n), arguments: {} })), { status: 200, code: -32602, id: rid }, 'tools/call', { name: 'x'.repeat(n) }),
     ),
-    // A body over listen.maxBodyBytes: 413 before anything is read; a stdio line so long, -32600 without an id.
+    // A body over listen.maxBodyBytes: 413 before anything is read; a stdio line so long, -32600
+    // with the id its start shows (never read whole: stdio-oversize-lines.test.ts).
     fc.tuple(oddId, fc.integer({ min: MAX_BODY + 10, max: MAX_BODY * 2 })).map(([rid, n]) =>
-      plain('too large', JSON.stringify(oddRequest(era, rid, 'ping', { pad: 'x'.repeat(n) })), { status: 413 }, 'ping', { stdioOwed: { status: 0, code: -32600 } }),
+      plain('too large', JSON.stringify(oddRequest(era, rid, 'ping', { pad: 'x'.repeat(n) })), { status: 413 }, 'ping', { stdioOwed: { status: 0, code: -32600, id: rid } }),
     ),
     // A progressToken of a type no ProgressToken has (both eras' schema.json: a string or an
     // integer, as the SDKs read it): -32602 in-band, never echoed in progress notifications the

@@ -448,8 +448,8 @@ describe('ledger writer lock', () => {
         expect(a.received.map((m) => [m.id, m.error?.code, m.error?.message.slice(0, 20)])).toEqual([
           [undefined, -32700, 'parse error: invalid'],
           [undefined, -32600, 'an empty batch'],
-          // Never buffered whole: told so, as a serving pipe does.
-          [undefined, -32600, 'message too large: t'],
+          // Never buffered whole: told so, to the id its start shows, as a serving pipe does.
+          ['huge', -32600, 'message too large: t'],
           ['ü-split', -32603, 'switchyard stdio can'],
         ]);
       }),
