@@ -121,10 +121,14 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
    * The hub tells only a connection that is `principal`'s (Hub.rootsChanged: its own, or any with
    * authentication off). Checked here too: once another principal's call has been on this
    * connection, the server's follow-up roots/list (outside any call) answered by this client
-   * would have the roots it keeps be one user's in another's calls.
+   * would have the roots it keeps be one user's in another's calls. One no call has been on yet
+   * is no one else's: it becomes this principal's, as by a call (a client's first change often
+   * comes before its first call, and was lost: the server kept no roots of its).
    */
   rootsChanged(principal: string, ask: AskClient): boolean {
-    if (this._era !== LEGACY || this._state !== 'ready' || this.servedFor !== principal) return false;
+    if (this._era !== LEGACY || this._state !== 'ready') return false;
+    if (this.servedFor === undefined) this.servedFor = principal;
+    else if (this.servedFor !== principal) return false;
     this.roots.changed(principal, ask);
     this.notify('notifications/roots/list_changed');
     return true;

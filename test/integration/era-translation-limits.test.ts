@@ -223,7 +223,7 @@ describe("a legacy client's roots changing again while lh's roots/list of the fi
     });
     await client.connect(new TransportV1(new URL('/mcp/lhOnly', th.url)));
     try {
-      // A call first: lh's connection carries this principal's calls, so it hears of its roots.
+      // A call first, as a client makes one (a change before any call is passed on too: roots-before-any-call.test.ts).
       expect(JSON.stringify(await client.callTool({ name: 'lh__echo', arguments: { text: 'roots' } }))).toContain('echo:roots');
       // The client's GET stream, on which it is asked outside any call, is open once it is asked there.
       await until('lh asks for the roots', async () => {

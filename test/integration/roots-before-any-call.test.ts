@@ -1,0 +1,105 @@
+/**
+ * A legacy client's notifications/roots/list_changed sent before it made any call. With
+ * authentication off every client is the one principal, and the legacy servers' connections are
+ * told (README, Era translation). A connection no call had been on yet was taken for another
+ * principal's: the change went nowhere, and a server that keeps its roots (server-filesystem
+ * asks at start, when no client is there, then only on a change) never had the client's until
+ * the client made a call and changed them again. Real hub, the legacy translation fixture over
+ * stdio and HTTP (each notes the roots it is told), an SDK v1 client over HTTP, a raw client
+ * over `switchyard stdio`.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { BIN, nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
+import { LineClient } from '../helpers/line-client.js';
+import { waitForReady } from '../helpers/wire.js';
+import { LEGACY_FIXTURE } from '../fixtures/translation/peers.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'sy-roots-first-'));
+const EVENTS = join(dir, 'events.log');
+const events = (): string[] => readFileSync(EVENTS, 'utf8').split('\n').filter(Boolean);
+
+async function until(what: string, probe: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms; events: ${JSON.stringify(events())}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+let lh: HttpFixture;
+let hub: HubProcess;
+
+beforeAll(async () => {
+  writeFileSync(EVENTS, '');
+  lh = await startHttpFixture(LEGACY_FIXTURE, { SERVER_NAME: 'roots-http', EVENTS_FILE: EVENTS });
+  hub = await startHub({ servers: { ls: nodeServer(LEGACY_FIXTURE, [], { SERVER_NAME: 'roots-stdio', EVENTS_FILE: EVENTS }), lh: { url: lh.url } } });
+  await waitForReady(hub.url, ['ls', 'lh']);
+}, 60_000);
+
+afterAll(async () => {
+  await hub?.stop();
+  await lh?.stop();
+});
+
+describe("a legacy client's roots change before its first call", () => {
+  it('reaches the legacy servers, stdio and HTTP, which get the client’s roots (HTTP client)', async () => {
+    let asked = 0;
+    const client = new ClientV1({ name: 'roots-first', version: '1.0.0' }, { capabilities: { roots: { listChanged: true } } });
+    client.setRequestHandler(ListRootsRequestSchema, async () => {
+      asked++;
+      return { roots: [{ uri: 'file:///home/first' }] };
+    });
+    await client.connect(new TransportV1(new URL(hub.url)));
+    try {
+      // Asked on its GET stream, which the SDK opens after initialize: said again until it is.
+      await until('the servers ask for the roots', async () => {
+        if (asked === 0) await client.sendRootsListChanged();
+        return events().includes('roots roots-stdio file:///home/first') && events().includes('roots roots-http file:///home/first');
+      });
+    } finally {
+      await client.close();
+    }
+  }, 30_000);
+
+  it('reaches them over `switchyard stdio` too', async () => {
+    writeFileSync(EVENTS, '');
+    const config = join(dir, 'stdio.config.json');
+    writeFileSync(config, JSON.stringify({ ledger: { path: join(dir, 'stdio-ledger.db') }, servers: { ls: nodeServer(LEGACY_FIXTURE, [], { SERVER_NAME: 'roots-pipe', EVENTS_FILE: EVENTS }), lh: { url: lh.url } } }));
+    const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', config], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    try {
+      await c.request({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: { roots: { listChanged: true } }, clientInfo: { name: 'roots-pipe', version: '1' } } }, 30_000);
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      // Both servers up (a list names their tools); no call made.
+      for (let i = 0; ; i++) {
+        const names = ((await c.request({ jsonrpc: '2.0', id: `list-${i}`, method: 'tools/list' })).result?.tools ?? []).map((t: { name: string }) => t.name);
+        if (names.includes('ls__echo') && names.includes('lh__echo')) break;
+        if (i > 100) throw new Error('the servers did not come up');
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      let asked = 0;
+      const answering = setInterval(() => {
+        for (const m of c.received.splice(0)) if (m.method === 'roots/list') {
+          asked++;
+          c.send(JSON.stringify({ jsonrpc: '2.0', id: m.id, result: { roots: [{ uri: 'file:///home/pipe' }] } }));
+        }
+      }, 20);
+      try {
+        c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/roots/list_changed' }));
+        await until('the servers ask for the roots', () => events().includes('roots roots-pipe file:///home/pipe') && events().includes('roots roots-http file:///home/pipe'));
+        expect(asked).toBe(2);
+      } finally {
+        clearInterval(answering);
+      }
+    } finally {
+      c.kill();
+    }
+  }, 60_000);
+});
