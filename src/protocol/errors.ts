@@ -57,10 +57,15 @@ export class RpcError extends Error {
       ? { code: this.code, message: this.message }
       : { code: this.code, message: this.message, data: this.data };
   }
+  /**
+   * A peer's error object as the hub takes it: a code that is no integer (JSON-RPC's is one; a
+   * string, 1.5, 1e300) is -32603, its message kept. Passed on as it came, the hub's own answer
+   * broke JSON-RPC, and a peer that refuses to read it (the SDKs do) left its request open.
+   */
   static from(obj: unknown): RpcError {
     const o = (obj ?? {}) as Partial<RpcErrorObject>;
     return new RpcError(
-      typeof o.code === 'number' ? o.code : INTERNAL_ERROR,
+      Number.isSafeInteger(o.code) ? o.code! : INTERNAL_ERROR,
       typeof o.message === 'string' ? o.message : 'error',
       o.data,
     );

@@ -386,6 +386,31 @@ describe('a legacy client answering with a response that is not well formed (leg
   });
 });
 
+// JSON-RPC's error code is an integer. A client's 1.5 (or 1e300) was relayed as it came: the SDK v1
+// server could not read the answer, its request stayed open, and the call waited out the server's
+// timeout (60 s), counted as a call the server left unanswered; a modern upstream's round ended
+// with the hub answering its client with that code. It is the client's error all the same: -32603
+// with its message, as a code that is no number already was.
+describe("a legacy client's error answer whose code is no integer", () => {
+  it.each([['1.5', 1.5], ['1e300', 1e300]])('(%s) reaches a legacy upstream (ls) as -32603 with its message, at once', async (_label, code) => {
+    const client = await legacyClient(th.url);
+    const t0 = Date.now();
+    const final = await client.call(4680, 'tools/call', { name: 'ls__elicit_form', arguments: { who: 'odd-code' } }, (m) => {
+      if (m.method === 'elicitation/create') void client.send({ id: m.id, error: { code, message: 'not an integer' } });
+    });
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    expect(final?.result, JSON.stringify(final)).toMatchObject({ isError: true, content: [{ type: 'text', text: 'MCP error -32603: not an integer' }] });
+  }, 30_000);
+
+  it.each([['1.5', 1.5], ['1e300', 1e300]])('(%s) ends a modern upstream’s round (ms) with -32603, never that code', async (_label, code) => {
+    const client = await legacyClient(th.url);
+    const final = await client.call(4690, 'tools/call', { name: 'ms__elicit_form', arguments: { who: 'odd-code' } }, (m) => {
+      if (m.method === 'elicitation/create') void client.send({ id: m.id, error: { code, message: 'not an integer' } });
+    });
+    expect(final?.error, JSON.stringify(final)).toMatchObject({ code: -32603, message: expect.stringContaining('not an integer') });
+  }, 30_000);
+});
+
 describe('an upstream input_required the protocol does not allow', () => {
   let hub: HubProcess;
   beforeAll(async () => {

@@ -47,6 +47,18 @@ describe('reserved error codes from an upstream', () => {
     for (const code of [-32000, -32019, -32100, 42]) expect((await fail(`m${code}`, code)).body?.error?.code).toBe(code);
   });
 
+  // JSON-RPC's code is an integer: an upstream's 1.5 or 1e300 was passed on as it came, so the
+  // hub itself answered its client with an error no peer should send (an SDK refuses to read it).
+  it('an upstream error code that is no integer reaches a client, modern or legacy, as -32603 with its message', async () => {
+    for (const code of [1.5, 1e300, -32600.5]) {
+      const r = await fail(`frac${code}`, code);
+      expect(r.body?.error, String(code)).toEqual({ code: -32603, message: `failed with ${code}`, data: { detail: 'kept' } });
+    }
+    const s = await legacySession(hub.url);
+    const old = await s.request(9, 'tools/call', { name: 'q__fail', arguments: { code: 2.5 } });
+    expect(old.body?.error).toMatchObject({ code: -32603, message: 'failed with 2.5' });
+  });
+
   // An upstream's -32601 reached a modern HTTP client with 200, where the 2026 transport answers
   // every -32601 with 404 (digest §6.3), as the hub does its own (a family no server offers).
   it('an upstream -32601 reaches a modern HTTP client as it is, with HTTP 404; a legacy one in-band', async () => {
