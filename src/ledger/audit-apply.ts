@@ -567,21 +567,46 @@ function sliced(line: string): unknown[] | undefined {
       if (end < 0) return undefined;
       values.push(line.slice(p + 1, end));
       end++;
-    } else if (c === 0x6e && line.startsWith('null', p)) {
+    } else if (c === 0x6e && line.charCodeAt(p + 1) === 0x75 && line.charCodeAt(p + 2) === 0x6c && line.charCodeAt(p + 3) === 0x6c) {
+      // 'null' by its codes: startsWith was ~230 instructions a call, ten calls a row.
       values.push(null);
       end = p + 4;
-    } else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
-      end = line.indexOf(',', p);
-      if (end < 0) end = last;
-      const n = Number(line.slice(p, end));
-      if (!Number.isFinite(n)) return undefined;
-      values.push(n);
+    } else if (c >= 0x30 && c <= 0x39) {
+      // A whole number of up to 15 digits (id, ts, the sizes) summed digit by digit, exact as
+      // a double below 2^53: Number() of its slice went to V8's runtime (~500 instructions).
+      // Anything else (a fraction, an exponent, more digits) is read by Number() as before.
+      let n = c - 0x30;
+      end = p + 1;
+      let d = line.charCodeAt(end) - 0x30;
+      while (d >= 0 && d <= 9) {
+        n = n * 10 + d;
+        d = line.charCodeAt(++end) - 0x30;
+      }
+      if (end - p > 15 || (c === 0x30 && end - p > 1) || (d !== 0x2c - 0x30 && d !== 0x5d - 0x30)) {
+        const n2 = numberAt(line, p, last);
+        if (n2 === undefined) return undefined;
+        values.push(n2[0]);
+        end = n2[1];
+      } else values.push(n);
+    } else if (c === 0x2d) {
+      const n2 = numberAt(line, p, last);
+      if (n2 === undefined) return undefined;
+      values.push(n2[0]);
+      end = n2[1];
     } else return undefined;
     const d = line.charCodeAt(end);
     if (d === 0x5d) return end === last ? values : undefined;
     if (d !== 0x2c) return undefined;
     p = end + 1;
   }
+}
+
+/** The number JSON.stringify wrote at `p` of the line, up to the next comma (or the closing bracket), and where it ends. */
+function numberAt(line: string, p: number, last: number): [number, number] | undefined {
+  let end = line.indexOf(',', p);
+  if (end < 0) end = last;
+  const n = Number(line.slice(p, end));
+  return Number.isFinite(n) ? [n, end] : undefined;
 }
 
 /** LINKED_COLS but hash in canonical (sorted) order: each one's `,"name":` and its place in a finished record (-1: seq). */

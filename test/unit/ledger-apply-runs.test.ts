@@ -250,7 +250,9 @@ describe('a pending line read as the ingest thread reads it (parseLine)', () => 
       { weight: 6, arbitrary: fc.string().filter((t) => !/["\\]/.test(t)) },
       { weight: 6, arbitrary: fc.double() },
       { weight: 3, arbitrary: fc.integer() },
-      { weight: 3, arbitrary: fc.constantFrom('', ',', ']', 'null', '1', '\u{1F600}', 'é', -0, 1e21, 5e-324, -1.5e-7, 2 ** 53 + 2) },
+      // Whole numbers of up to 16 digits (ids, ms timestamps): the digit-by-digit reading and its edges.
+      { weight: 3, arbitrary: fc.oneof(fc.maxSafeNat(), fc.integer({ min: 0, max: 10 ** 15 - 1 }), fc.integer({ min: 10 ** 14, max: 10 ** 16 })) },
+      { weight: 3, arbitrary: fc.constantFrom('', ',', ']', 'null', 'nul', 'nulL', '1', '\u{1F600}', 'é', -0, 0, 10, 1e21, 5e-324, -1.5e-7, 2 ** 53 + 2, 999999999999999, 1e15, 1e16) },
       fc.string({ unit: 'binary' }),
       fc.constantFrom('a"b', 'c\\d', 'e\nf', '\ud800', true, false, { a: 1 }, [1, 'x'], Number.NaN),
     );
