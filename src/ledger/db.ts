@@ -14,7 +14,7 @@ export const DEFAULT_KEY_TTL_MS = 24 * 60 * 60 * 1000;
  * SQLite's automatic checkpoint runs inside the COMMIT that crosses its threshold, on the
  * thread that committed: on the hub's event loop, at concurrency 32, it stalled every call in
  * flight for the length of the copy. The ingest thread (ingest-worker.ts) runs PASSIVE
- * checkpoints every 100 ms instead, which never block a writer; but only a writer can rewind
+ * checkpoints every 500 ms instead, which never block a writer; but only a writer can rewind
  * the WAL, and only once every frame is copied, so writers keep an automatic checkpoint at a
  * larger threshold: by the time it fires, nearly everything is copied. The WAL file is
  * truncated to JOURNAL_SIZE_LIMIT when it rewinds.

@@ -35,8 +35,10 @@ export interface LedgerOptions extends RowBodyOptions {
   log?: Logger;
   /** Clock for idempotency TTL and bookkeeping (tests inject one). */
   now?: () => number;
-  /** Checkpoint the WAL from the ingest thread every 100 ms (default true; see db.ts). */
+  /** Checkpoint the WAL from the ingest thread every `checkpointEveryMs` (default true; see db.ts). */
   backgroundCheckpoint?: boolean;
+  /** How often those checkpoints run while there is something to copy (default 500 ms). */
+  checkpointEveryMs?: number;
   /** How long rows wait in the pending file before they go to the ingest thread (default 5 ms). */
   ingestDelayMs?: number;
   /**
@@ -98,8 +100,17 @@ const INGEST_RETRY_MS = 1000;
 const INGEST_RESTART_MS = 1000;
 /** How long a reader in this process waits for the ingest thread before it reads anyway. */
 const SYNC_TIMEOUT_MS = 10_000;
-/** PASSIVE checkpoints on the ingest thread (see WRITER_AUTOCHECKPOINT_PAGES in db.ts). */
-const CHECKPOINT_EVERY_MS = 100;
+/**
+ * PASSIVE checkpoints on the ingest thread (see WRITER_AUTOCHECKPOINT_PAGES in db.ts). Each one
+ * fsyncs the WAL and the database file, and the commit after one that copied everything fsyncs the
+ * rewound WAL's header: at 100 ms that was ~13 % of the thread's CPU at concurrency 32, and
+ * 20–25 fsyncs a second (docs/BENCHMARKS.md, sixty-seventh session). At 500 ms a checkpoint copies
+ * a hot page (chain_state, sqlite_sequence, the indexes' last leaves) once for five times as many
+ * commits. What the WAL holds meanwhile stays far below the writers' own threshold (8,000 pages)
+ * at any rate the hub reaches; the ledger's durability is the page cache's either way (SIGKILL,
+ * not a power loss: db.ts, pending-log.ts).
+ */
+const CHECKPOINT_EVERY_MS = 500;
 
 /**
  * The hub's ledger: one writer per file. An audit row is committed when its line is written
@@ -200,7 +211,7 @@ export class Ledger implements RowFinisher {
       onApplied: (n, emptied) => this.committed(n, emptied),
       retryMs: INGEST_RETRY_MS,
       restartMs: INGEST_RESTART_MS,
-      checkpointMs: opts.backgroundCheckpoint === false ? null : CHECKPOINT_EVERY_MS,
+      checkpointMs: opts.backgroundCheckpoint === false ? null : (opts.checkpointEveryMs ?? CHECKPOINT_EVERY_MS),
     });
   }
 
