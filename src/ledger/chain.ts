@@ -307,7 +307,10 @@ export function verifyChain(db: Database, uptoSeq?: number, witnesses: readonly 
       return fail(row, `row has seq ${seq} at or before the chain anchor ${state.anchor_seq}`, rows);
     }
     if (seq !== expected) {
-      return fail(row, `chain broken before this row: expected seq ${expected}, found ${seq} (rows deleted?)`, rows);
+      // A row whose seq was made null or no chain position leaves the same gap as a deleted
+      // one: the report names that row, not the intact one after it as a deletion.
+      rows.return?.();
+      return outsideTheChain(db) ?? fail(row, `chain broken before this row: expected seq ${expected}, found ${seq} (rows deleted?)`, rows);
     }
     if (rowDigest(prev, row) !== row.hash) {
       return fail(row, 'hash mismatch: the row was changed after it was written', rows);
@@ -325,16 +328,8 @@ export function verifyChain(db: Database, uptoSeq?: number, witnesses: readonly 
     // Rows the walk cannot reach come before the head: a chain row whose seq was made null
     // or a text also leaves the walk short of the head, and the report must name that row,
     // not the intact one before it.
-    const unchained = db
-      .prepare(`SELECT id FROM audit WHERE seq IS NULL AND outcome <> 'in_flight' ORDER BY id LIMIT 1`)
-      .get() as { id: number } | undefined;
-    if (unchained) {
-      return { ok: false, rowId: unchained.id, seq: null, reason: 'finalized row is not in the chain (outcome changed?)' };
-    }
-    const odd = rowPastTheWalk(db);
-    if (odd) {
-      return { ok: false, rowId: odd.id, seq: null, reason: `row has seq ${odd.shown}, which is no chain position (inserted or edited by hand)` };
-    }
+    const outside = outsideTheChain(db);
+    if (outside) return outside;
     const lastSeq = expected - 1;
     if (lastSeq !== state.head_seq || prev !== state.head_hash) {
       return {
@@ -380,6 +375,15 @@ export function chainEndsProblem(db: Database): string | undefined {
   }
   const past = db.prepare('SELECT quote(seq) FROM audit WHERE seq > ? LIMIT 1').pluck().get(state.head_seq) as string | undefined;
   if (past !== undefined) return `a row has seq ${past.slice(0, 40)}, past its head (seq ${state.head_seq})`;
+  return undefined;
+}
+
+/** A finished row the walk cannot reach (no seq, or one no chain position can be), as verify reports it. */
+function outsideTheChain(db: Database): VerifyResult | undefined {
+  const unchained = db.prepare(`SELECT id FROM audit WHERE seq IS NULL AND outcome <> 'in_flight' ORDER BY id LIMIT 1`).get() as { id: number } | undefined;
+  if (unchained) return { ok: false, rowId: unchained.id, seq: null, reason: 'finalized row is not in the chain (outcome changed?)' };
+  const odd = rowPastTheWalk(db);
+  if (odd) return { ok: false, rowId: odd.id, seq: null, reason: `row has seq ${odd.shown}, which is no chain position (inserted or edited by hand)` };
   return undefined;
 }
 

@@ -106,6 +106,24 @@ describe('ledger hash chain', () => {
     expect(l.verify()).toEqual({ ok: false, rowId: id, seq: null, reason: 'finalized row is not in the chain (outcome changed?)' });
   });
 
+  // The same mid-chain: the gap the row leaves was reported at the intact row after it, as
+  // rows deleted, though none was and the row taken out was there to name.
+  it('names a middle row whose seq was taken out or made no chain position, not the next one as a deletion', async () => {
+    const l = await filled(10);
+    const id = idOfSeq(l, 6);
+    for (const [seq, reason] of [
+      [null, 'finalized row is not in the chain (outcome changed?)'],
+      [9_007_199_254_740_993n, 'row has seq 9007199254740993, which is no chain position (inserted or edited by hand)'],
+      ['6x', "row has seq '6x', which is no chain position (inserted or edited by hand)"],
+    ] as const) {
+      sql(t.db, `UPDATE audit SET seq = ? WHERE id = ?`, seq, id);
+      expect(l.verify(), String(seq)).toEqual({ ok: false, rowId: id, seq: null, reason });
+    }
+    // A row deleted there is still told as one.
+    sql(t.db, `DELETE FROM audit WHERE id = ?`, id);
+    expect(l.verify()).toEqual({ ok: false, rowId: idOfSeq(l, 7), seq: 7, reason: 'chain broken before this row: expected seq 6, found 7 (rows deleted?)' });
+  });
+
   // The walk reads the seqs a chain position can be; a row inserted by hand with any other
   // (a text, a blob, a number of 2^53 or more: SQLite stores what it is given) must not pass.
   it('detects an inserted finished row whose seq no chain position can be, with a witness too', async () => {
