@@ -168,7 +168,8 @@ export class ToolCall {
       await end({ ...outcomeOfError(err), latencyMs: performance.now() - t0 });
       throw err;
     }
-    await end({ outcome: 'denied', errorKind: 'policy', errorMessage: refusal, latencyMs: 0 });
+    // Not 0: a duplicate refused so may have waited out the first call with its key.
+    await end({ outcome: 'denied', errorKind: 'policy', errorMessage: refusal, latencyMs: performance.now() - t0 });
     return toolErrorResult(refusal);
   }
 

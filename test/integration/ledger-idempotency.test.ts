@@ -207,6 +207,30 @@ describe('idempotency keys through the hub', () => {
     expect(await outcomesOf('timed-out-k')).toEqual(['timeout', 'denied']);
   });
 
+  it('a duplicate that waited for a first call ending unknown is refused, its row saying how long it waited (it said 0 ms)', async () => {
+    const slow = (id: string) =>
+      modernCall(hub.url, id, 'tools/call', { name: 'f__slow', arguments: { ms: 1500 } }, { meta: { [META_KEY]: 'waited-unknown-k', 'dev.switchyard/timeoutMs': 600 } });
+    const first = slow('wu1');
+    const reader = new Database(db, { readonly: true });
+    try {
+      // The first call's row has begun before its duplicate is sent: the duplicate waits for it.
+      for (let i = 0; i < 500 && !reader.prepare(`SELECT 1 FROM audit WHERE request_id = 'wu1'`).get(); i++) await new Promise((r) => setTimeout(r, 10));
+    } finally {
+      reader.close();
+    }
+    const sentAt = performance.now();
+    const dup = resultOf(await slow('wu2'));
+    const waited = performance.now() - sentAt;
+    expect(textOf(resultOf(await first))).toMatch(/did not finish within its limit of 600 ms/);
+    expect([dup.isError, textOf(dup)]).toEqual([true, expect.stringContaining('outcome is unknown')]);
+    const rows = (await queryRows(db)).filter((r) => r.idempotencyKey === 'waited-unknown-k').sort((a, b) => a.id - b.id);
+    expect(rows.map((r) => r.outcome)).toEqual(['timeout', 'denied']);
+    // It waited for the first call's end (up to its 600 ms limit), and its row says so.
+    expect(waited).toBeGreaterThan(100);
+    expect(rows[1].latencyMs).toBeGreaterThan(100);
+    expect(rows[1].latencyMs).toBeLessThanOrEqual(waited + 1);
+  });
+
   it('a key that is not a non-empty string is refused (-32602), not ignored: the upstream is not called', async () => {
     for (const [i, key] of ([12345, { id: 'k' }, ''] as unknown[]).entries()) {
       const r = await modernCall(hub.url, `bad-key-${i}`, 'tools/call', { name: 'm__counter_bump', arguments: { label: 'bad-key' } }, { meta: { [META_KEY]: key } });
