@@ -37,15 +37,19 @@ export const REDACTED = '[redacted]';
 
 // RFC 6750 b64token characters; anything after "Bearer " that looks like a token.
 const BEARER = /\bBearer\s+[A-Za-z0-9\-._~+/]+=*/gi;
+// An Authorization header written out in text (a curl line, a request dump), whatever its
+// scheme: `Basic <user:password in base64>`, `Token …`, `Digest …` carry credentials as Bearer
+// does, and no shape rule knows them. The scheme is kept, the credential goes.
+const AUTHORIZATION = /\b((?:proxy-)?authorization\s*[:=]\s*["']?)([A-Za-z][\w.~+-]*[ \t]+)?[^\s"',;]+/gi;
 
 /**
- * Replaces credentials inside a free-text string (error messages, argument strings): bearer
- * tokens of any length, then the shapes every part of the hub redacts (well-known token
- * formats, passwords in URLs; src/policy/secret-text.ts), then the config's own secret values
- * (src/policy/config-secrets.ts).
+ * Replaces credentials inside a free-text string (error messages, argument strings): an
+ * Authorization header's credentials and bearer tokens of any length, then the shapes every
+ * part of the hub redacts (well-known token formats, passwords in URLs;
+ * src/policy/secret-text.ts), then the config's own secret values (src/policy/config-secrets.ts).
  */
 export function redactString(s: string): string {
-  return redactConfigSecrets(redactSecretText(s.replace(BEARER, `Bearer ${REDACTED}`)));
+  return redactConfigSecrets(redactSecretText(s.replace(AUTHORIZATION, `$1$2${REDACTED}`).replace(BEARER, `Bearer ${REDACTED}`)));
 }
 
 const MAX_DEPTH = 64;

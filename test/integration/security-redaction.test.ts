@@ -17,6 +17,8 @@ const DB_PASSWORD = 'Tr0ub4dor-and-3';
 const CLIENT_PASSWORD = 'hunter2-but-longer';
 /** Of no known shape: only its name (`DB_PASSWORD=`, `"apiKey":`) says it is a credential. */
 const LOG_PASSWORD = 'plain-Pa55word-xyz';
+/** `deploy:<a password>` in base64: an HTTP Basic credential. */
+const BASIC = Buffer.from('deploy:s3cret-basic-pw').toString('base64');
 
 let hub: HubProcess;
 let dir: string;
@@ -69,16 +71,24 @@ describe('credentials an upstream gives away', () => {
   });
 
   it('with storeBodies, arguments and results are stored, their credentials redacted', async () => {
-    const args = { url: `https://deploy:${CLIENT_PASSWORD}@git.example/repo.git`, note: `use ${TOKEN}`, count: 3 };
+    // An Authorization header written out in text: `Basic` (a password in base64) as `Bearer`.
+    const curl = `curl -H 'Authorization: Basic ${BASIC}' https://git.example/api`;
+    const args = { url: `https://deploy:${CLIENT_PASSWORD}@git.example/repo.git`, note: `use ${TOKEN}`, count: 3, curl };
     const r = await modernCall(hub.url, 'leak-2', 'tools/call', { name: 'leaky__echo', arguments: args });
     expect(r.body?.result).toBeDefined();
     await waitForRows(join(dir, 'ledger.db'), { tool: 'leaky__echo' });
     const row = stored('leak-2');
-    expect(JSON.parse(row.args_json!)).toEqual({ url: 'https://deploy:[redacted:url-credentials]@git.example/repo.git', note: 'use [redacted:github-token]', count: 3 });
+    expect(JSON.parse(row.args_json!)).toEqual({
+      url: 'https://deploy:[redacted:url-credentials]@git.example/repo.git',
+      note: 'use [redacted:github-token]',
+      count: 3,
+      curl: "curl -H 'Authorization: Basic [redacted]' https://git.example/api",
+    });
     expect(row.result_json).not.toBeNull();
     const result = JSON.parse(row.result_json!) as { content: { text: string }[] };
     expect(result.content[0]!.text).toContain('deploy:[redacted:url-credentials]@git.example');
-    for (const s of [TOKEN, CLIENT_PASSWORD]) {
+    expect(result.content[0]!.text).toContain('Authorization: Basic [redacted]');
+    for (const s of [TOKEN, CLIENT_PASSWORD, BASIC]) {
       expect(row.args_json).not.toContain(s);
       expect(row.result_json).not.toContain(s);
     }

@@ -73,6 +73,11 @@ describe('redaction', () => {
   it('blanks bearer tokens in any string and values of secret-looking keys', () => {
     expect(redactString('Authorization: Bearer eyJhbGciOi.x-y_z~+/= and more')).toBe('Authorization: Bearer [redacted] and more');
     expect(redactString('bearer abc')).toBe('Bearer [redacted]');
+    // Any scheme of a header written out: the scheme kept, its credentials not.
+    expect(redactString(`curl -H "Authorization: Basic ZGVwbG95OnB3" -H 'Proxy-Authorization: Token t0k3n' x`)).toBe(
+      `curl -H "Authorization: Basic [redacted]" -H 'Proxy-Authorization: Token [redacted]' x`,
+    );
+    expect(redactString('authorization=abc123; the Authorization header')).toBe('authorization=[redacted]; the Authorization header');
     const input = {
       query: 'select',
       password: 'hunter2',
