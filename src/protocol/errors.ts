@@ -205,6 +205,12 @@ export class TransportError extends HubError {
   retryAfterMs?: number;
   /** An HTTP 5xx whose body was the server's own JSON-RPC error: the server answered (no proxy in its place). */
   rpcBody?: boolean;
+  /**
+   * The server answered the request's own POST 401 or 403: delivered, but not applied (RFC 9110
+   * §15.5.2, §15.5.4), so an idempotency key it held is free. Not `notDelivered`, which would
+   * have the hub send it again with the same credential. A resumed stream's 401 is not this.
+   */
+  refused?: boolean;
   constructor(
     message: string,
     readonly status?: number,

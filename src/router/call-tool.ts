@@ -516,7 +516,8 @@ export class ToolCall {
         // a modern client that takes that turn, the key is freed; the row still says what failed.
         // So for a turn the hub could not take further (UnfinishedTurnError).
         const capability = err instanceof RpcError && err.code === MISSING_CLIENT_CAPABILITY;
-        const noOutcome = err instanceof UnfinishedTurnError || (err instanceof RpcError && failedAsking.has(err));
+        // A 401 or 403 to the call's own request: it was not applied, so its key is free too.
+        const noOutcome = err instanceof UnfinishedTurnError || (err instanceof RpcError && failedAsking.has(err)) || (err instanceof TransportError && err.refused === true);
         const stored = err instanceof RpcError && !capability && !noOutcome ? storedError(err) : undefined;
         await finishRan(outcomeSeenBy(ctx.clientEra === MODERN, err), stored, capability ? err !== caught : !notDelivered && !noOutcome);
         // The hub stopping: its client gets the -32603 of a request refused while it drains (Endpoint).

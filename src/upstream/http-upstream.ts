@@ -442,7 +442,11 @@ export class HttpUpstream extends HandshakingUpstream {
       const why = refusedAsModern(s, a.body, p.id);
       if (why !== undefined) return this.refusedModern(p, s, why);
     }
-    if (s === 401 || s === 403) return this.failCall(p, new TransportError(`HTTP ${s}: ${refusalText(this.spec, a)}`, s));
+    if (s === 401 || s === 403) {
+      const refused = new TransportError(`HTTP ${s}: ${refusalText(this.spec, a)}`, s);
+      refused.refused = true;
+      return this.failCall(p, refused);
+    }
     const rpc = bodyError(a.body);
     // A 5xx is the server failing, whatever its body says: transport trouble (and breaker evidence).
     if (s >= 500) {

@@ -114,6 +114,18 @@ describe('retries never run a write twice', () => {
     expect(httpCalls('hc', 'deny401')).toBe(1);
   });
 
+  // RFC 9110: a 401 or 403 says the request was not applied; RELIABILITY says the refused request
+  // did not run. Its key was left unknown, and a retry after a new login refused as "may have run".
+  it('HTTP 401 to a keyed call frees its key: the retry with it is sent (and refused again), not refused as of an unknown outcome', async () => {
+    const keyed = { 'dev.switchyard/idempotency-key': 'deny401-key' };
+    const first = await callTool(hub.url, 'hu__deny401', {}, keyed);
+    expect([isToolError(first), text(first)]).toEqual([true, expect.stringMatching(/HTTP 401/)]);
+    const again = await callTool(hub.url, 'hu__deny401', {}, keyed);
+    expect([isToolError(again), text(again)]).toEqual([true, expect.stringMatching(/HTTP 401/)]);
+    expect(httpCalls('hu', 'deny401')).toBe(2);
+    expect((await rowsFor(db, 'hu__deny401', 2)).map((r) => r.outcome)).toEqual(['unavailable', 'unavailable']);
+  });
+
   it("a caller's own limit (dev.switchyard/timeoutMs) bounds all attempts together, not each", async () => {
     const before = httpCalls('hc', 'drop');
     const t0 = performance.now();
