@@ -126,6 +126,16 @@ describe('retries never run a write twice', () => {
     expect((await rowsFor(db, 'hu__deny401', 2)).map((r) => r.outcome)).toEqual(['unavailable', 'unavailable']);
   });
 
+  // The refusal's list of causes named none true of a server that answered 503.
+  it('HTTP 503 to a keyed call leaves its key unknown, and the refusal of its retry names that cause among the ways', async () => {
+    const keyed = { 'dev.switchyard/idempotency-key': 'boom503-key' };
+    expect(text(await callTool(hub.url, 'hu__boom503', {}, keyed))).toMatch(/HTTP 503/);
+    const again = await callTool(hub.url, 'hu__boom503', {}, keyed);
+    expect([isToolError(again), text(again)]).toEqual([true, expect.stringContaining('outcome is unknown')]);
+    expect(text(again)).toContain('was failed by it (an HTTP 5xx or 429)');
+    expect(httpCalls('hu', 'boom503')).toBe(1);
+  });
+
   it("a caller's own limit (dev.switchyard/timeoutMs) bounds all attempts together, not each", async () => {
     const before = httpCalls('hc', 'drop');
     const t0 = performance.now();
