@@ -12,15 +12,16 @@ type Outcome = ReloadOutcome<ReloadReport>;
 const RELOAD_TIMEOUT_MS = 120_000;
 
 /**
- * What the daemon did, for a person: one line per kind of change, or that there was none. A
+ * What the daemon did, for a person: one line per kind of change, or that there was none (its
+ * output, stdout), and what failed (`problem`, stderr, said as the command's by the handler). A
  * reload that found nothing new says when the file was applied and what that changed (the
  * daemon's file watch applies a save before `switchyard reload` asks); plugins the hub runs
- * without, from this load or an earlier one, fail the command.
+ * without, from this load or an earlier one, fail the command, the changes applied all the same.
  */
-export function describeOutcome(o: Outcome): { text: string; exitCode: number } {
+export function describeOutcome(o: Outcome): { text: string; problem?: string; exitCode: number } {
   if (o.status === 'rejected')
-    return { text: `config reload rejected; the running config is kept:\n${o.problems.map((p) => `  ${p}\n`).join('')}`, exitCode: 2 };
-  if (o.status === 'failed') return { text: `config reload failed; the running config is kept: ${o.error}\n`, exitCode: 1 };
+    return { text: '', problem: `config reload rejected; the running config is kept:\n${o.problems.map((p) => `  ${p}\n`).join('')}`, exitCode: 2 };
+  if (o.status === 'failed') return { text: '', problem: `config reload failed; the running config is kept: ${o.error}\n`, exitCode: 1 };
   if (o.status === 'unchanged') return { text: 'reloaded: nothing changed\n', exitCode: 0 };
   const r = o.report;
   const lines: string[] = [];
@@ -47,7 +48,7 @@ export function describeOutcome(o: Outcome): { text: string; exitCode: number } 
   // A plugin the operator asked for is not running (this reload could not load it, or an
   // earlier load could not and nothing loaded it since): say so, and fail the command.
   const failed = r.pluginsNotLoaded ?? r.pluginsFailed ?? [];
-  if (failed.length) return { text: `${text}plugins that could not be loaded (the hub runs without them):\n${failed.map((f) => `  ${f}\n`).join('')}`, exitCode: 1 };
+  if (failed.length) return { text, problem: `plugins that could not be loaded (the hub runs without them):\n${failed.map((f) => `  ${f}\n`).join('')}`, exitCode: 1 };
   return { text, exitCode: 0 };
 }
 
@@ -61,9 +62,13 @@ export const reloadCommand: CommandModule<object, DaemonArgs> = {
       const o = await postJson(base, '/admin/reload', reloadAnswer, { timeoutMs: RELOAD_TIMEOUT_MS, answers: [422, 500] }).catch(async (err: unknown) => {
         throw (await olderDaemon(err, base, 'switchyard reload', 'send it SIGHUP, which reloads its config file')) ?? err;
       });
-      const { text, exitCode } = describeOutcome(o);
+      const { text, problem, exitCode } = describeOutcome(o);
       if (argv.json) process.stdout.write(screenJson(JSON.stringify(o, null, 2)) + '\n');
-      else (exitCode === 0 ? process.stdout : process.stderr).write(screenText(text));
+      else {
+        process.stdout.write(screenText(text));
+        // Said as the command's, as its other errors are (withDaemon's `switchyard reload: …`).
+        if (problem) process.stderr.write(screenText(`switchyard reload: ${problem}`));
+      }
       process.exitCode = exitCode;
     });
   },

@@ -128,7 +128,9 @@ const restartCommand: CommandModule<ServersArgs, RestartArgs> = {
       const { s, waitedMs } = await untilSettled(async () => (await getJson(base, '/admin/servers', serversAnswer)).servers.find((x) => x.id === argv.id), argv.timeout * 1000);
       const { text, exitCode } = restartOutcome(argv.id, s, waitedMs);
       if (argv.json) process.stdout.write(screenJson(JSON.stringify({ restarted: argv.id, server: s ?? null }, null, 2)) + '\n');
-      else (exitCode === 0 ? process.stdout : process.stderr).write(screenText(text));
+      // A failure is said as the command's, as its other errors are (withDaemon's `switchyard servers restart: …`).
+      else if (exitCode === 0) process.stdout.write(screenText(text));
+      else process.stderr.write(screenText(`switchyard servers restart: ${text}`));
       process.exitCode = exitCode;
     });
   },

@@ -88,14 +88,15 @@ describe('switchyard reload', () => {
     const r = await run(['reload', '--url', hub.url]);
     expect(r.code).toBe(2);
     expect(r.stdout).toBe('');
-    expect(r.stderr).toMatch(/^config reload rejected; the running config is kept:\n/);
+    // Said as the command's, as its other errors are.
+    expect(r.stderr).toMatch(/^switchyard reload: config reload rejected; the running config is kept:\n/);
     expect(r.stderr).toContain('servers.c.command');
     expect(r.stderr).toContain('pageSize');
     expect((await health(hub.url)).servers.map((s) => s.id).sort()).toEqual(['a', 'b']);
     writeFileSync(hub.configFile, before);
   });
 
-  it('a plugin that cannot be loaded is named, and the command fails although the rest was applied', async () => {
+  it('a plugin that cannot be loaded is named (as the command\'s, on stderr), and the command fails although the rest was applied (said on stdout)', async () => {
     writeFileSync(join(hub.dir, 'broken.mjs'), 'export default {');
     edit(hub, (c) => {
       c.plugins = { paths: ['./broken.mjs'] };
@@ -103,14 +104,14 @@ describe('switchyard reload', () => {
     // This and the same asked again (nothing new) in one process (runCliBatch).
     const [r, again] = await runCliBatch([0, 1].map(() => ({ args: ['reload', '--url', hub.url], env: { SWITCHYARD_API_KEY: '' } })));
     expect(r!.code).toBe(1);
-    expect(r!.stdout).toBe('');
-    expect(r!.stderr).toMatch(/^reloaded:\n {2}applied: plugins\n/);
-    expect(r!.stderr).toMatch(/plugins that could not be loaded \(the hub runs without them\):\n {2}\S*broken\.mjs: .+\n$/);
+    expect(r!.stdout).toMatch(/^reloaded:\n {2}applied: plugins\n/);
+    expect(r!.stderr).toMatch(/^switchyard reload: plugins that could not be loaded \(the hub runs without them\):\n {2}\S*broken\.mjs: .+\n$/);
     // Asked again with nothing new: the plugin is still not loaded, and the command still fails.
-    expect([again!.code, again!.stdout]).toEqual([1, '']);
-    expect(again!.stderr).toMatch(
-      /^reloaded: nothing new since \S+, when the daemon applied this file \(its file watch, SIGHUP or an earlier reload\):\n {2}applied: plugins\n {2}changed, but only a restart applies them \(the running values are kept\): listen\.port\nplugins that could not be loaded \(the hub runs without them\):\n {2}\S*broken\.mjs: .+\n$/,
+    expect(again!.code).toBe(1);
+    expect(again!.stdout).toMatch(
+      /^reloaded: nothing new since \S+, when the daemon applied this file \(its file watch, SIGHUP or an earlier reload\):\n {2}applied: plugins\n {2}changed, but only a restart applies them \(the running values are kept\): listen\.port\n$/,
     );
+    expect(again!.stderr).toMatch(/^switchyard reload: plugins that could not be loaded \(the hub runs without them\):\n {2}\S*broken\.mjs: .+\n$/);
     edit(hub, (c) => {
       delete c.plugins;
     });
@@ -190,8 +191,8 @@ describe('switchyard reload after the file watch applied the edit', () => {
   it('says what that reload changed and when, and fails while a plugin is not loaded', async () => {
     // A plugin that could not be loaded at the start is not loaded now: nothing changed, but exit 1.
     const first = await run(['reload', '--url', hub.url]);
-    expect([first.code, first.stdout]).toEqual([1, '']);
-    expect(first.stderr).toMatch(/^reloaded: nothing changed\nplugins that could not be loaded \(the hub runs without them\):\n {2}\S*early\.mjs: .+\n$/);
+    expect([first.code, first.stdout]).toEqual([1, 'reloaded: nothing changed\n']);
+    expect(first.stderr).toMatch(/^switchyard reload: plugins that could not be loaded \(the hub runs without them\):\n {2}\S*early\.mjs: .+\n$/);
     await loggedTimes(hub, '"msg":"config reloaded"', 1);
 
     const before = Date.now();
@@ -203,9 +204,10 @@ describe('switchyard reload after the file watch applied the edit', () => {
     // The daemon's watch applies the edit on its own, before the command asks.
     await loggedTimes(hub, '"msg":"config reloaded"', 2);
     const r = await run(['reload', '--url', hub.url]);
-    expect([r.code, r.stdout]).toEqual([1, '']);
-    const m = /^reloaded: nothing new since (\S+), when the daemon applied this file \(its file watch, SIGHUP or an earlier reload\):\n {2}servers added: b\n {2}applied: plugins\nplugins that could not be loaded \(the hub runs without them\):\n {2}\S*broken\.mjs: .+\n$/.exec(r.stderr);
-    expect(m, r.stderr).not.toBeNull();
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^switchyard reload: plugins that could not be loaded \(the hub runs without them\):\n {2}\S*broken\.mjs: .+\n$/);
+    const m = /^reloaded: nothing new since (\S+), when the daemon applied this file \(its file watch, SIGHUP or an earlier reload\):\n {2}servers added: b\n {2}applied: plugins\n$/.exec(r.stdout);
+    expect(m, r.stdout).not.toBeNull();
     const at = Date.parse(m![1]!);
     expect(at).toBeGreaterThanOrEqual(before - 1000);
     expect(at).toBeLessThanOrEqual(Date.now());
@@ -277,7 +279,7 @@ describe('switchyard reload, servers and doctor of a config left mid-edit', () =
       expect(doctor!.stdout).toMatch(/^warn +daemon +not checked: the config gives no address to find it at; pass --url to check a running daemon$/m);
       expect(doctor!.stdout).not.toContain('no daemon at');
       // Given the address, the daemon refuses the file and keeps running as it was.
-      expect([byUrl!.code, byUrl!.stderr]).toEqual([2, expect.stringMatching(/^config reload rejected; the running config is kept:\n {2}config: not valid JSON/)]);
+      expect([byUrl!.code, byUrl!.stderr]).toEqual([2, expect.stringMatching(/^switchyard reload: config reload rejected; the running config is kept:\n {2}config: not valid JSON/)]);
     } finally {
       await hub.stop();
     }

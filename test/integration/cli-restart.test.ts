@@ -84,7 +84,7 @@ describe('switchyard servers restart', () => {
     const failing = await run(['servers', 'restart', 'b', '--url', hub.url]);
     expect(failing.code).toBe(1);
     expect(failing.stdout).toBe('');
-    expect(failing.stderr).toMatch(/^restarted "b", but its first attempt failed: .+ \(the hub keeps trying; `switchyard servers` shows how it goes\)\n$/);
+    expect(failing.stderr).toMatch(/^switchyard servers restart: restarted "b", but its first attempt failed: .+ \(the hub keeps trying; `switchyard servers` shows how it goes\)\n$/);
     // Why, in the process's own words: the line of its stderr that says it, not only an exit code.
     expect(failing.stderr).toMatch(/process exited with code 1 \(stderr: Error: Cannot find module '[^']*later\.mjs'\)/);
     const listed = { servers: JSON.parse((await run(['servers', '--url', hub.url, '--json'])).stdout) as Json[] };

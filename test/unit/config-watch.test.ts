@@ -63,7 +63,7 @@ describe('config watcher outcomes', () => {
 });
 
 describe('what switchyard reload prints', () => {
-  it('one line per kind of change; nothing changed, or nothing new since a reload; plugins not loaded; a failure and a rejection on stderr with their exit codes', () => {
+  it('one line per kind of change; nothing changed, or nothing new since a reload; plugins not loaded, a failure and a rejection apart from the output (stderr), with their exit codes', () => {
     const report = { added: ['a'], removed: ['b'], restarted: ['c'], updated: ['d', 'e'], applied: ['policy', 'plugins'], restartOnly: ['ledger'], pluginsFailed: [] };
     expect(describeOutcome({ status: 'applied', report })).toEqual({
       text:
@@ -79,7 +79,8 @@ describe('what switchyard reload prints', () => {
       exitCode: 0,
     });
     expect(describeOutcome({ status: 'applied', report: { ...report, applied: ['plugins'], restartOnly: [], added: [], removed: [], restarted: [], updated: [], pluginsFailed: ['/x/broken.mjs: no default export'] } })).toEqual({
-      text: 'reloaded:\n  applied: plugins\nplugins that could not be loaded (the hub runs without them):\n  /x/broken.mjs: no default export\n',
+      text: 'reloaded:\n  applied: plugins\n',
+      problem: 'plugins that could not be loaded (the hub runs without them):\n  /x/broken.mjs: no default export\n',
       exitCode: 1,
     });
     // Nothing new (the file watch applied the file first): that reload, when, and what is still wrong.
@@ -88,8 +89,8 @@ describe('what switchyard reload prints', () => {
     expect(describeOutcome({ status: 'applied', report: { ...none, restartOnly: ['listen'], pluginsNotLoaded: ['/x/broken.mjs: no default export'], earlier } })).toEqual({
       text:
         'reloaded: nothing new since 2026-12-03T15:02:03.000Z, when the daemon applied this file (its file watch, SIGHUP or an earlier reload):\n' +
-        '  servers added: b\n  applied: plugins\n  changed, but only a restart applies them (the running values are kept): listen\n' +
-        'plugins that could not be loaded (the hub runs without them):\n  /x/broken.mjs: no default export\n',
+        '  servers added: b\n  applied: plugins\n  changed, but only a restart applies them (the running values are kept): listen\n',
+      problem: 'plugins that could not be loaded (the hub runs without them):\n  /x/broken.mjs: no default export\n',
       exitCode: 1,
     });
     // The plugin loads since: the earlier failure is history, not a failure now.
@@ -99,12 +100,14 @@ describe('what switchyard reload prints', () => {
     });
     // A plugin the hub could not load at its start, with nothing changed since.
     expect(describeOutcome({ status: 'applied', report: { ...none, restartOnly: [], pluginsNotLoaded: ['/x/early.mjs: boom'] } })).toEqual({
-      text: 'reloaded: nothing changed\nplugins that could not be loaded (the hub runs without them):\n  /x/early.mjs: boom\n',
+      text: 'reloaded: nothing changed\n',
+      problem: 'plugins that could not be loaded (the hub runs without them):\n  /x/early.mjs: boom\n',
       exitCode: 1,
     });
-    expect(describeOutcome({ status: 'failed', error: 'the hub is stopping' })).toEqual({ text: 'config reload failed; the running config is kept: the hub is stopping\n', exitCode: 1 });
+    expect(describeOutcome({ status: 'failed', error: 'the hub is stopping' })).toEqual({ text: '', problem: 'config reload failed; the running config is kept: the hub is stopping\n', exitCode: 1 });
     expect(describeOutcome({ status: 'rejected', problems: ['pageSize: must be >= 1', 'servers.c.command: must be string'] })).toEqual({
-      text: 'config reload rejected; the running config is kept:\n  pageSize: must be >= 1\n  servers.c.command: must be string\n',
+      text: '',
+      problem: 'config reload rejected; the running config is kept:\n  pageSize: must be >= 1\n  servers.c.command: must be string\n',
       exitCode: 2,
     });
   });
