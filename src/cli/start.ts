@@ -45,7 +45,12 @@ export const startCommand: CommandModule<object, StartArgs> = {
     const config = loadConfigOrExit(argv.config, 'start');
     const host = argv.host ?? config.listen.host;
     const adminExposed = adminExposureProblem(config);
-    const exposed = configExposureProblem(config, host) ?? (adminExposed && `listen.admin.host: ${adminExposed}`);
+    // Where the host came from, as config validate names it: the option, or the file and its key
+    // (a refusal of a host the operator did not type sent them looking for it).
+    const hostExposed = configExposureProblem(config, host);
+    const exposed =
+      (hostExposed && (argv.host !== undefined ? `--host ${argv.host}: ${hostExposed}` : `${argv.config}: listen.host: ${hostExposed}`)) ??
+      (adminExposed && `${argv.config}: listen.admin.host: ${adminExposed}`);
     if (exposed) {
       process.stderr.write(`switchyard start: ${exposed}\n`);
       process.exit(2);

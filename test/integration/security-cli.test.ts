@@ -157,20 +157,21 @@ describe('switchyard keys through a symlinked config', () => {
 });
 
 describe('switchyard start without authentication', () => {
-  it('refuses a non-loopback host before binding anything', () => {
+  it('refuses a non-loopback host before binding anything, naming --host as where it came from', () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-expose-'));
     const file = join(dir, 'hub.config.json');
     writeFileSync(file, JSON.stringify({ ledger: { path: join(dir, 'ledger.db') }, servers: {} }));
     // 192.0.2.1 (TEST-NET-1) is never a local address: even a broken check could not listen there.
     const r = run(['start', '--config', file, '--host', '192.0.2.1', '--port', '0']);
     expect(r.status).toBe(2);
-    expect(r.stderr).toMatch(/^switchyard start: .*refusing to listen on 192\.0\.2\.1 without authentication/);
+    // Named as the option it came from.
+    expect(r.stderr).toMatch(/^switchyard start: --host 192\.0\.2\.1: refusing to listen on 192\.0\.2\.1 without authentication/);
     expect(r.stdout).toBe('');
   });
 });
 
 describe('a config start refuses for its listen.host without authentication', () => {
-  it('config validate refuses it too (exit 2, as start), and doctor fails it', async () => {
+  it('start refuses it naming the file and key, config validate refuses it too (exit 2, as start), and doctor fails it', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-expose-config-'));
     const file = join(dir, 'hub.config.json');
     // 192.0.2.1 (TEST-NET-1): never a local address, so start cannot get as far as listening.
@@ -182,6 +183,8 @@ describe('a config start refuses for its listen.host without authentication', ()
     const start = run(['start', '--config', file]);
     expect(start.status).toBe(2);
     const refusal = /refusing to listen on 192\.0\.2\.1 without authentication/;
+    // Named as the file and key it came from, as config validate names them.
+    expect(start.stderr.startsWith(`switchyard start: ${file}: listen.host: `)).toBe(true);
     expect(start.stderr).toMatch(refusal);
 
     // The others in one process (runCliBatch).
@@ -203,7 +206,7 @@ describe('a config start refuses for its listen.host without authentication', ()
     writeFileSync(file, JSON.stringify({ listen: { port: 0, admin: { host: '192.0.2.1', port: 7411 } }, ledger: { path: join(dir, 'ledger.db') }, servers: {} }));
     const start = run(['start', '--config', file]);
     expect([start.status, start.stdout]).toEqual([2, '']);
-    expect(start.stderr).toMatch(/^switchyard start: listen\.admin\.host: refusing to listen on 192\.0\.2\.1 without authentication/);
+    expect(start.stderr.startsWith(`switchyard start: ${file}: listen.admin.host: refusing to listen on 192.0.2.1 without authentication`)).toBe(true);
     // The others in one process (runCliBatch).
     const [validate, doctor] = (await batch(['config', 'validate', '--config', file], ['doctor', '--json', '--url', 'http://127.0.0.1:1', '--config', file])) as ReturnType<typeof run>[];
     expect([validate!.status, validate!.stdout]).toEqual([2, '']);
