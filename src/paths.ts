@@ -1,6 +1,7 @@
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { makeDirs } from './make-dirs.js';
 
 /** The folder holding package.json, whether running from src/ (tests) or dist/src/ (built). */
 function findRoot(): string {
@@ -35,7 +36,7 @@ export function oauthTokenFile(ledgerPath: string, configDir: string, serverId: 
  * project's repository, where `git add -A` would take them. A folder already there is left alone.
  */
 export function makeStateDir(dir: string, mode?: number): void {
-  const made = mkdirSync(dir, { recursive: true, mode });
+  const made = makeDirs(dir, mode);
   if (made === undefined) return;
   try {
     writeFileSync(join(made, '.gitignore'), "# Switchyard's state (keys, login tokens, the ledger): not for version control\n*\n", { flag: 'wx' });

@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Argv, CommandModule } from 'yargs';
@@ -8,6 +8,7 @@ import { packageRoot } from '../paths.js';
 import { SCHEMA_RELATIVE_PATH } from '../config/schema.js';
 import { shellArg } from '../shell-arg.js';
 import { counted } from '../counted.js';
+import { makeDirs } from '../make-dirs.js';
 import { say } from './said.js';
 
 interface InitArgs {
@@ -68,6 +69,9 @@ export function starterConfig(file: string, servers: Record<string, ImportedServ
     servers,
   };
 }
+
+/** What the errno of a config that cannot be written means, where its code alone does not say. */
+const WRITE_ERRORS: Record<string, string> = { ENOTDIR: ': a part of the path is a file, not a folder', EACCES: ': permission denied', EPERM: ': not permitted', EROFS: ': a read-only file system' };
 
 /** Whether two paths are one file (its device and inode): a symlink or `a/../a` is the same file. */
 function sameFile(a: string, b: string): boolean {
@@ -135,10 +139,21 @@ export const initCommand: CommandModule<object, InitArgs> = {
         return;
       }
     }
-    mkdirSync(dirname(file), { recursive: true });
-    writeFileSync(file, JSON.stringify(starterConfig(file, servers), null, 2) + '\n', { mode: 0o600 });
-    // `mode` applies only to a file created here: one overwritten with --force keeps its own.
-    chmodSync(file, 0o600);
+    try {
+      makeDirs(dirname(file));
+      writeFileSync(file, JSON.stringify(starterConfig(file, servers), null, 2) + '\n', { mode: 0o600 });
+      // `mode` applies only to a file created here: one overwritten with --force keeps its own.
+      chmodSync(file, 0o600);
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException;
+      if (typeof e.code !== 'string') throw err;
+      // The file system's refusal (a read-only one, /proc, a file where a folder should be), in one line.
+      const where = e.syscall === 'mkdir' && typeof e.path === 'string' ? `cannot create the folder ${e.path}` : 'cannot write it';
+      const why = WRITE_ERRORS[e.code] ?? '';
+      process.stderr.write(`switchyard init: ${argv.config}: ${where} (${e.code}${why}): give --config a path in a folder this user can write\n`);
+      process.exitCode = 1;
+      return;
+    }
     // stdout: what was done and what to run next. The notes and warnings beside them go to
     // stderr as the command's, as every command's do: bare `note:` lines among the output did
     // not say whose they were in a script's log, and `init … > file` kept them from the user.

@@ -24,7 +24,7 @@ const tmp = (p: string) => mkdtempSync(join(tmpdir(), `switchyard-${p}-`));
 // The first three blocks run their CLI processes side by side (each test its own folders, no
 // daemon, no timing): the two blocks after them share a config, a blocked port or a daemon.
 describe.concurrent('exit codes and errors of the CLI itself', () => {
-  it('a usage error exits 2 in one line naming it and where the help is; a failure a command did not foresee is one line and exit 1, no stack', async () => {
+  it('a usage error exits 2 in one line naming it and where the help is; a config init cannot write is one line and exit 1, no stack, and no hang', async () => {
     // The real process for one usage error and the failure below; the other cases in one process
     // (runCliBatch: each its own argv, output and exit code). yargs' own errors printed the whole
     // help (40 lines) before their line, which called a mistyped command an "argument".
@@ -101,13 +101,21 @@ describe.concurrent('exit codes and errors of the CLI itself', () => {
     expect([noValue.code, noValue.stderr]).toEqual([2, 'switchyard ledger query: --since needs a value after it (see switchyard ledger query --help)\n']);
     const noSub = runs.shift()!;
     expect([noSub.code, noSub.stdout, noSub.stderr]).toEqual([2, '', expect.stringMatching(/^switchyard ledger\n[\s\S]*Commands:[\s\S]*switchyard ledger query [\s\S]*\n\nGive a ledger subcommand; see --help\.\n$/)]);
-    // A file that cannot be written (its folder is a file): the handler's own error, said once.
+    // A file that cannot be written (its folder is a file): said once, what the errno means with it.
     const d = mkdtempSync(join(tmpdir(), 'switchyard-cli-errors-'));
     writeFileSync(join(d, 'plain-file'), '');
     const r = await runCli(['init', '-c', join(d, 'plain-file', 'hub.config.json')]);
     expect(r.code).toBe(1);
-    expect(r.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^switchyard init: E(EXIST|NOTDIR)/)]);
+    expect(r.stderr).toBe(`switchyard init: ${join(d, 'plain-file', 'hub.config.json')}: cannot write it (ENOTDIR: a part of the path is a file, not a folder): give --config a path in a folder this user can write\n`);
     expect(r.stdout).toBe('');
+    // A folder the file system refuses with ENOENT however often it is asked (/proc): Node's
+    // recursive mkdir asked for ever, and init hung at full CPU.
+    const proc = await runCli(['init', '-c', '/proc/switchyard-none/hub.config.json']);
+    expect([proc.code, proc.stdout, proc.stderr]).toEqual([
+      1,
+      '',
+      'switchyard init: /proc/switchyard-none/hub.config.json: cannot create the folder /proc/switchyard-none (ENOENT): give --config a path in a folder this user can write\n',
+    ]);
   });
 });
 

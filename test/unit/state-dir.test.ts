@@ -1,5 +1,5 @@
 /** The hub's state folders keep themselves out of git when the hub made them (src/paths.ts). */
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -17,6 +17,13 @@ describe('makeStateDir', () => {
     mkdirSync(join(dir, 'mine'));
     makeStateDir(join(dir, 'mine'));
     expect(readdirSync(join(dir, 'mine'))).toEqual([]);
+  });
+
+  it('fails at once where the file system refuses a folder with ENOENT for ever (/proc), and where a file is in the way', () => {
+    // Node's recursive mkdir asked again for as long as it heard ENOENT: this hung at full CPU.
+    expect(() => makeStateDir('/proc/switchyard-none/data')).toThrow(expect.objectContaining({ code: 'ENOENT', syscall: 'mkdir', path: '/proc/switchyard-none' }));
+    writeFileSync(join(dir, 'plain'), '');
+    expect(() => makeStateDir(join(dir, 'plain', 'data'))).toThrow(expect.objectContaining({ code: 'ENOTDIR' }));
   });
 
   it('covers the login tokens when `switchyard login` runs before the first start', () => {
