@@ -105,6 +105,15 @@ export const initCommand: CommandModule<object, InitArgs> = {
         text = readFileSync(argv.from, 'utf8');
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
+        // A server's address given for a client's config: said so, and not echoed (its user info
+        // or query may hold a password or token, and this line goes to a terminal's scrollback).
+        if (code === 'ENOENT' && /^[a-z][a-z0-9+.-]*:\/\//i.test(argv.from)) {
+          process.stderr.write(
+            `switchyard init: --from takes a client's config file (such as claude_desktop_config.json or .vscode/mcp.json), not a URL: add an HTTP server to the written config under "servers" as {"url": "…"}, with any password or token as "\${env:NAME}"\n`,
+          );
+          process.exitCode = 2;
+          return;
+        }
         // A path with a typo is a usage error (2), as a --config that is not there is everywhere.
         process.stderr.write(code === 'ENOENT' ? `switchyard init: ${argv.from}: no such file: give --from the client config to import\n` : `switchyard init: cannot read ${argv.from} (${code ?? (err as Error).message})\n`);
         process.exitCode = code === 'ENOENT' ? 2 : 1;
@@ -125,12 +134,14 @@ export const initCommand: CommandModule<object, InitArgs> = {
     }
     let servers: Record<string, ImportedServer> = {};
     let notes: string[] = [];
+    let warnings: string[] = [];
     let summary = 'no servers yet: add them under "servers" (a "command" for stdio, a "url" for HTTP)';
     if (text !== undefined) {
       try {
         const r = importClientConfig(text, argv.from!, dirname(file));
         servers = r.servers;
         notes = r.notes;
+        warnings = r.warnings;
         summary = `${counted(Object.keys(servers).length, 'server')} imported from ${argv.from} (${KIND_NAMES[r.kind]}): ${Object.keys(servers).join(', ') || 'none'}`;
       } catch (err) {
         if (!(err instanceof ImportError)) throw err;
@@ -160,6 +171,7 @@ export const initCommand: CommandModule<object, InitArgs> = {
     process.stdout.write(`wrote ${argv.config}: ${summary}\n`);
     const outside = schemaRef(file).outside;
     for (const n of outside === undefined ? notes : [...notes, outside]) say('init', `note: ${n}`);
+    for (const w of warnings) say('init', `warning: ${w}`);
     try {
       loadConfig(file);
     } catch (err) {

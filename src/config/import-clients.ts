@@ -10,6 +10,7 @@
 import { homedir } from 'node:os';
 import { basename, dirname, resolve, sep } from 'node:path';
 import { setByHub } from './header-check.js';
+import { SECRET_NAME } from './secret-values.js';
 import { MAX_PREFIX_CHARS, parseJsonText } from './load.js';
 import { isObj } from '../protocol/jsonrpc.js';
 
@@ -35,6 +36,11 @@ export interface ImportResult {
   servers: Record<string, ImportedServer>;
   /** Things the user should know or do (inputs to provide, skipped entries, renamed ids). */
   notes: string[];
+  /**
+   * Credentials the written config will hold in clear (a secret-looking env or header value, a
+   * password or token in a url), named by where they are, never quoted.
+   */
+  warnings: string[];
 }
 
 export class ImportError extends Error {}
@@ -212,6 +218,7 @@ function convertEntry(
   e: Record<string, unknown>,
   rewrite: Rewriter,
   notes: string[],
+  warnings: string[],
   place: { folder?: string; hubDir?: string } = {},
 ): ImportedServer | undefined {
   const where = `server "${name}"`;
@@ -233,13 +240,18 @@ function convertEntry(
       out.env = env;
       const secrets = Object.entries(env).filter(([k, v]) => SECRET_KEY.test(k) && !v.includes('${env:'));
       if (secrets.length)
-        notes.push(`${where} has secret-looking values in env (${secrets.map(([k]) => k).join(', ')}): consider "\${env:NAME}" so they stay out of the file.`);
+        warnings.push(`${where} has secret-looking values in env (${secrets.map(([k]) => k).join(', ')}), written to the config in clear: consider "\${env:NAME}" so they stay out of the file.`);
     }
     const cwd = runFolder(str(e.cwd), place.folder, place.hubDir, where, notes);
     if (cwd !== undefined) out.cwd = cwd;
     if (typeof e.envFile === 'string') notes.push(`${where} reads an envFile (${e.envFile}); the hub does not: move those variables into env or the hub's environment.`);
   } else if (url) {
     out.url = url;
+    const inUrl = urlCredentials(url);
+    if (inUrl.length)
+      warnings.push(
+        `${where} has ${inUrl.join(' and ')} in its url, written to the config in clear: put ${inUrl.length > 1 ? 'each' : 'it'} in an environment variable and write "\${env:NAME}" in its place in the url (or, where the server takes one, send it as a header: "headers": {"Authorization": "Bearer \${env:NAME}"}).`,
+      );
     const headers = map(e.headers);
     const own = headers ? Object.keys(headers).filter(setByHub) : [];
     if (headers && own.length) {
@@ -250,7 +262,7 @@ function convertEntry(
       out.headers = headers;
       const secrets = Object.entries(headers).filter(([k, v]) => SECRET_KEY.test(k) && !v.includes('${env:'));
       if (secrets.length)
-        notes.push(`${where} has secret-looking values in headers (${secrets.map(([k]) => k).join(', ')}): consider "\${env:NAME}" so they stay out of the file.`);
+        warnings.push(`${where} has secret-looking values in headers (${secrets.map(([k]) => k).join(', ')}), written to the config in clear: consider "\${env:NAME}" so they stay out of the file.`);
     }
     if (type === 'sse') notes.push(`${where} is an SSE (2024-11-05) server; the hub connects to it with Streamable HTTP, which most such servers also serve.`);
   } else {
@@ -271,6 +283,34 @@ function convertEntry(
 }
 
 /**
+ * What in a server's url is a credential (as secret-values.ts counts it: the user info, a query
+ * parameter whose name says so), named by where it is; a part that is a `${env:…}` reference
+ * already is none. Never the values themselves: the caller's words are printed.
+ */
+export function urlCredentials(url: string): string[] {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return [];
+  }
+  const decoded = (s: string): string => {
+    try {
+      return decodeURIComponent(s);
+    } catch {
+      return s;
+    }
+  };
+  const literal = (s: string) => s !== '' && !decoded(s).includes('${env:');
+  const found: string[] = [];
+  if (literal(u.password)) found.push('a password (its user info)');
+  else if (!u.password && literal(u.username)) found.push('a user name that may be a token (its user info)');
+  const params = [...new Set([...u.searchParams].filter(([k, v]) => SECRET_NAME.test(k) && literal(v)).map(([k]) => k))];
+  if (params.length) found.push(`a secret-looking query parameter (${params.join(', ')})`);
+  return found;
+}
+
+/**
  * Parses a client config file's text into hub servers, with notes for the user. `hubDir` is the
  * folder of the hub config being written (its stdio servers' default working folder).
  */
@@ -287,6 +327,7 @@ export function importClientConfig(text: string, path: string, hubDir?: string):
   const list = kind === 'vscode' ? doc.servers : doc.mcpServers;
   if (!isObj(list) && !(kind === 'claude-code' && isObj(doc.projects))) throw new ImportError(`${path}: no "mcpServers" or "servers" object found`);
   const notes: string[] = [];
+  const warnings: string[] = [];
   const inputs = new Map<string, { description?: string; password?: boolean }>();
   if (Array.isArray(doc.inputs))
     for (const i of doc.inputs)
@@ -317,7 +358,7 @@ export function importClientConfig(text: string, path: string, hubDir?: string):
     }
     const id = serverId(name, taken);
     if (id !== name) notes.push(`server "${name}" is "${id}" in the hub (ids are letters, digits and "-").`);
-    const s = convertEntry(name, id, entry, rewrite, notes, { folder, hubDir });
+    const s = convertEntry(name, id, entry, rewrite, notes, warnings, { folder, hubDir });
     if (s) servers[id] = s;
   }
   // The client gave its servers its own whole environment; the hub gives a baseline, so a server
@@ -327,5 +368,5 @@ export function importClientConfig(text: string, path: string, hubDir?: string):
     notes.push(
       `${stdio.join(', ')}: a stdio server gets only a baseline of the hub's environment (PATH, HOME, USER, SHELL, LANG, TZ, TMPDIR …), not the client's whole one: name what one reads in its "inheritEnv" (["AWS_*"]), or set it in "env".`,
     );
-  return { kind, servers, notes };
+  return { kind, servers, notes, warnings };
 }

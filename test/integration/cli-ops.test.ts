@@ -217,10 +217,10 @@ describe.concurrent('switchyard init', () => {
     // stdout: what was written and the next step; the notes beside them on stderr, as the command's.
     expect(r.stdout).toMatch(/^wrote \S+: 2 servers imported from .* \(Claude Desktop\): notes, my-files-v2\nnext: switchyard config validate [^\n]*\n$/);
     const notes = r.stderr.trim().split('\n');
-    expect(notes).toEqual(notes.map(() => expect.stringMatching(/^switchyard init: note: /)));
+    expect(notes).toEqual(notes.map(() => expect.stringMatching(/^switchyard init: (note|warning): /)));
     expect(r.stderr).toMatch(/^switchyard init: note: server "my_files.v2" is "my-files-v2"/m);
     expect(r.stderr).toMatch(/^switchyard init: note: server "switchyard" looks like Switchyard itself/m);
-    expect(r.stderr).toMatch(/^switchyard init: note: .*secret-looking values in env \(API_TOKEN\)/m);
+    expect(r.stderr).toMatch(/^switchyard init: warning: .*secret-looking values in env \(API_TOKEN\), written to the config in clear/m);
     const cfg = JSON.parse(readFileSync(join(d, 'hub.config.json'), 'utf8'));
     expect(cfg.servers).toEqual({
       notes: { command: process.execPath, args: [join(ROOT, SDK1)], env: { SERVER_NAME: 'notes', API_TOKEN: 'abc' } },
@@ -285,6 +285,24 @@ describe.concurrent('switchyard init', () => {
     expect(bad.stderr).toMatch(/no "mcpServers" or "servers"/);
     // A --from that names nothing: a usage error in one line, said before "already exists; pass --force" (which led to it).
     for (const m of [missing, missingKept]) expect([m.code, m.stderr]).toEqual([2, 'switchyard init: nope.json: no such file: give --from the client config to import\n']);
+  });
+
+  it('warns, without quoting it, of a password or token in an imported url, and says a --from URL is no client config without echoing it', async () => {
+    const d = tmp('init-url-secret');
+    writeFileSync(join(d, 'claude_desktop_config.json'), JSON.stringify({ mcpServers: { remote: { url: 'https://bob:hunter2-pw@127.0.0.1:9/mcp?api_key=sk-live-999' } } }));
+    const url = 'https://bob:hunter2-pw@127.0.0.1:9/mcp';
+    const [r, fromUrl] = (await runCliBatch([
+      { args: ['init', '--from', 'claude_desktop_config.json'], cwd: d },
+      { args: ['init', '--from', url, '-c', 'other.json'], cwd: d },
+    ])) as [CliRun, CliRun];
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(
+      /^switchyard init: warning: server "remote" has a password \(its user info\) and a secret-looking query parameter \(api_key\) in its url, written to the config in clear: put each in an environment variable and write "\$\{env:NAME\}" in its place in the url/m,
+    );
+    for (const out of [r.stdout, r.stderr, fromUrl.stdout, fromUrl.stderr]) for (const secret of ['hunter2-pw', 'sk-live-999']) expect(out).not.toContain(secret);
+    expect([fromUrl.code, fromUrl.stdout]).toEqual([2, '']);
+    expect(fromUrl.stderr).toMatch(/^switchyard init: --from takes a client's config file \(.*\), not a URL: add an HTTP server to the written config under "servers"/);
+    expect(existsSync(join(d, 'other.json'))).toBe(false);
   });
 
   it("refuses to write the hub's config over the client config it imports from, --force or not", async () => {

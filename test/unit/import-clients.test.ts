@@ -107,7 +107,7 @@ describe('importClientConfig', () => {
     expect(r.servers.db!.args).toEqual(['--dsn', '${env:DB_DSN}']);
     expect(r.notes.join('\n')).toMatch(/set API_BASE_URL before starting it \(the file gave it a default\)/);
     expect(r.notes.join('\n')).not.toContain('api.example.com'); // a default may be a token: never repeated
-    expect(r.notes.join('\n')).not.toMatch(/secret-looking values in headers/); // an env reference already
+    expect(r.warnings).toEqual([]); // an env reference already, in the headers and the url
   });
 
   it("imports the project servers of ~/.claude.json too, saying where they came from", () => {
@@ -157,9 +157,31 @@ describe('importClientConfig', () => {
     expect(global.notes.join('\n')).toMatch(/"\$\{workspaceFolder\}" has no hub equivalent here/);
   });
 
-  it('notes secret-looking header values written in the clear', () => {
+  it('warns of secret-looking header values written in the clear', () => {
     const r = importClientConfig(JSON.stringify({ servers: { gh: { type: 'http', url: 'https://x/mcp', headers: { 'X-Api-Key': 'sk-live-123' } } } }), '/w/.vscode/mcp.json');
-    expect(r.notes.join('\n')).toMatch(/"gh" has secret-looking values in headers \(X-Api-Key\)/);
+    expect(r.warnings.join('\n')).toMatch(/"gh" has secret-looking values in headers \(X-Api-Key\)/);
+  });
+
+  it('warns of a password or token in a url (user info, a secret-looking query parameter), naming where and never the value, unless it is an ${env:…} reference', () => {
+    const r = importClientConfig(
+      JSON.stringify({
+        mcpServers: {
+          both: { url: 'https://bob:hunter2-pw@mcp.example.com/mcp?api_key=sk-live-999&region=eu' },
+          user: { url: 'https://ghp_tokenvalue1234@mcp.example.com/mcp' },
+          query: { type: 'http', url: 'https://mcp.example.com/mcp?access_token=at-555&token=t-6' },
+          plain: { url: 'https://mcp.example.com/mcp?region=eu' },
+          referenced: { url: 'https://bob:${env:PW}@mcp.example.com/mcp?api_key=${env:KEY}' },
+        },
+      }),
+      '/w/claude_desktop_config.json',
+    );
+    expect(r.warnings).toEqual([
+      expect.stringMatching(/^server "both" has a password \(its user info\) and a secret-looking query parameter \(api_key\) in its url, written to the config in clear: put each in an environment variable and write "\$\{env:NAME\}" in its place/),
+      expect.stringMatching(/^server "user" has a user name that may be a token \(its user info\) in its url, written to the config in clear: put it in/),
+      expect.stringMatching(/^server "query" has a secret-looking query parameter \(access_token, token\) in its url/),
+    ]);
+    const said = [...r.warnings, ...r.notes].join('\n');
+    for (const secret of ['hunter2-pw', 'sk-live-999', 'ghp_tokenvalue1234', 'at-555', 't-6', 'bob']) expect(said).not.toContain(secret);
   });
 
   it("says that stdio servers get a baseline of the hub's environment, not the client's whole one (naming them, not HTTP ones)", () => {
