@@ -6,7 +6,7 @@
  * and the errors `withDaemon` turns into exit codes, are daemon-client.ts's.
  */
 import { serversAnswer, type AnswerShape } from './admin-answers.js';
-import { DaemonError, DaemonRefusal, fallbackOf, NoAnswerError, foreignSocket, NoDaemonError, socketOf } from './daemon-client.js';
+import { daemonElsewhere, DaemonError, DaemonRefusal, fallbackOf, movedTo, NoAnswerError, foreignSocket, NoDaemonError, socketOf } from './daemon-client.js';
 
 /** A switchyard daemon answered, and wants an admin key (401), or the key is not an admin's (403). */
 export class AdminKeyRefused extends DaemonError {}
@@ -126,6 +126,33 @@ export function readAnswer(
 }
 
 async function requestJson<T>(base: string, path: string, shape: AnswerShape<T>, opts: RequestOptions): Promise<T> {
+  const moved = movedTo(base);
+  if (moved !== undefined) return requestAt(moved, path, shape, opts);
+  try {
+    return await requestConfigured(base, path, shape, opts);
+  } catch (err) {
+    // Nothing where the config says: the daemon of that config may run where it started, its
+    // listen edited since (which it applies only at a restart), as it recorded.
+    const elsewhere = err instanceof NoDaemonError ? daemonElsewhere(base) : undefined;
+    if (!elsewhere) throw err;
+    for (const at of elsewhere.bases) {
+      try {
+        const answer = await requestAt(at, path, shape, opts);
+        elsewhere.found(at);
+        return answer;
+      } catch (e) {
+        if (e instanceof NoDaemonError) continue;
+        // Something answered there, if not as asked (a refusal, no admin key): the daemon's words, and where it is.
+        elsewhere.found(at);
+        throw e;
+      }
+    }
+    throw err;
+  }
+}
+
+/** A request where the config says the daemon is: its admin listener, then its main one (fallbackOf). */
+async function requestConfigured<T>(base: string, path: string, shape: AnswerShape<T>, opts: RequestOptions): Promise<T> {
   try {
     return await requestAt(base, path, shape, opts);
   } catch (err) {

@@ -6,6 +6,7 @@ import { existsSync, lstatSync, readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Argv } from 'yargs';
 import { parseJsonText } from '../config/load.js';
+import { daemonRecordFile, runningDaemonRecord } from '../daemon-record.js';
 import { socketPathProblem } from '../socket-path.js';
 
 /** What every command that talks to the daemon takes. */
@@ -64,6 +65,8 @@ export async function withDaemon(command: string, work: () => Promise<void>): Pr
     if (!(err instanceof NoDaemonError || err instanceof DaemonError)) throw err;
     process.stderr.write(daemonErrorLine(err, command));
     process.exitCode = err instanceof NoDaemonError ? 3 : 1;
+  } finally {
+    for (const note of takeDaemonNotes()) process.stderr.write(`switchyard ${command}: note: ${note}\n`);
   }
 }
 
@@ -118,6 +121,13 @@ export function daemonBase(url: string | undefined, configFile: string): string 
   if (existsSync(file)) {
     // As the daemon reads it (a byte-order mark is no reason to knock on another daemon's port).
     const cfg = listenOf(file, configFile);
+    const recorded = (base: string): string => {
+      const ledgerPath = cfg.ledger?.path ?? DEFAULT_LEDGER_PATH;
+      // A path from the environment: where the daemon's state is cannot be told from the file alone.
+      if (typeof ledgerPath === 'string' && !ledgerPath.includes('${'))
+        RECORDS.set(base, { file: daemonRecordFile(ledgerPath === ':memory:' ? ledgerPath : resolve(dirname(file), ledgerPath), file), config: file, configFile });
+      return base;
+    };
     try {
       if (typeof cfg.listen?.host === 'string' && !cfg.listen.host.includes('${')) host = cfg.listen.host;
       if (typeof cfg.listen?.port === 'number') port = cfg.listen.port;
@@ -126,23 +136,89 @@ export function daemonBase(url: string | undefined, configFile: string): string 
       if (typeof admin?.path === 'string' && admin.path !== '' && !admin.path.includes('${')) {
         const base = UNIX_BASE + resolve(dirname(file), admin.path);
         CONFIG_OWNERS.set(base, { uid: statSync(file).uid, file });
-        return withFallback(base, httpBase(host, port));
+        return recorded(withFallback(base, httpBase(host, port)));
       }
       if (typeof admin?.port === 'number') {
         const adminHost = typeof admin.host === 'string' && !admin.host.includes('${') ? admin.host : '127.0.0.1';
-        return withFallback(httpBase(adminHost, admin.port), httpBase(host, port));
+        return recorded(withFallback(httpBase(adminHost, admin.port), httpBase(host, port)));
       }
     } catch {
       // the file gone since it was read (statSync): the address read so far is the best guess
     }
+    return recorded(httpBase(host, port));
   }
   return httpBase(host, port);
+}
+
+/** ledger.path when the config does not give one (the schema's default). */
+const DEFAULT_LEDGER_PATH = './data/ledger.db';
+
+/** Bases read from a config → where the daemon of that config records its address (daemon-record.ts). */
+const RECORDS = new Map<string, { file: string; config: string; configFile: string }>();
+
+/** Bases read from a config → where its daemon was found instead (daemonElsewhere), asked there from then on, and what to say of it. */
+const MOVED = new Map<string, { at: string; note: string }>();
+
+/** What the commands say beside their output of a daemon found elsewhere (takeDaemonNotes), each once. */
+const NOTES = new Set<string>();
+
+/**
+ * Where the daemon of `base`'s config was found instead, once it was (asked there directly); its
+ * note is said again by the command that asks (several run in one process: test/fixtures/cli-batch.mjs).
+ */
+export function movedTo(base: string): string | undefined {
+  const moved = MOVED.get(base);
+  if (moved) NOTES.add(moved.note);
+  return moved?.at;
+}
+
+/**
+ * When nothing answers at `base` (and its fallback), read from a config: the addresses the
+ * daemon running with that config recorded, admin listener first, those not asked already. A
+ * daemon keeps the listen it started with until it restarts, so after an edit of listen.port
+ * the config names an address where it is not. Undefined when no such daemon runs.
+ */
+export function daemonElsewhere(base: string): { bases: string[]; found(at: string): void } | undefined {
+  const rec = RECORDS.get(base);
+  if (!rec) return undefined;
+  let uid: number;
+  try {
+    uid = statSync(rec.config).uid;
+  } catch {
+    return undefined;
+  }
+  const r = runningDaemonRecord(rec.file, rec.config, uid);
+  if (!r) return undefined;
+  const bases: string[] = [];
+  if (r.admin && 'path' in r.admin) {
+    const socket = UNIX_BASE + r.admin.path;
+    // As a socket the config names: asked only if it is this user's, root's or the config owner's.
+    CONFIG_OWNERS.set(socket, { uid, file: rec.config });
+    bases.push(socket);
+  } else if (r.admin) bases.push(httpBase(r.admin.host, r.admin.port));
+  bases.push(httpBase(r.listen.host, r.listen.port));
+  const tried = [base, fallbackOf(base)];
+  return {
+    bases: bases.filter((b) => !tried.includes(b)),
+    found: (at) => {
+      const note = `the daemon of ${rec.configFile} (pid ${r.pid}) listens at ${at}, not at ${base} where the file now says: it applies a change of listen when it restarts (until then give --url ${at}, or restart it)`;
+      MOVED.set(base, { at, note });
+      NOTES.add(note);
+    },
+  };
+}
+
+/** The notes of daemons found elsewhere since the last call, each once. */
+export function takeDaemonNotes(): string[] {
+  const notes = [...NOTES];
+  NOTES.clear();
+  return notes;
 }
 
 /** The config file is there but gives no daemon address (listenOf): a usage error, exit 2. */
 export class NoAddressInConfig extends UsageError {}
 
-type ListenPart = { listen?: { host?: unknown; port?: unknown; admin?: { path?: unknown; host?: unknown; port?: unknown } } };
+type ListenPart = { listen?: { host?: unknown; port?: unknown; admin?: { path?: unknown; host?: unknown; port?: unknown } }; ledger?: { path?: unknown } };
 
 /**
  * The config file's JSON, for its listen address. A file that is there but says no address (not

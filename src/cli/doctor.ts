@@ -15,7 +15,7 @@ import { LedgerReader } from '../ledger/reader.js';
 import { serversAnswer, toolsAnswer } from './admin-answers.js';
 import { AdminKeyRefused, AdminListenerElsewhere, getJson, OtherProgramError } from './admin-request.js';
 import { ledgerDbPath, ledgerUnwritable, ledgerWriter, linkedLedger } from './ledger-lock.js';
-import { daemonBase, daemonOptions, NoAddressInConfig, NoDaemonError, type DaemonArgs } from './daemon-client.js';
+import { daemonBase, daemonOptions, movedTo, NoAddressInConfig, NoDaemonError, takeDaemonNotes, type DaemonArgs } from './daemon-client.js';
 import { LOCAL_START_MS, lookLocally } from './local-catalog.js';
 import { ignoredSettings } from '../config/ignored-settings.js';
 import { Groups } from '../catalog/filters.js';
@@ -222,7 +222,9 @@ function otherConfigFinding(config: HubConfig, configFile: string, daemon: Daemo
 async function findDaemon(base: string, config: HubConfig | undefined, findings: Finding[]): Promise<DaemonServers | 'locked' | undefined> {
   try {
     const daemon = await getJson(base, '/admin/servers', serversAnswer, { timeoutMs: 5_000 });
-    findings.push({ level: 'ok', check: 'daemon', message: `switchyard ${daemon.version ?? ''} running at ${base} (pid ${daemon.pid ?? '?'})` });
+    findings.push({ level: 'ok', check: 'daemon', message: `switchyard ${daemon.version ?? ''} running at ${movedTo(base) ?? base} (pid ${daemon.pid ?? '?'})` });
+    // Found where it recorded it is, not where the config says (its listen edited since it started).
+    for (const note of takeDaemonNotes()) findings.push({ level: 'warn', check: 'daemon', message: note });
     return daemon;
   } catch (err) {
     if (err instanceof AdminKeyRefused || err instanceof AdminListenerElsewhere) {

@@ -19,7 +19,7 @@ import { restartAnswer } from './admin-answers.js';
 import { postJson } from './admin-request.js';
 import { loadConfigOrExit } from './config-or-exit.js';
 import { configuredServer } from '../config/load.js';
-import { NoDaemonError, daemonBase } from './daemon-client.js';
+import { NoDaemonError, daemonBase, movedTo, takeDaemonNotes } from './daemon-client.js';
 import { UsageError } from './usage-error.js';
 import { notEmpty } from './given-once.js';
 import { fail, say } from './said.js';
@@ -159,7 +159,8 @@ async function tellDaemon(argv: LoginArgs, id: string): Promise<void> {
   }
   try {
     await postJson(base, `/admin/servers/${encodeURIComponent(id)}/restart`, restartAnswer, { timeoutMs: 5_000 });
-    sayLogin(`the daemon at ${base} restarted "${id}" with the new login`);
+    sayLogin(`the daemon at ${movedTo(base) ?? base} restarted "${id}" with the new login`);
+    for (const note of takeDaemonNotes()) sayLogin(`note: ${note}`);
   } catch (err) {
     if (err instanceof NoDaemonError) return;
     // Every such error names the daemon's address already (a refusal, no answer, another program there).

@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import { resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import { loadConfigOrExit } from './config-or-exit.js';
 import { adminExposureProblem, configExposureProblem } from '../auth/exposure.js';
@@ -10,6 +11,9 @@ import { UsageError } from './usage-error.js';
 import { gcAdvice, usableCpus } from './gc-advice.js';
 import { LedgerLockError, ledgerTrouble, lockLedger } from './ledger-lock.js';
 import { ServeSignals } from './serve-signals.js';
+import { daemonRecordFile, writeDaemonRecord } from '../daemon-record.js';
+import type { HubConfig } from '../config/types.js';
+import type { Logger } from '../log.js';
 
 interface StartArgs {
   config: string;
@@ -126,6 +130,7 @@ export const startCommand: CommandModule<object, StartArgs> = {
       process.exit(1);
     }
     await stopIfAsked();
+    recordAddress(argv.config, config, addr, adminAt, log);
     const watcher = watchConfig(argv.config, log, (next) => hub.reload(next), { watchFile: argv.watch, loadedText });
     hub.reloadConfigFile = () => watcher.reloadNow('POST /admin/reload');
     // Before the line that says the hub listens: a supervisor may act on it at once.
@@ -147,3 +152,24 @@ export const startCommand: CommandModule<object, StartArgs> = {
     signals.onReload(() => void watcher.reloadNow('SIGHUP'));
   },
 };
+
+/**
+ * Where this daemon listens, in its state folder (daemon-record.ts): after an edit of `listen`,
+ * which only a restart applies, the CLI finds it there rather than at the address the file names
+ * now. A record that cannot be written costs only that: the hub serves all the same.
+ */
+function recordAddress(configFile: string, config: HubConfig, addr: AddressInfo, adminAt: string | undefined, log: Logger): void {
+  const admin = config.listen.admin;
+  let adminAddress: { path: string } | { host: string; port: number } | undefined;
+  if (admin && 'path' in admin) adminAddress = { path: admin.path };
+  else if (adminAt !== undefined) {
+    const u = new URL(adminAt);
+    adminAddress = { host: u.hostname.replace(/^\[|\]$/g, ''), port: Number(u.port) };
+  }
+  const file = daemonRecordFile(config.ledger.path, config.file ?? configFile);
+  try {
+    writeDaemonRecord(file, { config: resolve(config.file ?? configFile), listen: { host: addr.address, port: addr.port }, admin: adminAddress });
+  } catch (err) {
+    log.warn({ file, err: (err as Error).message }, 'could not record where the daemon listens: after an edit of listen, the CLI finds it only at the address the config names (or with --url)');
+  }
+}

@@ -1,0 +1,97 @@
+/**
+ * The CLI finds a running daemon after `listen.port` was edited in its config: the daemon applies
+ * listen only at a restart, so the file names a port where nothing listens, and `servers`,
+ * `reload` and `doctor` said no daemon runs (exit 3). The daemon records where it listens in its
+ * state folder (daemon.json, beside the ledger); the CLI asks there and says the two differ. The
+ * real built binary against the real built daemon.
+ */
+import { chownSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runCliBatch } from '../helpers/cli.js';
+import { nodeServer, startHub } from '../helpers/hub-process.js';
+import { freePortInRange } from '../helpers/port-range.js';
+import { waitForReady } from '../helpers/wire.js';
+
+const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
+const ENV = { SWITCHYARD_API_KEY: '' };
+
+function setPort(file: string, port: number): void {
+  const c = JSON.parse(readFileSync(file, 'utf8')) as { listen: { port: number } };
+  c.listen.port = port;
+  writeFileSync(file, JSON.stringify(c, null, 2));
+}
+
+describe('a daemon whose config names another port since it started', () => {
+  it('is found where it recorded it listens, by servers, servers restart, reload and doctor, each saying the file differs; once it stops, no daemon (exit 3)', async () => {
+    const port = await freePortInRange();
+    const hub = await startHub({ listen: { port }, servers: { a: nodeServer(SDK1, [], { SERVER_NAME: 'a' }) } }, { port, args: ['--no-watch'] });
+    const record = join(hub.dir, 'daemon.json');
+    try {
+      await waitForReady(hub.url, ['a']);
+      expect(JSON.parse(readFileSync(record, 'utf8'))).toMatchObject({ pid: hub.proc.pid, config: hub.configFile, listen: { host: '127.0.0.1', port } });
+      let other = await freePortInRange();
+      while (other === port) other = await freePortInRange();
+      setPort(hub.configFile, other);
+      const c = ['-c', hub.configFile];
+      const [servers, restart, reload, doctor] = await runCliBatch([
+        { args: ['servers', '--json', ...c], env: ENV },
+        { args: ['servers', 'restart', 'a', ...c], env: ENV },
+        { args: ['reload', ...c], env: ENV },
+        { args: ['doctor', '--json', ...c], env: ENV },
+      ]);
+      const at = `http://127.0.0.1:${port}`;
+      const note = (cmd: string) =>
+        `switchyard ${cmd}: note: the daemon of ${hub.configFile} (pid ${hub.proc.pid}) listens at ${at}, not at http://127.0.0.1:${other} where the file now says: it applies a change of listen when it restarts (until then give --url ${at}, or restart it)\n`;
+      expect([servers!.code, servers!.stderr]).toEqual([0, note('servers')]);
+      expect((JSON.parse(servers!.stdout) as { id: string }[]).map((s) => s.id)).toEqual(['a']);
+      expect([restart!.code, restart!.stdout, restart!.stderr]).toEqual([0, expect.stringMatching(/^restarted "a": ready/), note('servers restart')]);
+      expect([reload!.code, reload!.stderr]).toEqual([0, note('reload')]);
+      expect(reload!.stdout).toContain('changed, but only a restart applies them (the running values are kept): listen.port');
+      const findings = JSON.parse(doctor!.stdout) as { level: string; check: string; message: string }[];
+      expect(findings.filter((f) => f.check === 'daemon')).toEqual([
+        { level: 'ok', check: 'daemon', message: expect.stringContaining(`running at ${at} (pid ${hub.proc.pid})`) },
+        { level: 'warn', check: 'daemon', message: note('x').replace(/^switchyard x: note: /, '').trimEnd() },
+      ]);
+    } finally {
+      await hub.stop();
+    }
+    // Its record goes with it: nothing to find, and the command says no daemon runs.
+    expect(existsSync(record)).toBe(false);
+    const [after] = await runCliBatch([{ args: ['servers', '-c', hub.configFile], env: ENV }]);
+    expect([after!.code, after!.stdout]).toEqual([3, '']);
+    expect(after!.stderr).toMatch(/^switchyard servers: no switchyard daemon is running at http:\/\/127\.0\.0\.1:\d+ \(start one/);
+  }, 60_000);
+
+  it('a record a killed daemon left, one of another config, or one another user wrote is not followed', async () => {
+    const port = await freePortInRange();
+    const hub = await startHub({ listen: { port }, servers: {} }, { port });
+    const record = join(hub.dir, 'daemon.json');
+    let other = await freePortInRange();
+    while (other === port) other = await freePortInRange();
+    setPort(hub.configFile, other);
+    const ask = async () => (await runCliBatch([{ args: ['servers', '-c', hub.configFile], env: ENV }]))[0]!;
+    try {
+      const written = readFileSync(record, 'utf8');
+      // Of another config file (two configs on one state folder): not this config's daemon.
+      writeFileSync(record, JSON.stringify({ ...JSON.parse(written), config: join(hub.dir, 'other.json') }));
+      expect((await ask()).code).toBe(3);
+      // Written by another user, where the folder lets them: it would send the admin key where it says.
+      if (process.getuid?.() === 0) {
+        writeFileSync(record, written);
+        chownSync(record, 65534, 65534);
+        expect((await ask()).code).toBe(3);
+        chownSync(record, 0, 0);
+      }
+      writeFileSync(record, written);
+      expect((await ask()).code).toBe(0);
+    } finally {
+      await hub.stop('SIGKILL');
+    }
+    // Killed: the record stays, naming a process that is gone.
+    expect(existsSync(record)).toBe(true);
+    const gone = await ask();
+    expect([gone.code, gone.stdout]).toEqual([3, '']);
+    expect(gone.stderr).toMatch(/^switchyard servers: no switchyard daemon is running at /);
+  }, 60_000);
+});
