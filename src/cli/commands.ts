@@ -44,7 +44,7 @@ export const COMMAND_LINES: Record<string, [command: string, describe: string]> 
     'doctor',
     'Check the config, the daemon, its port, the upstreams, tool names, quarantine, client tool caps, upstream logins and the ledger',
   ],
-  tools: ['tools', 'The tools (--kind: prompts, resources, templates) the running hub exposes and holds back: names, servers, eras, trust, hints, pins, flags'],
+  tools: ['tools', 'The tools the running hub exposes and holds back (--kind prompt|resource|template: those instead): names, servers, eras, trust, hints, pins, flags'],
   login: [
     'login <server>',
     'Log the hub in to an HTTP server with oauth.grant "authorization_code" (a browser, PKCE); the tokens are stored for the daemon',

@@ -348,7 +348,7 @@ const approveCommand: CommandModule<object, DbArgs> = {
 
 export const toolsCommand: CommandModule<object, ListArgs> = {
   command: 'tools',
-  describe: 'The tools (--kind: prompts, resources, templates) the running hub exposes and holds back: names, servers, eras, trust, hints, pins, flags',
+  describe: 'The tools the running hub exposes and holds back (--kind prompt|resource|template: those instead): names, servers, eras, trust, hints, pins, flags',
   builder: (y: Argv) =>
     exportOptions(y)
       .option('json', { type: 'boolean', default: false, describe: 'JSON, with the annotations as claimed by each server' })

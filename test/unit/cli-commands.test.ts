@@ -116,6 +116,12 @@ describe("README's CLI table and the commands' own options", () => {
     expect(wrong).toEqual([]);
   });
 
+  it("the kinds the tools line names are the values its --kind takes (it named plurals, which --kind refused)", async () => {
+    const choices = [.../ --kind\s[\s\S]*?\[choices: ([^\]]+)\]/.exec(await helpOf(['tools']))![1]!.matchAll(/"(\w+)"/g)].map((m) => m[1]);
+    const named = /--kind ([a-z|]+)/.exec(COMMAND_LINES.tools![1])?.[1]?.split('|');
+    expect(named).toEqual(choices.filter((c) => c !== 'tool'));
+  });
+
   it('every option a command takes is named in README.md', async () => {
     const missing: string[] = [];
     const paths = Object.keys(COMMANDS).flatMap((c) => [[c], ...(SUBCOMMANDS[c] ?? []).map((s) => [c, s])]);
