@@ -157,7 +157,7 @@ const DEFAULT_LEDGER_PATH = './data/ledger.db';
 const RECORDS = new Map<string, { file: string; config: string; configFile: string }>();
 
 /** Bases read from a config → where its daemon was found instead (daemonElsewhere), asked there from then on, and what to say of it. */
-const MOVED = new Map<string, { at: string; note: string }>();
+const MOVED = new Map<string, { at: string; note: string | undefined }>();
 
 /** What the commands say beside their output of a daemon found elsewhere (takeDaemonNotes), each once. */
 const NOTES = new Set<string>();
@@ -168,7 +168,7 @@ const NOTES = new Set<string>();
  */
 export function movedTo(base: string): string | undefined {
   const moved = MOVED.get(base);
-  if (moved) NOTES.add(moved.note);
+  if (moved?.note) NOTES.add(moved.note);
   return moved?.at;
 }
 
@@ -201,9 +201,12 @@ export function daemonElsewhere(base: string): { bases: string[]; found(at: stri
   return {
     bases: bases.filter((b) => !tried.includes(b)),
     found: (at) => {
-      const note = `the daemon of ${rec.configFile} (pid ${r.pid}) listens at ${at}, not at ${base} where the file now says: it applies a change of listen when it restarts (until then give --url ${at}, or restart it)`;
+      // Port 0 (any free port): the record is the only place its address is told, and no edit to speak of.
+      const note = base.endsWith(':0')
+        ? undefined
+        : `the daemon of ${rec.configFile} (pid ${r.pid}) listens at ${at}, not at ${base} where the file now says: it applies a change of listen when it restarts (until then give --url ${at}, or restart it)`;
       MOVED.set(base, { at, note });
-      NOTES.add(note);
+      if (note) NOTES.add(note);
     },
   };
 }

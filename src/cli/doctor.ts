@@ -15,7 +15,7 @@ import { LedgerReader } from '../ledger/reader.js';
 import { serversAnswer, toolsAnswer } from './admin-answers.js';
 import { AdminKeyRefused, AdminListenerElsewhere, getJson, OtherProgramError } from './admin-request.js';
 import { ledgerDbPath, ledgerUnwritable, ledgerWriter, linkedLedger } from './ledger-lock.js';
-import { daemonBase, daemonOptions, movedTo, NoAddressInConfig, NoDaemonError, takeDaemonNotes, type DaemonArgs } from './daemon-client.js';
+import { daemonBase, daemonElsewhere, daemonOptions, movedTo, NoAddressInConfig, NoDaemonError, takeDaemonNotes, type DaemonArgs } from './daemon-client.js';
 import { LOCAL_START_MS, lookLocally } from './local-catalog.js';
 import { ignoredSettings } from '../config/ignored-settings.js';
 import { Groups } from '../catalog/filters.js';
@@ -287,8 +287,9 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
     findings.push({ level: 'warn', check: 'daemon', message: 'not checked: the config gives no address to find it at; pass --url to check a running daemon' });
     return findings;
   }
-  // Port 0 means "any free port": there is no fixed address to find a daemon at (unless it has an admin listener).
-  const anyPort = !url && config?.listen.port === 0 && config.listen.admin === undefined;
+  // Port 0 means "any free port": there is no fixed address to find a daemon at (unless it has an
+  // admin listener, or the daemon of this config recorded where it listens).
+  const anyPort = !url && config?.listen.port === 0 && config.listen.admin === undefined && daemonElsewhere(base) === undefined;
   if (anyPort) findings.push({ level: 'ok', check: 'daemon', message: 'listen.port is 0 (any free port): pass --url to check a running daemon; checking the upstreams directly' });
   const daemon = anyPort ? undefined : await findDaemon(base, url ? undefined : config, findings);
   let servers: ServerView[] | undefined;

@@ -63,6 +63,24 @@ describe('a daemon whose config names another port since it started', () => {
     expect(after!.stderr).toMatch(/^switchyard servers: no switchyard daemon is running at http:\/\/127\.0\.0\.1:\d+ \(start one/);
   }, 60_000);
 
+  it('listen.port 0 (any free port): servers and doctor find the daemon where it recorded it listens, with no note (there was no edit)', async () => {
+    const hub = await startHub({ listen: { port: 0 }, servers: { a: nodeServer(SDK1, [], { SERVER_NAME: 'a' }) } });
+    try {
+      await waitForReady(hub.url, ['a']);
+      const [servers, doctor] = await runCliBatch([
+        { args: ['servers', '--json', '-c', hub.configFile], env: ENV },
+        { args: ['doctor', '--json', '-c', hub.configFile], env: ENV },
+      ]);
+      expect([servers!.code, servers!.stderr]).toEqual([0, '']);
+      expect((JSON.parse(servers!.stdout) as { id: string }[]).map((s) => s.id)).toEqual(['a']);
+      const findings = JSON.parse(doctor!.stdout) as { level: string; check: string; message: string }[];
+      // It said "listen.port is 0 (any free port): pass --url", and started the upstreams a second time to check them.
+      expect(findings.filter((f) => f.check === 'daemon')).toEqual([{ level: 'ok', check: 'daemon', message: expect.stringContaining(`running at http://127.0.0.1:${hub.port} (pid ${hub.proc.pid})`) }]);
+    } finally {
+      await hub.stop();
+    }
+  }, 60_000);
+
   it('a record a killed daemon left, one of another config, or one another user wrote is not followed', async () => {
     const port = await freePortInRange();
     const hub = await startHub({ listen: { port }, servers: {} }, { port });
