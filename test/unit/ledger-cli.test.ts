@@ -1185,6 +1185,8 @@ describe('switchyard ledger CLI', () => {
 
     writeFileSync(join(t.dir, 'broken.json'), '{ nope');
     expect(await cli(['ledger', 'query', '--config', join(t.dir, 'broken.json')])).toMatchObject({ code: 2, err: expect.stringMatching(/^switchyard ledger query: cannot read/) });
+    // A folder: its errno's code, as other commands say it, not Node's sentence.
+    expect(await cli(['ledger', 'query', '--config', join(t.dir, 'etc')])).toMatchObject({ code: 2, err: `switchyard ledger query: cannot read ${join(t.dir, 'etc')} (EISDIR)\n` });
     // A broken config is located, never quoted: it may hold a literal secret.
     writeFileSync(join(t.dir, 'leaky.json'), '{ "servers": { "x": { "headers": { "authorization": Bearer sk-live-SECRET123 } } } }');
     const leaky = await cli(['ledger', 'query', '--config', join(t.dir, 'leaky.json')]);

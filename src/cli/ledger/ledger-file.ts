@@ -49,7 +49,9 @@ function ledgerKey(file: string, key: 'path' | 'idempotencyTtl' | 'enabled'): un
   try {
     cfg = parseJsonText(readFileSync(file, 'utf8'));
   } catch (err) {
-    throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
+    // An errno by its code, as every command says one (Node's own words repeat the syscall: "EISDIR: illegal operation on a directory, read").
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new UsageError(code ? `cannot read ${file} (${code})` : `cannot read ${file}: ${(err as Error).message}`);
   }
   const raw = (cfg as { ledger?: Record<string, unknown> } | null)?.ledger?.[key];
   if (raw === undefined) return undefined;
