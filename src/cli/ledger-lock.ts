@@ -325,7 +325,14 @@ export async function lockLedger(config: HubConfig, command: string, waitMs: num
   // Said as doctor says it, where mkdir or SQLite would give an errno (ENOTDIR) or "disk I/O error".
   const unusable = ledgerUnwritable(db);
   if (unusable !== undefined) throw new LedgerUnusableError(`ledger.path ${config.ledger.path}: ${unusable}`);
-  makeStateDir(dirname(db));
+  try {
+    makeStateDir(dirname(db));
+  } catch (err) {
+    // What access(2) could not foresee (a file system that takes no folder, as /proc; a read-only mount): the folder named, not an errno alone.
+    const e = err as NodeJS.ErrnoException;
+    if (typeof e.code !== 'string') throw err;
+    throw new LedgerUnusableError(`ledger.path ${config.ledger.path}: cannot create its folder ${e.path ?? dirname(db)} (${e.code})`);
+  }
   // Keyed by the file itself: a ledger.path that is a symlink to another config's ledger
   // must meet that hub's lock, or two hubs write one database.
   const real = realLedgerPath(db);

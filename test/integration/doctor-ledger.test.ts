@@ -130,6 +130,20 @@ describe('doctor and the ledger', () => {
       expect(ledger).toMatchObject({ level: 'fail', message: expect.stringMatching(/afile is not a folder.*start` would refuse it/) });
     });
 
+    it('the ledger folder cannot be made where access(2) allows it (/proc takes no folder): start and stdio refuse it naming the folder, at once', async () => {
+      const file = config('/proc/switchyard-none/ledger.db');
+      // Node's recursive mkdir asked again for as long as it heard ENOENT: start hung at full CPU.
+      const runs = await runCliBatch([{ args: ['start', '-c', file] }, { args: ['stdio', '-c', file] }]);
+      for (const [cmd, r] of [['start', runs[0]!], ['stdio', runs[1]!]] as const)
+        // (A user other than root is refused /proc by access(2) already, in doctor's words.)
+        expect([r.code, r.stderr], cmd).toEqual([
+          2,
+          expect.stringMatching(
+            new RegExp(`^switchyard ${cmd}: ledger\\.path /proc/switchyard-none/ledger\\.db: (cannot create its folder /proc/switchyard-none \\(ENOENT\\)|cannot create the ledger's folder /proc/switchyard-none: /proc is not writable for this user)\n$`),
+          ),
+        ]);
+    });
+
     // SQLite's word for the file was printed as the config file's problem, exit 2.
     it('a ledger file that is no database: start and stdio name the ledger and exit 1, not blaming the config', async () => {
       const d = mkdtempSync(join(tmpdir(), 'switchyard-doctor-notadb-'));
