@@ -1,6 +1,6 @@
 /**
- * Where a running daemon listens, as it says itself: `daemon.json` in its state folder (beside
- * the ledger), written once it listens and removed when it exits. `listen` is applied only at a
+ * Where a running daemon listens, as it says itself: `<ledger>.daemon` beside its ledger (in its
+ * state folder), written once it listens and removed when it exits. `listen` is applied only at a
  * restart, so after an edit of `listen.port` (or host, or admin) the config names an address the
  * running daemon does not have: the CLI, finding nothing there, reads this record to find the
  * daemon of that config where it is (daemon-client.ts), and says that the two differ.
@@ -23,9 +23,14 @@ export interface DaemonRecord {
   admin?: { path: string } | { host: string; port: number };
 }
 
-/** The record's file for a config whose ledger is at `ledgerPath` (stateDir's rule). */
+/**
+ * The record's file for a config whose ledger is at `ledgerPath`: beside it, named for it, as its
+ * lock is (`ledger.db.daemon`), since configs with ledgers of their own may share one state
+ * folder (`data/`): one name for the folder let each hub's record replace another's, and the
+ * first to stop removed the one left. An in-memory ledger's: in the config's state folder.
+ */
 export function daemonRecordFile(ledgerPath: string, configFile: string): string {
-  return join(stateDir(ledgerPath, dirname(resolve(configFile))), 'daemon.json');
+  return ledgerPath === ':memory:' ? join(stateDir(ledgerPath, dirname(resolve(configFile))), 'daemon') : `${resolve(dirname(resolve(configFile)), ledgerPath)}.daemon`;
 }
 
 /**

@@ -2,7 +2,7 @@
  * The CLI finds a running daemon after `listen.port` was edited in its config: the daemon applies
  * listen only at a restart, so the file names a port where nothing listens, and `servers`,
  * `reload` and `doctor` said no daemon runs (exit 3). The daemon records where it listens in its
- * state folder (daemon.json, beside the ledger); the CLI asks there and says the two differ. The
+ * state folder (`<ledger>.daemon`, beside the ledger); the CLI asks there and says the two differ. The
  * real built binary against the real built daemon.
  */
 import { chownSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -26,7 +26,7 @@ describe('a daemon whose config names another port since it started', () => {
   it('is found where it recorded it listens, by servers, servers restart, reload and doctor, each saying the file differs; once it stops, no daemon (exit 3)', async () => {
     const port = await freePortInRange();
     const hub = await startHub({ listen: { port }, servers: { a: nodeServer(SDK1, [], { SERVER_NAME: 'a' }) } }, { port, args: ['--no-watch'] });
-    const record = join(hub.dir, 'daemon.json');
+    const record = join(hub.dir, 'ledger.db.daemon');
     try {
       await waitForReady(hub.url, ['a']);
       expect(JSON.parse(readFileSync(record, 'utf8'))).toMatchObject({ pid: hub.proc.pid, config: hub.configFile, listen: { host: '127.0.0.1', port } });
@@ -81,10 +81,25 @@ describe('a daemon whose config names another port since it started', () => {
     }
   }, 60_000);
 
+  it("two daemons whose ledgers share a folder keep a record each: the one stopping first leaves the other's", async () => {
+    const [p1, p2, q1] = [await freePortInRange(), await freePortInRange(), await freePortInRange()];
+    const first = await startHub({ listen: { port: p1 }, servers: {} }, { port: p1 });
+    // Its config elsewhere, its ledger beside the first one's (one project's data/ folder).
+    const second = await startHub({ listen: { port: p2 }, ledger: { path: join(first.dir, 'second.db') }, servers: {} }, { port: p2 });
+    try {
+      setPort(first.configFile, q1);
+      await second.stop();
+      const [r] = await runCliBatch([{ args: ['servers', '-c', first.configFile], env: ENV }]);
+      expect([r!.code, r!.stderr]).toEqual([0, expect.stringContaining(`the daemon of ${first.configFile} (pid ${first.proc.pid}) listens at http://127.0.0.1:${p1}`)]);
+    } finally {
+      await Promise.all([first.stop(), second.stop()]);
+    }
+  }, 60_000);
+
   it('a record a killed daemon left, one of another config, or one another user wrote is not followed', async () => {
     const port = await freePortInRange();
     const hub = await startHub({ listen: { port }, servers: {} }, { port });
-    const record = join(hub.dir, 'daemon.json');
+    const record = join(hub.dir, 'ledger.db.daemon');
     let other = await freePortInRange();
     while (other === port) other = await freePortInRange();
     setPort(hub.configFile, other);
