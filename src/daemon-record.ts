@@ -19,6 +19,11 @@ export interface DaemonRecord {
   config: string;
   /** Its MCP listener as bound (a wildcard host as it is; the CLI reaches it over loopback). */
   listen: { host: string; port: number };
+  /**
+   * The file's listen when it started: an address that differs from it came from `start --host`
+   * or `--port`, and a file that names another one now was edited since.
+   */
+  fileListen?: { host: string; port: number };
   /** Its admin listener, when it has one: the socket's absolute path, or a TCP address. */
   admin?: { path: string } | { host: string; port: number };
 }
@@ -67,7 +72,7 @@ export function readDaemonRecord(file: string): DaemonRecord | undefined {
   if (typeof r !== 'object' || r === null || !Number.isInteger(r.pid) || typeof r.config !== 'string' || !address(r.listen)) return undefined;
   const admin = r.admin;
   const adminOk = admin === undefined || address(admin) || (typeof admin === 'object' && admin !== null && typeof (admin as { path?: unknown }).path === 'string');
-  if (!adminOk || (r.started !== undefined && typeof r.started !== 'string')) return undefined;
+  if (!adminOk || (r.started !== undefined && typeof r.started !== 'string') || (r.fileListen !== undefined && !address(r.fileListen))) return undefined;
   return r as DaemonRecord;
 }
 

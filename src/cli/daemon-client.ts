@@ -121,11 +121,13 @@ export function daemonBase(url: string | undefined, configFile: string): string 
   if (existsSync(file)) {
     // As the daemon reads it (a byte-order mark is no reason to knock on another daemon's port).
     const cfg = listenOf(file, configFile);
+    // A host from the environment is not known here (the default one is asked).
+    const knownHost = !(typeof cfg.listen?.host === 'string' && cfg.listen.host.includes('${'));
     const recorded = (base: string): string => {
       const ledgerPath = cfg.ledger?.path ?? DEFAULT_LEDGER_PATH;
       // A path from the environment: where the daemon's state is cannot be told from the file alone.
       if (typeof ledgerPath === 'string' && !ledgerPath.includes('${'))
-        RECORDS.set(base, { file: daemonRecordFile(ledgerPath === ':memory:' ? ledgerPath : resolve(dirname(file), ledgerPath), file), config: file, configFile });
+        RECORDS.set(base, { file: daemonRecordFile(ledgerPath === ':memory:' ? ledgerPath : resolve(dirname(file), ledgerPath), file), config: file, configFile, listen: { host: knownHost ? host : undefined, port } });
       return base;
     };
     try {
@@ -154,7 +156,7 @@ export function daemonBase(url: string | undefined, configFile: string): string 
 const DEFAULT_LEDGER_PATH = './data/ledger.db';
 
 /** Bases read from a config → where the daemon of that config records its address (daemon-record.ts). */
-const RECORDS = new Map<string, { file: string; config: string; configFile: string }>();
+const RECORDS = new Map<string, { file: string; config: string; configFile: string; listen: { host: string | undefined; port: number } }>();
 
 /** Bases read from a config → where its daemon was found instead (daemonElsewhere), asked there from then on, and what to say of it. */
 const MOVED = new Map<string, { at: string; note: string | undefined }>();
@@ -204,11 +206,18 @@ export function daemonElsewhere(base: string): { bases: string[]; found(at: stri
       // Port 0 (any free port): the record is the only place its address is told, and no edit to speak of.
       const note = base.endsWith(':0')
         ? undefined
-        : `the daemon of ${rec.configFile} (pid ${r.pid}) listens at ${at}, not at ${base} where the file now says: it applies a change of listen when it restarts (until then give --url ${at}, or restart it)`;
+        : r.fileListen && !edited(r.fileListen, rec.listen)
+          ? `the daemon of ${rec.configFile} (pid ${r.pid}) listens at ${at}, as start's --host or --port said, not at ${base} where the file says (--url ${at} asks it there directly)`
+          : `the daemon of ${rec.configFile} (pid ${r.pid}) listens at ${at}, not at ${base} where the file now says: it applies a change of listen when it restarts (until then give --url ${at}, or restart it)`;
       MOVED.set(base, { at, note });
       if (note) NOTES.add(note);
     },
   };
+}
+
+/** Whether the file's listen now (a host from the environment unknown) differs from what it was when the daemon started. */
+function edited(then: { host: string; port: number }, now: { host: string | undefined; port: number }): boolean {
+  return then.port !== now.port || (now.host !== undefined && then.host !== now.host);
 }
 
 /** The notes of daemons found elsewhere since the last call, each once. */

@@ -168,7 +168,7 @@ function recordAddress(configFile: string, config: HubConfig, addr: AddressInfo,
   }
   const file = daemonRecordFile(config.ledger.path, config.file ?? configFile);
   try {
-    writeDaemonRecord(file, { config: resolve(config.file ?? configFile), listen: { host: addr.address, port: addr.port }, admin: adminAddress });
+    writeDaemonRecord(file, { config: resolve(config.file ?? configFile), listen: { host: addr.address, port: addr.port }, fileListen: { host: config.listen.host, port: config.listen.port }, admin: adminAddress });
   } catch (err) {
     log.warn({ file, err: (err as Error).message }, 'could not record where the daemon listens: after an edit of listen, the CLI finds it only at the address the config names (or with --url)');
   }

@@ -81,6 +81,20 @@ describe('a daemon whose config names another port since it started', () => {
     }
   }, 60_000);
 
+  it('started with --port other than the file names: found, and the note says the option, not an edit, made the difference', async () => {
+    const named = await freePortInRange();
+    const hub = await startHub({ listen: { port: named }, servers: {} }); // start --port 0
+    try {
+      const [r] = await runCliBatch([{ args: ['servers', '-c', hub.configFile], env: ENV }]);
+      expect([r!.code, r!.stderr]).toEqual([
+        0,
+        `switchyard servers: note: the daemon of ${hub.configFile} (pid ${hub.proc.pid}) listens at http://127.0.0.1:${hub.port}, as start's --host or --port said, not at http://127.0.0.1:${named} where the file says (--url http://127.0.0.1:${hub.port} asks it there directly)\n`,
+      ]);
+    } finally {
+      await hub.stop();
+    }
+  }, 60_000);
+
   it("two daemons whose ledgers share a folder keep a record each: the one stopping first leaves the other's", async () => {
     const [p1, p2, q1] = [await freePortInRange(), await freePortInRange(), await freePortInRange()];
     const first = await startHub({ listen: { port: p1 }, servers: {} }, { port: p1 });
