@@ -275,7 +275,8 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
     for (const m of ignoredSettings(config)) findings.push({ level: 'warn', check: 'config', message: m });
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
-    for (const p of configProblemLines(err, configFile)) findings.push({ level: 'fail', check: 'config', message: err.missing ? `${configFile}: ${p}` : p });
+    // Each named as the file's, as its other findings and start's and config validate's lines are.
+    for (const p of configProblemLines(err, configFile)) findings.push({ level: 'fail', check: 'config', message: `${configFile}: ${p}` });
   }
   let base: string;
   try {

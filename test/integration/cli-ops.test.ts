@@ -593,7 +593,8 @@ describe('servers, doctor and tools without a daemon', () => {
     writeFileSync(join(bad, 'hub.config.json'), JSON.stringify({ listen: { port: 'x' }, servers: { 'bad id!': { command: 'x' } } }));
     const r = await run(['doctor'], { cwd: bad });
     expect(r.code).toBe(1);
-    expect(r.stdout).toMatch(/^fail\s+config\s+.*listen\.port/m);
+    // Named as the file's, as the config's other findings are (and start's lines).
+    expect(r.stdout).toMatch(/^fail\s+config\s+hub\.config\.json: listen\.port/m);
     expect(r.stdout).toMatch(/\n2 problems, \d+ warnings?\n$/); // counted in words, not "problem(s)"
     // A config start refuses beyond the schema (an unreadable jwksFile): failed, not "ok".
     writeFileSync(join(bad, 'hub.config.json'), JSON.stringify({ listen: { port: 0 }, ledger: { enabled: false }, auth: { oauth: { issuer: 'https://issuer.test', jwksFile: 'gone.json' } }, servers: {} }));
