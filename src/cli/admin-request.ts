@@ -6,6 +6,7 @@
  * and the errors `withDaemon` turns into exit codes, are daemon-client.ts's.
  */
 import { serversAnswer, type AnswerShape } from './admin-answers.js';
+import { badPortRefusal, fetchRefusesPort } from '../fetch-bad-ports.js';
 import { daemonElsewhere, DaemonError, DaemonRefusal, fallbackOf, movedTo, NoAnswerError, foreignSocket, NoDaemonError, socketOf } from './daemon-client.js';
 
 /** A switchyard daemon answered, and wants an admin key (401), or the key is not an admin's (403). */
@@ -16,6 +17,9 @@ export class AdminKeyRefused extends DaemonError {}
  * listener alone (listen.admin.exclusive): the command was pointed (--url) at the wrong one.
  */
 export class AdminListenerElsewhere extends DaemonError {}
+
+/** fetch refuses the daemon's port (a "bad port" of the Fetch standard): nothing was asked. */
+export class BadPortError extends DaemonError {}
 
 /** What answered is not a switchyard daemon: its answer is not the JSON the admin routes give (or not of their shape). */
 export class OtherProgramError extends DaemonError {}
@@ -198,6 +202,9 @@ async function requestAt<T>(base: string, path: string, shape: AnswerShape<T>, o
     const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     if ((err as Error).name === 'TimeoutError') throw new NoAnswerError(`no answer within ${seconds(timeoutMs)} [at ${base}]`);
     const cause = (err as { cause?: { message?: string } }).cause?.message;
+    // fetch's whole word for a port it will not connect to ("bad port") said nothing of why.
+    const port = socket === undefined ? Number(new URL(base).port) : 0;
+    if (cause === 'bad port' && fetchRefusesPort(port)) throw new BadPortError(badPortRefusal(base, port));
     throw new NoAnswerError(`the request failed: ${cause ?? (err as Error).message} [at ${base}]`);
   }
   const a = readAnswer(base, path, res, await res.text(), Boolean(key), opts.answers);

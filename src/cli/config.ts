@@ -1,6 +1,7 @@
 import type { Argv, CommandModule } from 'yargs';
 import { commandNeeded } from './command-needed.js';
 import { adminExposureProblem, configExposureProblem } from '../auth/exposure.js';
+import { badPortWarnings } from '../fetch-bad-ports.js';
 import { ConfigError, loadConfig } from '../config/load.js';
 import { ignoredSettings } from '../config/ignored-settings.js';
 import { configErrorText } from './config-problems.js';
@@ -54,7 +55,7 @@ const validateCommand: CommandModule<object, ValidateArgs> = {
       // Valid, but a setting that does nothing where it stands (a group naming a server that is
       // not configured): said here too, as start's log and doctor say it, exit 0 all the same.
       // Prefixed as every command's notes and warnings are (`switchyard ledger query: note: …`).
-      for (const m of ignoredSettings(config)) process.stderr.write(`switchyard config validate: warning: ${m}\n`);
+      for (const m of [...ignoredSettings(config), ...badPortWarnings(config)]) process.stderr.write(`switchyard config validate: warning: ${m}\n`);
     } catch (e) {
       if (!(e instanceof ConfigError)) throw e;
       process.stderr.write(configErrorText(e, args.config, 'config validate'));

@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { Argv, CommandModule } from 'yargs';
 import { adminExposureProblem, configExposureProblem } from '../auth/exposure.js';
+import { badPortWarnings } from '../fetch-bad-ports.js';
 import { ConfigError, loadConfig } from '../config/load.js';
 import { configProblemLines } from './config-problems.js';
 import type { HubConfig } from '../config/types.js';
@@ -13,7 +14,7 @@ import type { PinRecord } from '../catalog/pins.js';
 import { loadMigrations, schemaVersion } from '../ledger/migrate.js';
 import { LedgerReader } from '../ledger/reader.js';
 import { serversAnswer, toolsAnswer } from './admin-answers.js';
-import { AdminKeyRefused, AdminListenerElsewhere, getJson, OtherProgramError } from './admin-request.js';
+import { AdminKeyRefused, AdminListenerElsewhere, BadPortError, getJson, OtherProgramError } from './admin-request.js';
 import { ledgerDbPath, ledgerUnwritable, ledgerWriter, linkedLedger } from './ledger-lock.js';
 import { daemonBase, daemonElsewhere, daemonOptions, movedTo, NoAddressInConfig, NoDaemonError, takeDaemonNotes, type DaemonArgs } from './daemon-client.js';
 import { LOCAL_START_MS, lookLocally } from './local-catalog.js';
@@ -233,6 +234,12 @@ async function findDaemon(base: string, config: HubConfig | undefined, findings:
       findings.push({ level: 'warn', check: 'upstreams', message: `not checked: the daemon runs them (${how}, doctor asks it)` });
       return 'locked';
     }
+    if (err instanceof BadPortError) {
+      // Nothing could be asked there, a daemon or not: its upstreams are not started a second time on a guess.
+      findings.push({ level: 'fail', check: 'daemon', message: err.message });
+      findings.push({ level: 'warn', check: 'upstreams', message: `not checked: a daemon at ${base} could not be asked whether it runs them` });
+      return 'locked';
+    }
     if (err instanceof OtherProgramError) {
       // Not ours: the upstreams are checked here, as with no daemon at all.
       findings.push({ level: 'fail', check: 'daemon', message: (err as Error).message });
@@ -272,7 +279,7 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
     // As start refuses it (an unreadable jwksFile): not ok here either.
     else if (oauth) findings.push({ level: 'fail', check: 'config', message: `${configFile}: ${oauth}` });
     else findings.push({ level: 'ok', check: 'config', message: `${configFile}: ${counted(Object.keys(config.servers).length, 'server')}` });
-    for (const m of ignoredSettings(config)) findings.push({ level: 'warn', check: 'config', message: m });
+    for (const m of [...ignoredSettings(config), ...badPortWarnings(config)]) findings.push({ level: 'warn', check: 'config', message: m });
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     // Each named as the file's, as its other findings and start's and config validate's lines are.

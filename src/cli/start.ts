@@ -12,6 +12,7 @@ import { gcAdvice, usableCpus } from './gc-advice.js';
 import { LedgerLockError, ledgerTrouble, lockLedger } from './ledger-lock.js';
 import { ServeSignals } from './serve-signals.js';
 import { daemonRecordFile, writeDaemonRecord } from '../daemon-record.js';
+import { badPortWarnings } from '../fetch-bad-ports.js';
 import type { HubConfig } from '../config/types.js';
 import type { Logger } from '../log.js';
 
@@ -146,6 +147,8 @@ export const startCommand: CommandModule<object, StartArgs> = {
     // before this line runs (it follows the listen callback without yielding to I/O).
     hub.startUpstreams();
     log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}/mcp`, admin: adminAt, servers: hub.handles.size }, 'switchyard listening');
+    // Listening is fine, but fetch-based clients (the CLI's too) will never connect: said where the operator looks.
+    for (const m of badPortWarnings(config, addr.port, argv.port !== undefined ? '--port' : 'listen.port')) log.warn(m);
     const advice = gcAdvice(process.execArgv, usableCpus());
     if (advice) log.info(advice);
     // After the first start of the upstreams, which a reload's changes then act on.

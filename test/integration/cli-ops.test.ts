@@ -746,6 +746,23 @@ describe('servers, doctor and tools against a running daemon', () => {
     }
   });
 
+  it('a listen.port fetch refuses to connect to (a "bad port", 6667): config validate and doctor warn of it, and servers and doctor say why they cannot ask there', async () => {
+    const d = tmp('bad-port');
+    const file = join(d, 'hub.config.json');
+    writeFileSync(file, JSON.stringify({ listen: { port: 6667 }, ledger: { path: join(d, 'ledger.db') }, servers: {} }));
+    const [validate, servers, doctor] = await runCliBatch([{ args: ['config', 'validate', '-c', file] }, { args: ['servers', '-c', file] }, { args: ['doctor', '--json', '-c', file] }]);
+    const why = 'fetch refuses to connect to it (a "bad port" of the Fetch standard), so switchyard\'s CLI, browsers and MCP clients built on fetch cannot reach a hub there';
+    expect([validate!.code, validate!.stdout, validate!.stderr]).toEqual([0, 'ok: 0 servers\n', `switchyard config validate: warning: listen.port 6667: ${why}; choose another port\n`]);
+    // It said "the request failed: bad port", and doctor took it for a busy daemon or another program.
+    expect([servers!.code, servers!.stderr]).toEqual([1, `switchyard servers: http://127.0.0.1:6667: port 6667: ${why}; give the hub's listen.port (or listen.admin.port) another one\n`]);
+    const findings = JSON.parse(doctor!.stdout) as Json[];
+    expect(findings.filter((f) => f.check === 'config' || f.check === 'daemon')).toEqual([
+      { level: 'ok', check: 'config', message: `${file}: 0 servers` },
+      { level: 'warn', check: 'config', message: `listen.port 6667: ${why}; choose another port` },
+      { level: 'fail', check: 'daemon', message: `http://127.0.0.1:6667: port 6667: ${why}; give the hub's listen.port (or listen.admin.port) another one` },
+    ]);
+  });
+
   it('a --url that is no http(s) URL is one line and exit 2, for every command that takes it', async () => {
     const cmds = ['servers', 'doctor', 'tools'];
     // The real process for the first; the others in one (runCliBatch).
