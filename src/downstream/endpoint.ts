@@ -13,7 +13,7 @@ import {
   METHOD_NOT_FOUND,
   RpcError,
 } from '../protocol/errors.js';
-import { BATCH_VERSION, errorResponse, idKey, resultResponse, type Classified, type Id, type Notification, type Request } from '../protocol/jsonrpc.js';
+import { BATCH_VERSION, errorResponse, NOT_A_MESSAGE, idKey, resultResponse, type Classified, type Id, type Notification, type Request } from '../protocol/jsonrpc.js';
 import { KEYS_KEPT_HEADER } from '../protocol/meta.js';
 import { LOG_LEVELS, type ClientCapabilities, type Implementation, type LoggingLevel, type ServerCapabilities } from '../protocol/types.js';
 import type { CallContext } from '../router/context.js';
@@ -141,6 +141,7 @@ export class Endpoint {
       if (rows.length === 0) rows.push({ id: c.id, method: c.method ?? INVALID_MESSAGE, target: c.target });
       for (const r of rows) await recordRefused(this.core, r, ex, c.error);
       ex.reply(errorResponse(c.id, c.error), 400);
+      if (c.methodless) this.methodlessAnswer(c.id!, c.error, ex, stdioSession);
       return;
     }
     const msg = c.kind === 'invalid' ? undefined : (c.msg as Request | Notification);
@@ -454,6 +455,21 @@ export class Endpoint {
     const id = seen.id ?? (seen.response && open.length === 1 ? open[0] : undefined);
     const problem = `it was larger than the hub takes (listen.maxBodyBytes, ${max} bytes) and was refused with 413`;
     if (id !== undefined ? !session.answerMalformed(id, problem) : seen.response) this.warnMalformed(seen.id, problem, 'oversize client response dropped: it answers no open question the hub can tell');
+  }
+
+  /**
+   * A message with an id and no method, nor a result or error (or no `jsonrpc: "2.0"`): refused
+   * (-32600) as any message that is none, yet when its id names a question the hub put to the
+   * client's session it can only be the client's answer to it, malformed. That question fails at
+   * once with the problem, as one answered with a result of the wrong shape does; it waited out
+   * policy.inputTimeoutMs for an answer the client had given. A session taken back after a
+   * restart has no questions open, so over HTTP only a session held here is looked at.
+   */
+  private methodlessAnswer(id: Id, err: RpcError, ex: Exchange, stdio?: { current?: LegacySession }): void {
+    const sid = stdio ? undefined : ex.header('mcp-session-id');
+    const session = stdio ? stdio.current : sid === undefined ? undefined : this.sessions.get(sid);
+    if (!session || session.principal !== ex.principal || session.group !== ex.group) return;
+    session.answerMalformed(id, err.message === NOT_A_MESSAGE ? 'it has neither a result nor an error' : err.message);
   }
 
   /** A malformed client response, warned of within the budget (a client can send any number). */

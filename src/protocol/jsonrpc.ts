@@ -42,6 +42,12 @@ export type Classified =
       target?: string;
       /** It has a result or an error: an answer to request `id`. */
       response?: true;
+      /**
+       * It has an id and no method, nor a result or error, or it breaks the envelope (`jsonrpc`)
+       * without a method: no request, so if `id` names a question the hub put to the client it can
+       * only be a malformed answer to it.
+       */
+      methodless?: true;
       /** A batch refused whole: its members, whose requests are recorded one by one. */
       members?: readonly unknown[];
     };
@@ -79,6 +85,9 @@ function deeperThan(v: unknown, left: number): boolean {
   return false;
 }
 
+/** Why JSON that is an object with `jsonrpc: "2.0"` is still no message: no method, result or error. */
+export const NOT_A_MESSAGE = 'not a request, notification or response';
+
 const TOO_DEEP = `nested more than ${MAX_MESSAGE_DEPTH} levels deep`;
 
 /**
@@ -89,7 +98,10 @@ export function classify(v: unknown): Classified {
   if (Array.isArray(v)) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'batch requests are not supported') };
   if (!isObj(v)) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'a JSON-RPC message must be an object') };
   const id = isId(v.id) ? v.id : undefined;
-  if (v.jsonrpc !== '2.0') return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'jsonrpc must be "2.0"'), id };
+  if (v.jsonrpc !== '2.0') {
+    const error = new RpcError(INVALID_REQUEST, 'jsonrpc must be "2.0"');
+    return id !== undefined && v.method === undefined ? { kind: 'invalid', error, id, methodless: true } : { kind: 'invalid', error, id };
+  }
   if (typeof v.method === 'string') {
     if (v.params !== undefined && !isObj(v.params))
       return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'params must be an object'), id };
@@ -108,7 +120,8 @@ export function classify(v: unknown): Classified {
     if (deeperThan('result' in v ? v.result : v.error, MAX_MESSAGE_DEPTH)) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, `a response ${TOO_DEEP}`), id, response: true };
     return { kind: 'response', msg: v as unknown as Response };
   }
-  return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'not a request, notification or response'), id };
+  const error = new RpcError(INVALID_REQUEST, NOT_A_MESSAGE);
+  return id !== undefined && v.method === undefined ? { kind: 'invalid', error, id, methodless: true } : { kind: 'invalid', error, id };
 }
 
 /** Parse one frame (a stdio line or an HTTP body). */

@@ -380,6 +380,23 @@ describe('a legacy client answering with a response that is not well formed (leg
     expect(await sent[0]).toMatchObject({ status: 202, text: '' });
   }, 30_000);
 
+  // No message at all, so refused as one (400, -32600), yet its id names the question: only an
+  // answer could. The question waited out inputTimeoutMs; now it fails at once.
+  it('a message of the question\'s id alone is refused -32600, and the question fails at once', async () => {
+    const client = await legacyClient(th.url);
+    const sent: Promise<{ status: number; text: string }>[] = [];
+    const t0 = Date.now();
+    const final = await client.call(4660, 'tools/call', { name: 'ls__elicit_form', arguments: { who: 'id-only' } }, (m) => {
+      if (m.method === 'elicitation/create') sent.push(client.send({ id: m.id }));
+    });
+    expect(Date.now() - t0).toBeLessThan(INPUT_TIMEOUT_MS - 1000);
+    expect(JSON.stringify(final?.result), JSON.stringify(final)).toContain('the client answered elicitation/create with an invalid response: it has neither a result nor an error');
+    expect(sent).toHaveLength(1);
+    const refused = await sent[0]!;
+    expect(refused.status).toBe(400);
+    expect(JSON.parse(refused.text).error.code).toBe(-32600);
+  }, 30_000);
+
   it('one that answers no open question is dropped: 202, no body', async () => {
     const client = await legacyClient(th.url);
     for (const body of [{ id: 'sy-999', result: null }, { result: 'x' }, { id: 'sy-998', error: 'no' }]) expect(await client.send(body), JSON.stringify(body)).toMatchObject({ status: 202, text: '' });

@@ -406,31 +406,40 @@ describe.concurrent('a client of `switchyard stdio` that stops reading stdout', 
 describe('a legacy stdio client answering a question with a response that is not well formed', () => {
   const INPUT_TIMEOUT_MS = 8_000;
 
-  it('fails the question at once with the problem (never inputTimeoutMs), and the hub never answers the response', async () => {
+  it('fails the question at once with the problem (never inputTimeoutMs): a response is never answered, a line with no method, result or error is refused -32600', async () => {
     const { file } = configDir('switchyard-stdio-bad-answer-', { policy: { inputTimeoutMs: INPUT_TIMEOUT_MS }, servers: { tl: nodeServer('test/fixtures/translation/legacy-server.mjs') } });
     const c = stdioHub(file);
     try {
       await initialize(c, { elicitation: {} });
       let n = 0;
-      for (const answer of ['"result":null', '"result":"str"', '"result":[1]', '"error":"no"']) {
+      // Each with the id of the question it answers; `…` the rest of the line after that id.
+      const answers = ['"jsonrpc":"2.0","result":null', '"jsonrpc":"2.0","result":"str"', '"jsonrpc":"2.0","result":[1]', '"jsonrpc":"2.0","error":"no"'];
+      // No message at all, yet it names the question: only an answer could (it waited out
+      // inputTimeoutMs). Being no message, it is refused -32600 too.
+      const methodless = ['"jsonrpc":"2.0"', '"result":{"action":"accept","content":{"name":"n"}}'];
+      for (const answer of [...answers, ...methodless]) {
         const id = ++n;
         c.send(JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'tl__elicit_form', arguments: { who: `bad-${id}` } } }));
         const ask = await c.next((m) => m.method === 'elicitation/create' && m.params?.message?.includes(`bad-${id}`), 20_000);
         const t0 = Date.now();
-        c.send(`{"jsonrpc":"2.0","id":${JSON.stringify(ask.id)},${answer}}`);
+        c.send(`{"id":${JSON.stringify(ask.id)},${answer}}`);
         const final = await c.next((m) => m.id === id && m.method === undefined, 20_000);
         expect(Date.now() - t0, answer).toBeLessThan(INPUT_TIMEOUT_MS / 2);
         expect(final.result?.isError, JSON.stringify(final)).toBe(true);
         expect(JSON.stringify(final.result)).toContain('the client answered elicitation/create with an invalid response');
+        const told = c.received.filter((m) => m.id === ask.id && m.method === undefined);
         // JSON-RPC never answers a response.
-        expect(c.received.filter((m) => m.id === ask.id && m.method === undefined), answer).toEqual([]);
+        if (answers.includes(answer)) expect(told, answer).toEqual([]);
+        else expect(told.map((m) => m.error?.code), answer).toEqual([-32600]);
       }
+      expect(JSON.stringify(c.received.find((m) => m.id === 5))).toContain('invalid response: it has neither a result nor an error');
+      expect(JSON.stringify(c.received.find((m) => m.id === 6))).toContain('invalid response: jsonrpc must be');
       // To nothing: dropped, not answered either.
       c.send('{"jsonrpc":"2.0","id":"sy-999","result":null}');
       c.send('{"jsonrpc":"2.0","result":"x"}');
       const pong = await c.request({ jsonrpc: '2.0', id: 'ping', method: 'ping' });
       expect(pong.result).toEqual({});
-      expect(c.received.filter((m) => m.error !== undefined)).toEqual([]);
+      expect(c.received.filter((m) => m.error !== undefined).map((m) => m.error.code)).toEqual(methodless.map(() => -32600));
       expect(c.nonProtocolLines).toEqual([]);
     } finally {
       c.kill();

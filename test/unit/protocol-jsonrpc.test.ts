@@ -58,6 +58,11 @@ describe('parseFrame', () => {
     // A method that is no string, and nothing that makes it a response: neither kind.
     expect(read('{"jsonrpc":"2.0","id":5,"method":5}')).toEqual({ kind: 'invalid', code: INVALID_REQUEST, id: 5, why: 'not a request, notification or response' });
     expect(read('{"jsonrpc":"2.0","id":6}')).toEqual({ kind: 'invalid', code: INVALID_REQUEST, id: 6, why: 'not a request, notification or response' });
+    // Only an id (or a broken envelope with no method): no request, so for a question the hub
+    // asked with that id, a malformed answer to it; one with a method is no answer.
+    for (const text of ['{"jsonrpc":"2.0","id":6}', '{"id":"q","result":{}}', '{"jsonrpc":"1.0","id":"q"}']) expect(parseFrame(text), text).toMatchObject({ kind: 'invalid', methodless: true });
+    for (const text of ['{"jsonrpc":"2.0","id":5,"method":5}', '{"jsonrpc":"1.0","id":1,"method":"x"}', '{"jsonrpc":"2.0"}', '{"jsonrpc":"2.0","id":null}'])
+      expect(parseFrame(text), text).not.toHaveProperty('methodless');
     // An id that is no id is not kept.
     expect(read('{"jsonrpc":"1.0","id":1.5,"method":"x"}')).toEqual({ kind: 'invalid', code: INVALID_REQUEST, why: 'jsonrpc must be "2.0"' });
   });
