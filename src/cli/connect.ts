@@ -109,7 +109,9 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
     process.on('SIGINT', () => void end(0, 'SIGINT'));
     process.stdin.on('data', (c: Buffer) => reader.push(c));
     process.stdin.on('end', () => {
+      // The last line first (one without its newline may be an answer to a question).
       reader.end();
+      bridge.inputEnded();
       void end(5_000);
     });
   },

@@ -63,6 +63,13 @@ export class HttpBridge {
   private getStream: AbortController | undefined;
   private readonly inflight = new Map<string, Inflight>();
   private readonly pending = new PendingWork();
+  /**
+   * The hub's questions to the local client (its server → client requests: elicitation, sampling,
+   * roots) not answered yet, by id (inflightKey), each with the request whose answer stream
+   * carried it (none: the notification stream, or a batch's). At stdin EOF they can never be
+   * answered (inputEnded); a line of only such an id is the client's malformed answer (line).
+   */
+  private readonly questions = new Map<string, { method: string; carrier?: { id: Id; f: Inflight } }>();
   /** Lines wait while an initialize is in flight, so they carry its session id. */
   private gate: Promise<void> = Promise.resolve();
   private closed = false;
@@ -118,11 +125,46 @@ export class HttpBridge {
     if (c.kind === 'invalid') {
       if (c.error.code === PARSE_ERROR || c.id === undefined) this.emit(errorResponse(undefined, c.error));
       else this.emit(errorResponse(c.id, c.error));
+      // Only the id of a question the hub asked (no result, error or method): the client's
+      // answer to it, malformed. The hub is given it too, which fails the question at once, as
+      // `stdio` does, rather than waiting out policy.inputTimeoutMs for an answer given.
+      if (c.methodless && this.questions.delete(inflightKey(c.id))) this.pending.add(this.gate.then(() => this.notify(text, this.legacyHeaders(), true)));
       return;
     }
+    if (c.kind === 'response' && this.questions.size > 0) this.questions.delete(inflightKey(c.msg.id));
     const p = this.gate.then(() => this.forward(c, text)).catch((err) => this.opts.log.error({ err: String(err) }, 'bridge: forwarding failed'));
     this.pending.add(p);
     if (c.kind === 'request' && c.msg.method === 'initialize') this.gate = p;
+  }
+
+  /**
+   * stdin ended: the questions the hub put to the local client can never be answered (their
+   * answers come only on stdin), so the calls that asked them end at once, as in `stdio`: each
+   * is cancelled at the hub (recorded cancelled, the question withdrawn, its upstream told) and
+   * answered here with the reason. They held the exit for the whole drain, then the session's
+   * DELETE ended them as the session ending.
+   */
+  inputEnded(): void {
+    for (const [key, q] of this.questions) {
+      this.questions.delete(key);
+      const c = q.carrier;
+      if (!c || c.f.answered || c.f.cancelled || c.f.modern) continue;
+      c.f.cancelled = true;
+      const reason = `the client closed its input (stdin) while it was asked ${q.method}, so no answer can come`;
+      this.emit(errorResponse(c.id, new RpcError(INTERNAL_ERROR, reason)));
+      const cancel = { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: c.id, reason } };
+      this.pending.add(this.notify(JSON.stringify(cancel), this.legacyHeaders()));
+    }
+  }
+
+  /**
+   * A message from the hub for the local client; `carrier`: the request whose answer stream it
+   * came on. A request is a question to the client, kept until it is answered or withdrawn.
+   */
+  private heard(m: Exclude<Classified, { kind: 'invalid' }>, carrier?: { id: Id; f: Inflight }): void {
+    if (m.kind === 'request') this.questions.set(inflightKey(m.msg.id), { method: m.msg.method, carrier });
+    else if (m.kind === 'notification' && m.msg.method === 'notifications/cancelled' && this.questions.size > 0) this.questions.delete(inflightKey(m.msg.params?.requestId));
+    this.emit(m.msg);
   }
 
   /** The local client is gone: let answers in flight finish (bounded), then end the session. */
@@ -190,8 +232,9 @@ export class HttpBridge {
         if (typeof v === 'string') negotiated = v;
         if (c.msg.method === 'tools/list' && 'result' in m.msg) this.params.learn(m.msg.result);
       }
-      if (m.kind !== 'invalid') this.emit(m.msg);
+      if (m.kind !== 'invalid') this.heard(m, carrier);
     };
+    const carrier = { id, f };
     // Sent again after a lost kept-alive connection unless it may have run: a tools/call only
     // when it carries an idempotency key and the hub said it honours keys (keysKept), by which
     // it runs the call once (keyedCall).
@@ -214,6 +257,8 @@ export class HttpBridge {
       return;
     } finally {
       if (this.inflight.get(key) === f) this.inflight.delete(key);
+      // Its stream is over: the questions it carried were answered or withdrawn, or never will be.
+      if (this.questions.size > 0) for (const [k, q] of this.questions) if (q.carrier === carrier) this.questions.delete(k);
     }
     this.reached = true;
     if (a.status >= 200 && a.status < 300) {
@@ -252,7 +297,7 @@ export class HttpBridge {
     const answers: object[] = [];
     const onMessage = (m: Classified): void => {
       if (m.kind === 'invalid') return;
-      if (m.kind !== 'response') return this.emit(m.msg);
+      if (m.kind !== 'response') return this.heard(m);
       // Every answer on this exchange is a member's: one naming no request (an id-less error for
       // a member that was none) goes in the array too.
       const id = m.msg.id;
@@ -289,15 +334,18 @@ export class HttpBridge {
     if (answers.length > 0) this.emit(answers);
   }
 
-  /** A notification or a response of the local client, to its legacy session. */
-  private async notify(body: string, headers: Record<string, string>): Promise<void> {
+  /**
+   * A notification or a response of the local client, to its legacy session. `refusedOk`: a
+   * malformed answer, which the hub is expected to refuse (400, -32600; the client was told).
+   */
+  private async notify(body: string, headers: Record<string, string>, refusedOk = false): Promise<void> {
     // A notification or an answer: harmless twice.
     const a = await this.http.post(body, { headers, replay: true }).catch((err: Error) => {
       this.opts.log.warn({ err: err.message }, 'bridge: could not deliver a notification or response');
       return undefined;
     });
     if (a) this.reached = true;
-    if (a && a.status >= 300) this.opts.log.warn({ status: a.status, body: a.body?.slice(0, 200) }, 'bridge: the hub refused a notification or response');
+    if (a && a.status >= 300 && !(refusedOk && a.status === 400)) this.opts.log.warn({ status: a.status, body: a.body?.slice(0, 200) }, 'bridge: the hub refused a notification or response');
   }
 
   /** After a -32020 about Mcp-Param-*: list the tools to learn their x-mcp-header arguments. */
@@ -416,7 +464,7 @@ export class HttpBridge {
     this.getStream = ac;
     for (let attempt = 0; !this.closed && !ac.signal.aborted && this.sessionId === sessionId; attempt++) {
       const a = await this.http
-        .get({ headers: this.legacyHeaders(), signal: ac.signal, onMessage: (m) => m.kind !== 'invalid' && this.emit(m.msg) })
+        .get({ headers: this.legacyHeaders(), signal: ac.signal, onMessage: (m) => m.kind !== 'invalid' && this.heard(m) })
         .catch((err: Error) => {
           this.opts.log.debug({ err: err.message }, 'bridge: GET stream ended');
           return undefined;

@@ -17,6 +17,8 @@ import { sha256Hex } from '../helpers/auth.js';
 import { setSection } from '../helpers/config-edit.js';
 import { metricValue, scrape } from '../helpers/prometheus.js';
 import { freePortInRange } from '../helpers/port-range.js';
+import { join } from 'node:path';
+import { waitForRows } from './ledger-helpers.js';
 
 const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
 const SDK2 = 'test/fixtures/servers/sdk2-modern-server.mjs';
@@ -45,6 +47,8 @@ beforeAll(async () => {
       legacy: nodeServer(SDK1),
       modern: nodeServer(SDK2),
       crashy: { ...nodeServer('test/fixtures/quirks/crash-mid-call.mjs'), era: '2025-11-25' },
+      // Its tools ask the client (elicitation) during the call.
+      tl: nodeServer('test/fixtures/translation/legacy-server.mjs'),
       // A tool asking clients to mirror its argument in Mcp-Param-Text.
       hdr: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], {
         ERA: 'modern',
@@ -292,6 +296,48 @@ describe('connect bridges a modern client (SDK v2, auto negotiation)', () => {
       expect(c.stderr, url).not.toMatch(/s3cretPW|QSECRETTOKEN/);
     }
   });
+});
+
+describe("connect and the hub's questions to a legacy client", () => {
+  const connect = () => new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', hub.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+  async function asked(c: LineClient, who: string): Promise<Record<string, any>> {
+    await c.request({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: { elicitation: {} }, clientInfo: { name: who, version: '1' } } });
+    c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+    c.send(JSON.stringify({ jsonrpc: '2.0', id: 'call', method: 'tools/call', params: { name: 'tl__elicit_form', arguments: { who } } }));
+    return c.next((m) => m.method === 'elicitation/create' && String(m.params?.message).includes(who), 20_000);
+  }
+
+  // As `switchyard stdio` does: the answer could only come on stdin. The call waited out the
+  // bridge's 5 s drain, unanswered, and was then ended by the session's DELETE.
+  it('at stdin EOF ends the call waiting for its answer at once: answered with the reason, recorded cancelled', async () => {
+    const c = connect();
+    try {
+      await asked(c, 'eof-asked');
+      const t0 = Date.now();
+      c.endInput();
+      expect(await c.exited).toBe(0);
+      expect(Date.now() - t0).toBeLessThan(4_500);
+      expect(c.received.find((m) => m.id === 'call')?.error?.message).toBe('the client closed its input (stdin) while it was asked elicitation/create, so no answer can come');
+      const rows = await waitForRows(join(hub.dir, 'ledger.db'), { tool: 'tl__elicit_form' }, (r) => r.some((x) => x.requestId === 'call' && x.outcome !== 'in_flight'));
+      expect(rows.filter((r) => r.requestId === 'call').map((r) => [r.outcome, r.errorMessage])).toEqual([['cancelled', expect.stringContaining('closed its input')]]);
+    } finally {
+      c.kill();
+    }
+  }, 30_000);
+
+  it("passes on a line of only the question's id, the client's malformed answer: refused -32600, the question fails at once", async () => {
+    const c = connect();
+    try {
+      const q = await asked(c, 'id-only');
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: q.id }));
+      const final = await c.next((m) => m.id === 'call' && m.method === undefined, 20_000);
+      expect(JSON.stringify(final.result), JSON.stringify(final)).toContain('the client answered elicitation/create with an invalid response: it has neither a result nor an error');
+      expect(c.received.filter((m) => m.id === q.id && m.method === undefined).map((m) => m.error?.code)).toEqual([-32600]);
+      expect(c.stderr).not.toContain('refused');
+    } finally {
+      c.kill();
+    }
+  }, 30_000);
 });
 
 describe('connect and a client that stopped reading', () => {
