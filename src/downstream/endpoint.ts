@@ -651,7 +651,7 @@ export class Endpoint {
         throw new RpcError(-32603, 'the upstream needs input from the user, which the hub cannot relay to this client yet');
       }
       this.remember(session, req);
-      ex.reply(resultAnswer(req.id, result, toLegacyResult(req.method, result)));
+      ex.reply(resultAnswer(req.id, result, toLegacyResult(req.method, result, session.protocolVersion)));
     } catch (err) {
       // The hub's limit on the client's answer ended the call: the client, still there, is told.
       const reason = ac.signal.reason;

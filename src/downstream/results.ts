@@ -14,6 +14,7 @@ import type { Implementation } from '../protocol/types.js';
 import type { Logger } from '../log.js';
 import { copyOf } from '../protocol/copy.js';
 import { cacheTtl } from '../protocol/ttl.js';
+import { LEGACY } from '../protocol/era.js';
 
 type Result = Record<string, unknown>;
 
@@ -51,10 +52,20 @@ function metaOf(r: Result): Result | undefined {
 }
 
 /**
+ * The first revision with resource_link content, structuredContent and outputSchema
+ * (schema/2025-06-18): a client that negotiated an older one knows none of them.
+ */
+const STRUCTURED_FROM = '2025-06-18';
+/** The first revision with audio content (schema/2025-03-26). */
+const AUDIO_FROM = '2025-03-26';
+
+/**
  * A core result as a 2025-11-25 client expects it: no modern-only fields, and modern shapes the
  * 2025 types cannot carry (non-object outputSchema / structuredContent) dropped (digest §8.11).
+ * `version`: the revision the client's session negotiated; one older than 2025-06-18 gets what
+ * its revision defines (olderResult). The versions compare as their ISO dates.
  */
-export function toLegacyResult(method: string, r: Result): Result {
+export function toLegacyResult(method: string, r: Result, version: string = LEGACY): Result {
   const { resultType: _rt, ttlMs: _t, cacheScope: _c, ...out } = r;
   // An upstream's self-description is not the hub's; legacy clients got ours at initialize.
   const meta = metaOf(out);
@@ -70,7 +81,9 @@ export function toLegacyResult(method: string, r: Result): Result {
     const tools = (out.tools as Result[]).map((t) => {
       const os = t.outputSchema as Result | undefined;
       const input = withObjectProperties(t.inputSchema);
-      const output = os === undefined || os.type !== 'object' ? undefined : withObjectProperties(os);
+      // Before 2025-06-18 there is no outputSchema: an SDK client that read one would refuse
+      // every result of that tool, which reaches such a client without structuredContent.
+      const output = os === undefined || os.type !== 'object' || version < STRUCTURED_FROM ? undefined : withObjectProperties(os);
       if (input === t.inputSchema && output === os) return t;
       changed = true;
       const { outputSchema: _o, ...rest } = t;
@@ -81,7 +94,69 @@ export function toLegacyResult(method: string, r: Result): Result {
     const sc = out.structuredContent;
     if (sc === null || typeof sc !== 'object' || Array.isArray(sc)) delete out.structuredContent;
   }
+  if (version < STRUCTURED_FROM) olderResult(method, out, version);
   return out;
+}
+
+/**
+ * `out` (a copy of its own, whose arrays are shared) as a revision before 2025-06-18 defines it:
+ * a tool result's or prompt message's content is text, image and embedded resources (and audio
+ * from 2025-03-26): a resource_link is a text item naming it (and audio before 2025-03-26 one
+ * saying it was left out), which such a client's schema takes, where a content type it does not
+ * know fails the whole result; a tool result has no structuredContent, whose JSON is added as text
+ * when no text item carries it.
+ */
+function olderResult(method: string, out: Result, version: string): void {
+  if (method === 'tools/call') {
+    const content = Array.isArray(out.content) ? (out.content as unknown[]) : undefined;
+    let blocks = content === undefined ? undefined : olderBlocks(content, version);
+    if ('structuredContent' in out) {
+      const sc = out.structuredContent;
+      delete out.structuredContent;
+      // A text item of the upstream's own may carry it (the spec's SHOULD); one made here of a link does not.
+      if (isObj(sc) && !(content ?? []).some((b) => isObj(b) && b.type === 'text')) blocks = [...(blocks ?? []), { type: 'text', text: JSON.stringify(sc) }];
+    }
+    if (blocks !== content) out.content = blocks;
+  } else if (method === 'prompts/get' && Array.isArray(out.messages)) {
+    const messages = out.messages as unknown[];
+    let changed = false;
+    const older = messages.map((m) => {
+      if (!isObj(m)) return m;
+      const content = olderBlock(m.content, version);
+      if (content === m.content) return m;
+      changed = true;
+      return { ...m, content };
+    });
+    if (changed) out.messages = older;
+  }
+}
+
+/** `blocks`, or a new array if a block had to change (olderBlock). */
+function olderBlocks(blocks: unknown[], version: string): unknown[] {
+  let out: unknown[] | undefined;
+  blocks.forEach((b, i) => {
+    const older = olderBlock(b, version);
+    if (older !== b) (out ??= blocks.slice())[i] = older;
+  });
+  return out ?? blocks;
+}
+
+/** A content block as `version` (before 2025-06-18) knows it; the block itself if it does. */
+function olderBlock(b: unknown, version: string): unknown {
+  if (!isObj(b)) return b;
+  let text: string;
+  if (b.type === 'resource_link') {
+    const name = typeof b.title === 'string' && b.title !== '' ? b.title : typeof b.name === 'string' ? b.name : undefined;
+    const about = [String(b.uri), typeof b.mimeType === 'string' ? b.mimeType : undefined].filter((x) => x !== undefined).join(', ');
+    text = `${name !== undefined ? `${name} (resource link: ${about})` : `Resource link: ${about}`}${typeof b.description === 'string' && b.description !== '' ? `: ${b.description}` : ''}`;
+  } else if (b.type === 'audio' && version < AUDIO_FROM) {
+    text = `[audio${typeof b.mimeType === 'string' ? ` (${b.mimeType})` : ''} left out: protocol version ${version} has no audio content]`;
+  } else return b;
+  // Annotations and _meta are the text item's too (every revision has them on text).
+  const item: Result = { type: 'text', text };
+  if (b.annotations !== undefined) item.annotations = b.annotations;
+  if (b._meta !== undefined) item._meta = b._meta;
+  return item;
 }
 
 /**
