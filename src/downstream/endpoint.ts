@@ -24,7 +24,7 @@ import type { Exchange } from './exchange.js';
 import type { SessionIds } from './session-ids.js';
 import type { SessionMemory } from './session-memory.js';
 import type { LostEndpoint } from '../config/reload.js';
-import { AnswerStreamClosedError, LegacySession, SessionEndedError } from './legacy-session.js';
+import { AnswerStreamClosedError, LegacySession, SessionEndedError, type StdioSessionSlot } from './legacy-session.js';
 import { primes, ReplayBudget, SessionStreams } from './resumable.js';
 import { spanOfMeta } from '../protocol/trace-context.js';
 import { capabilitiesProblem, implementationProblem } from '../protocol/client-capabilities.js';
@@ -121,7 +121,7 @@ export class Endpoint {
    * takes directly (an async function awaiting it resumes one turn after the answer, for nothing).
    * Never throws: what fails is a rejection, as from an async function.
    */
-  message(c: Classified, ex: Exchange, stdioSession?: { current?: LegacySession }): Promise<void> {
+  message(c: Classified, ex: Exchange, stdioSession?: StdioSessionSlot): Promise<void> {
     if (c.kind !== 'request') return this.otherMessage(c, ex, stdioSession);
     let verdict: EraVerdict;
     try {
@@ -133,7 +133,7 @@ export class Endpoint {
   }
 
   /** message() for all but a modern request; `verdict`: a request's era, already worked out. */
-  private async otherMessage(c: Classified, ex: Exchange, stdioSession?: { current?: LegacySession }, verdict?: EraVerdict): Promise<void> {
+  private async otherMessage(c: Classified, ex: Exchange, stdioSession?: StdioSessionSlot, verdict?: EraVerdict): Promise<void> {
     // A malformed response is still a response: JSON-RPC never answers one. It goes where a
     // well-formed one would (the question it answers, which fails with its problem) or nowhere.
     if (c.kind === 'invalid' && !c.response) {
@@ -307,7 +307,7 @@ export class Endpoint {
 
   // ---------------------------------------------------------------- legacy (2025-11-25)
 
-  private async legacy(c: Classified, ex: Exchange, stdio?: { current?: LegacySession }): Promise<void> {
+  private async legacy(c: Classified, ex: Exchange, stdio?: StdioSessionSlot): Promise<void> {
     if (c.kind === 'request' && c.msg.method === 'initialize') return this.initialize(c.msg, ex, stdio);
     const unsupported = ex.transport === 'http' ? unsupportedLegacyVersion(ex.header('mcp-protocol-version')) : null;
     if (unsupported) {
@@ -465,7 +465,7 @@ export class Endpoint {
    * policy.inputTimeoutMs for an answer the client had given. A session taken back after a
    * restart has no questions open, so over HTTP only a session held here is looked at.
    */
-  private methodlessAnswer(id: Id, err: RpcError, ex: Exchange, stdio?: { current?: LegacySession }): void {
+  private methodlessAnswer(id: Id, err: RpcError, ex: Exchange, stdio?: StdioSessionSlot): void {
     const sid = stdio ? undefined : ex.header('mcp-session-id');
     const session = stdio ? stdio.current : sid === undefined ? undefined : this.sessions.get(sid);
     if (!session || session.principal !== ex.principal || session.group !== ex.group) return;
@@ -520,7 +520,7 @@ export class Endpoint {
     });
   }
 
-  private async initialize(req: Request, ex: Exchange, stdio?: { current?: LegacySession }): Promise<void> {
+  private async initialize(req: Request, ex: Exchange, stdio?: StdioSessionSlot): Promise<void> {
     // Another principal's session is "not found" here too: its id must not confirm it exists;
     // nor is another endpoint's (/mcp, /mcp/<group>), which every other method there does not find.
     const sid = ex.header('mcp-session-id');
@@ -556,8 +556,11 @@ export class Endpoint {
     session.key = ex.credentialKey;
     if (stdio) {
       // initialize again: the old session ends, and what it held upstream (subscriptions) is let go.
+      // What it still owes its client is answered first (StdioServer.sessionReplaced), before this
+      // initialize is: on the one pipe, an answer read before the initialize's is the old session's.
       const old = stdio.current;
       if (old) {
+        stdio.replaced?.(old, ex);
         old.close();
         this.table.stdioSessions.delete(old.id);
         this.core.sessionClosed(old.id);
@@ -658,7 +661,8 @@ export class Endpoint {
       if (reason instanceof InputTimeoutError) return ex.reply(errorResponse(req.id, err instanceof RpcError ? toLegacyError(err) : new RpcError(INTERNAL_ERROR, reason.message)));
       // Over HTTP a request is answered (202 is for notifications), as any request naming an
       // ended session is (404), so an SDK client fails it now rather than at its own timeout.
-      // Not on stdio, where the session ends by EOF or by initialize again: on one pipe, an
+      // Not here on stdio, where the session ends by EOF or by initialize again: the pipe answered
+      // what it owed before the new initialize's answer (StdioServer.sessionReplaced); later, an
       // answer to the old session's id could be read as one to the new session's same id.
       // Ended by the hub, not by its client, which resumes the stream and waits for the answer.
       if (reason instanceof AnswerStreamClosedError) return ex.reply(errorResponse(req.id, new RpcError(INTERNAL_ERROR, reason.message)));

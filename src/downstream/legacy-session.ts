@@ -28,6 +28,16 @@ export interface AskingCall {
   end(why: Error): void;
 }
 
+/**
+ * The legacy session of one stdio pipe (StdioServer.session): the client's current session, and
+ * what the pipe does when an initialize again replaces it (answers what the old one still owes).
+ */
+export interface StdioSessionSlot {
+  current?: LegacySession;
+  /** `by`: the exchange of the initialize that replaces it (still owed its own answer). */
+  replaced?(old: LegacySession, by: { reply: unknown }): void;
+}
+
 /** How many cancellations of requests not seen yet a session keeps, and for how long (LegacySession.cancelledAhead). */
 const CANCELLED_AHEAD_MAX = 16;
 const CANCELLED_AHEAD_MS = 10_000;

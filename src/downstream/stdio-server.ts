@@ -9,7 +9,7 @@ import { cancelledLater, lineText, tooLargeLine, unservedLine } from './stdio-li
 import type { MessageSink } from './core.js';
 import type { Endpoint } from './endpoint.js';
 import type { Exchange } from './exchange.js';
-import type { LegacySession } from './legacy-session.js';
+import { SessionEndedError, type LegacySession, type StdioSessionSlot } from './legacy-session.js';
 import { Canceller, clientReason } from '../cancel.js';
 import { classifyEra } from './classify.js';
 import type { EdgeGate } from '../policy/gate.js';
@@ -46,10 +46,16 @@ const UNSERVED_CLIENT_GONE = 'the client went away: its end of stdout was closed
 /** What a question put to the client is withdrawn with once stdin ends. */
 const INPUT_ENDED = 'the client closed its input (stdin)';
 
+/** Why a request of a session that an initialize again replaced is answered with an error. */
+const SESSION_REPLACED = 'the client session ended while the request was in flight: the client sent initialize again on this pipe, which starts a new session';
+
 /** One open exchange: an answer still owed, or a modern listen stream still open. */
 interface Open {
   closed: Canceller;
   streaming: boolean;
+  /** Its request's id, and its exchange's reply (sessionReplaced). */
+  id: Id | undefined;
+  reply: Exchange['reply'] | undefined;
 }
 
 /**
@@ -60,7 +66,7 @@ interface Open {
  */
 export class StdioServer {
   /** The legacy session of this pipe, if the client sent initialize. */
-  readonly session: { current?: LegacySession } = {};
+  readonly session: StdioSessionSlot = { replaced: (old, by) => this.sessionReplaced(old, by.reply) };
   /**
    * Open exchanges by era and id (exchangeKey): the first with a key keeps it; a second one with
    * the same key (refused by the endpoint as a duplicate, or a ping) is only in `live`.
@@ -439,7 +445,7 @@ export class StdioServer {
   /** `deliver`: where the answer goes instead of a line of its own (a batch's member; called once, undefined for none). */
   private exchange(id: Id | undefined, key: string | undefined, bytes: number, deliver?: (msg: object | undefined) => void): Exchange {
     const closed = new Canceller();
-    const entry: Open = { closed, streaming: false };
+    const entry: Open = { closed, streaming: false, id, reply: undefined };
     // A reused id never takes the key from the exchange holding it: a cancellation names that
     // one (the endpoint refuses the newcomer as a duplicate, or answers it at once: a ping).
     if (key !== undefined && !this.open.has(key)) this.open.set(key, entry);
@@ -450,7 +456,7 @@ export class StdioServer {
       if (key !== undefined && this.open.get(key) === entry) this.open.delete(key);
     };
     const out = this.out;
-    return {
+    const ex: Exchange = {
       transport: 'stdio',
       header: () => undefined,
       principal: this.opts.principal ?? LOCAL,
@@ -493,6 +499,25 @@ export class StdioServer {
         };
       },
     };
+    entry.reply = ex.reply;
+    return ex;
+  }
+
+  /**
+   * An initialize again replaced session `old`: each request of it still owed an answer is
+   * answered now with an error saying so, and ends (cancelled, its row says why), before the new
+   * session's initialize is answered. Its answers were dropped: the client waited for them until
+   * its own timeout, and on one pipe an answer after the new initialize's could be taken for one
+   * to the new session's request of the same id. Before it, one can only be the old session's.
+   */
+  private sessionReplaced(old: LegacySession, initializing: unknown): void {
+    const prefix = `legacy ${old.id} `;
+    for (const [key, o] of this.open) {
+      if (!key.startsWith(prefix) || o.streaming || o.id === undefined || o.reply === initializing) continue;
+      o.reply?.(errorResponse(o.id, new RpcError(INTERNAL_ERROR, SESSION_REPLACED)));
+      // Also one still waiting to be let in (policy.rateLimit): it is not served in the new session.
+      o.closed.abort(new SessionEndedError());
+    }
   }
 
   /**

@@ -447,6 +447,37 @@ describe('a legacy stdio client answering a question with a response that is not
   }, 60_000);
 });
 
+// A client starting over on the pipe it has: the requests its first session still had in flight
+// were never answered (their answers dropped), so it waited for them until its own timeout.
+describe('an initialize again on one `switchyard stdio` pipe', () => {
+  it("answers what the old session still owes with an error, before the new initialize's answer; the new session may use the same ids", async () => {
+    const { c, ledger } = twoServerHub('switchyard-stdio-reinit-');
+    try {
+      await initialize(c);
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 20_000 }, _meta: { progressToken: 'p1' } } }));
+      // Running upstream.
+      await c.next((m) => m.method === 'notifications/progress' && m.params?.progressToken === 'p1', 30_000);
+      const again = await c.request({ jsonrpc: '2.0', id: 'init2', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'again', version: '1' } } });
+      expect(again.result.protocolVersion).toBe('2025-11-25');
+      const owed = c.received.findIndex((m) => m.id === 1 && m.method === undefined);
+      expect(owed, 'the old call answered').toBeGreaterThanOrEqual(0);
+      expect(owed).toBeLessThan(c.received.indexOf(again));
+      expect(c.received[owed]!.error).toEqual({ code: -32603, message: expect.stringContaining('the client sent initialize again on this pipe') });
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      // The same id in the new session: exactly one answer for each.
+      const answered = c.next((m) => m.id === 1 && m.result !== undefined, 30_000);
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'legacy__echo', arguments: { text: 'new' } } }));
+      expect((await answered).result.content[0].text).toBe('echo:new');
+      const rows = await waitForRows(ledger, { tool: 'legacy__slow' }, (r) => r.some((x) => x.outcome !== 'in_flight'));
+      expect(rows.map((r) => [r.requestId, r.outcome])).toEqual([[1, 'cancelled']]);
+      expect(c.received.filter((m) => m.id === 1 && m.method === undefined)).toHaveLength(2);
+      expect(c.nonProtocolLines).toEqual([]);
+    } finally {
+      c.kill();
+    }
+  }, 60_000);
+});
+
 // From here on each test runs a `switchyard stdio` of its own and mostly waits (slow calls, a
 // drain, a server's restart): these describes run at once, as one group.
 describe.concurrent('one id in flight in both eras on one `switchyard stdio` pipe', () => {
