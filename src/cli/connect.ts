@@ -9,6 +9,7 @@ import { notEmpty } from './given-once.js';
 import { lastFlush } from './last-flush.js';
 import { envMs } from '../env-ms.js';
 import { FarBehind } from '../downstream/far-behind.js';
+import { lineText } from '../downstream/stdio-lines.js';
 
 interface ConnectArgs {
   url: string;
@@ -81,7 +82,12 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
     const bridge = new HttpBridge({ url: url.href, headers: key ? { authorization: `Bearer ${key}` } : undefined, streamRetryMaxMs, log }, write);
     const reader = new LineReader(
       MAX_LINE_BYTES,
-      (line) => bridge.line(line.toString('utf8').replace(/\r$/, '')),
+      // Read as `stdio` reads a line (a trailing CR and a leading byte order mark dropped): a
+      // Windows tool's BOM before the first line was answered -32700 here, not in `stdio`.
+      (line) => {
+        const text = lineText(line);
+        if (text !== undefined) bridge.line(text);
+      },
       () => write(errorResponse(undefined, new RpcError(INVALID_REQUEST, `message too large: the limit is ${MAX_LINE_BYTES} bytes per line`))),
     );
     let ending = false;

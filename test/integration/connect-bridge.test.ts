@@ -231,6 +231,18 @@ describe('connect bridges a modern client (SDK v2, auto negotiation)', () => {
     }
   });
 
+  it('reads a first line behind a byte order mark, as `stdio` does (a Windows tool writes one)', async () => {
+    const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', hub.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    try {
+      const answer = c.next((m) => m.id === 'bom');
+      c.proc.stdin!.write(`\ufeff${JSON.stringify({ jsonrpc: '2.0', id: 'bom', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'bom', version: '1' } } })}\r\n`);
+      expect((await answer).result?.protocolVersion).toBe('2025-11-25');
+      expect(c.received.filter((m) => m.error)).toEqual([]);
+    } finally {
+      c.kill();
+    }
+  });
+
   it("takes the daemon's address alone for its /mcp endpoint, and says what to fix on a 404 of another path", async () => {
     const origin = new URL(hub.url).origin;
     const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'base', version: '1' } } };
