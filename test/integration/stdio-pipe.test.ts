@@ -407,7 +407,7 @@ describe('a legacy stdio client answering a question with a response that is not
   const INPUT_TIMEOUT_MS = 8_000;
 
   it('fails the question at once with the problem (never inputTimeoutMs): a response is never answered, a line with no method, result or error is refused -32600', async () => {
-    const { file } = configDir('switchyard-stdio-bad-answer-', { policy: { inputTimeoutMs: INPUT_TIMEOUT_MS }, servers: { tl: nodeServer('test/fixtures/translation/legacy-server.mjs') } });
+    const { file } = configDir('switchyard-stdio-bad-answer-', { policy: { inputTimeoutMs: INPUT_TIMEOUT_MS }, listen: { maxBodyBytes: 8192 }, servers: { tl: nodeServer('test/fixtures/translation/legacy-server.mjs') } });
     const c = stdioHub(file);
     try {
       await initialize(c, { elicitation: {} });
@@ -434,12 +434,26 @@ describe('a legacy stdio client answering a question with a response that is not
       }
       expect(JSON.stringify(c.received.find((m) => m.id === 5))).toContain('invalid response: it has neither a result nor an error');
       expect(JSON.stringify(c.received.find((m) => m.id === 6))).toContain('invalid response: jsonrpc must be');
+      // An answer longer than a line may be (listen.maxBodyBytes), skipped unread and answered
+      // nothing (a response is owed none), its id first or last (as the SDK v1 client writes it): the question
+      // fails at once, as over HTTP (413). It waited out inputTimeoutMs.
+      const big = { action: 'accept', content: { name: 'x'.repeat(10_000) } };
+      for (const idLast of [false, true]) {
+        const id = ++n;
+        c.send(JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'tl__elicit_form', arguments: { who: `big-${id}` } } }));
+        const ask = await c.next((m) => m.method === 'elicitation/create' && m.params?.message?.includes(`big-${id}`), 20_000);
+        const t0 = Date.now();
+        c.send(JSON.stringify(idLast ? { result: big, jsonrpc: '2.0', id: ask.id } : { jsonrpc: '2.0', id: ask.id, result: big }));
+        const final = await c.next((m) => m.id === id && m.method === undefined, 20_000);
+        expect(Date.now() - t0, `id last: ${idLast}`).toBeLessThan(INPUT_TIMEOUT_MS / 2);
+        expect(JSON.stringify(final.result)).toContain('the client answered elicitation/create with an invalid response: it was a line larger than the hub takes (listen.maxBodyBytes, 8192 bytes)');
+      }
       // To nothing: dropped, not answered either.
       c.send('{"jsonrpc":"2.0","id":"sy-999","result":null}');
       c.send('{"jsonrpc":"2.0","result":"x"}');
       const pong = await c.request({ jsonrpc: '2.0', id: 'ping', method: 'ping' });
       expect(pong.result).toEqual({});
-      expect(c.received.filter((m) => m.error !== undefined).map((m) => m.error.code)).toEqual(methodless.map(() => -32600));
+      expect(c.received.filter((m) => m.error !== undefined).map((m) => [m.error.code, m.id])).toEqual([...methodless.map((_, i) => [-32600, c.received.find((q) => q.params?.message?.includes(`bad-${answers.length + i + 1}`))!.id])]);
       expect(c.nonProtocolLines).toEqual([]);
     } finally {
       c.kill();
