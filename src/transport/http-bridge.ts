@@ -34,6 +34,8 @@ export interface BridgeOptions {
 // Looked up by the method a client named: no prototype (methodTable).
 const NAME_FIELD = methodTable<'name' | 'uri'>({ 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' });
 const GET_RETRY_MS = [250, 1000, 3000];
+/** What a request of a session an initialize again replaced is answered with (as `switchyard stdio` has it). */
+const SESSION_REPLACED = 'the client session ended while the request was in flight: the client sent initialize again, which starts a new session';
 /** The hub's MCP endpoints: a 404 elsewhere is a wrong --url, not a missing session. */
 const MCP_PATH = /^\/mcp(\/[^/]+)?\/?$/;
 
@@ -49,6 +51,7 @@ function keyedCall(method: string, params: Record<string, unknown> | undefined):
 }
 
 interface Inflight {
+  id: Id;
   ac: Canceller;
   answered: boolean;
   cancelled: boolean;
@@ -158,6 +161,21 @@ export class HttpBridge {
   }
 
   /**
+   * An initialize again (`by`) is answered, opening a new session in place of ours: each legacy
+   * request still in flight in the old one is answered now with an error saying so, before the
+   * new initialize's answer, as \`stdio\` does (the old session's DELETE then ends it at the hub).
+   * Its answer (404, the session ended) came after the new initialize's, where it could be taken
+   * for one to the new session's request of the same id.
+   */
+  private sessionReplaced(by: Inflight): void {
+    for (const f of this.inflight.values()) {
+      if (f === by || f.modern || f.answered || f.cancelled) continue;
+      f.cancelled = true;
+      this.emit(errorResponse(f.id, new RpcError(INTERNAL_ERROR, SESSION_REPLACED)));
+    }
+  }
+
+  /**
    * A message from the hub for the local client; `carrier`: the request whose answer stream it
    * came on. A request is a question to the client, kept until it is answered or withdrawn.
    */
@@ -218,7 +236,7 @@ export class HttpBridge {
     if (!modern && c.kind === 'request' && c.msg.method === 'initialize') headers = {};
     if (c.kind !== 'request') return this.notify(body, headers);
     const id = c.msg.id;
-    const f: Inflight = { ac: new Canceller(), answered: false, cancelled: false, modern };
+    const f: Inflight = { id, ac: new Canceller(), answered: false, cancelled: false, modern };
     const key = inflightKey(id);
     this.inflight.set(key, f);
     let a: HttpAnswer | undefined;
@@ -230,6 +248,7 @@ export class HttpBridge {
         f.answered = true;
         const v = 'result' in m.msg ? m.msg.result.protocolVersion : undefined;
         if (typeof v === 'string') negotiated = v;
+        if (typeof v === 'string' && c.msg.method === 'initialize' && !modern && this.sessionId !== undefined) this.sessionReplaced(f);
         if (c.msg.method === 'tools/list' && 'result' in m.msg) this.params.learn(m.msg.result);
       }
       if (m.kind !== 'invalid') this.heard(m, carrier);
@@ -270,7 +289,8 @@ export class HttpBridge {
       if (!f.answered && !f.cancelled) this.fail(id, 'the hub ended the answer stream without a response');
       return;
     }
-    this.forwardHttpError(id, a);
+    // Told already that nothing (more) comes for it: cancelled, or its session replaced.
+    if (!f.cancelled) this.forwardHttpError(id, a);
   }
 
   /**
@@ -288,7 +308,7 @@ export class HttpBridge {
     for (const m of members) {
       const c = classify(m);
       if (c.kind !== 'request') continue;
-      const f: Inflight = { ac, answered: false, cancelled: false, modern: false };
+      const f: Inflight = { id: c.msg.id, ac, answered: false, cancelled: false, modern: false };
       const key = inflightKey(c.msg.id);
       requests.push({ id: c.msg.id, key, f });
       this.inflight.set(key, f);

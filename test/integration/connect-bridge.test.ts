@@ -243,6 +243,31 @@ describe('connect bridges a modern client (SDK v2, auto negotiation)', () => {
     }
   });
 
+  it("answers what the old session still owes before a second initialize's answer, as `stdio` does; nothing more for it after", async () => {
+    const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', hub.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    const init = (id: string) => ({ jsonrpc: '2.0', id, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'owed', version: '1' } } });
+    try {
+      await c.request(init('i1'));
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 20_000 }, _meta: { progressToken: 'p' } } }));
+      await c.next((m) => m.method === 'notifications/progress' && m.params?.progressToken === 'p', 20_000);
+      const again = await c.request(init('i2'));
+      const owed = c.received.findIndex((m) => m.id === 1 && m.method === undefined);
+      expect(owed, 'the old call answered').toBeGreaterThanOrEqual(0);
+      expect(owed).toBeLessThan(c.received.indexOf(again));
+      expect(c.received[owed]!.error?.message).toContain('the client sent initialize again');
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      // The old session's end (its DELETE) answers the old call at the daemon: not passed on.
+      const answered = c.next((m) => m.id === 1 && m.result !== undefined, 20_000);
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'legacy__echo', arguments: { text: 'new' } } }));
+      expect((await answered).result.content[0].text).toBe('echo:new');
+      await c.request({ jsonrpc: '2.0', id: 'settle', method: 'ping' });
+      expect(c.received.filter((m) => m.id === 1 && m.method === undefined)).toHaveLength(2);
+    } finally {
+      c.kill();
+    }
+  }, 60_000);
+
   it("takes the daemon's address alone for its /mcp endpoint, and says what to fix on a 404 of another path", async () => {
     const origin = new URL(hub.url).origin;
     const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'base', version: '1' } } };
