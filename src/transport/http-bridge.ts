@@ -243,7 +243,13 @@ export class HttpBridge {
     let negotiated: string | undefined;
     const usedSession = this.sessionId;
     const onMessage = (m: Classified): void => {
-      if (f.cancelled) return; // the client was told nothing more comes for it
+      if (f.cancelled) {
+        // The client was told nothing more comes for it; but a question it carried is still
+        // withdrawn (the hub's notifications/cancelled for it), as `stdio` writes it: dropped,
+        // the client was left with the question open, its user asked for nothing.
+        if (m.kind === 'notification' && m.msg.method === 'notifications/cancelled' && this.questions.has(inflightKey(m.msg.params?.requestId))) this.heard(m);
+        return;
+      }
       if (m.kind === 'response' && inflightKey(m.msg.id) === key) {
         f.answered = true;
         const v = 'result' in m.msg ? m.msg.result.protocolVersion : undefined;

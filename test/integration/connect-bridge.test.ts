@@ -362,6 +362,23 @@ describe("connect and the hub's questions to a legacy client", () => {
     }
   }, 30_000);
 
+  // As `switchyard stdio` writes it: dropped with the rest of what came for the cancelled call,
+  // the client was left with the question open.
+  it('passes on the withdrawal of a question whose call the client cancelled, and nothing else for that call', async () => {
+    const c = connect();
+    try {
+      const q = await asked(c, 'cancelled-call');
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'call', reason: 'user' } }));
+      const withdrawn = await c.next((m) => m.method === 'notifications/cancelled' && m.params?.requestId === q.id, 20_000);
+      expect(withdrawn.params.reason).toBe('the call that asked ended');
+      const pong = await c.request({ jsonrpc: '2.0', id: 'ping', method: 'ping' });
+      expect(pong.result).toEqual({});
+      expect(c.received.filter((m) => m.id === 'call')).toEqual([]);
+    } finally {
+      c.kill();
+    }
+  }, 30_000);
+
   it("passes on a line of only the question's id, the client's malformed answer: refused -32600, the question fails at once", async () => {
     const c = connect();
     try {
