@@ -12,7 +12,7 @@ import { redactLogText, type Logger } from '../log.js';
 import { LEGACY } from '../protocol/era.js';
 import { INTERNAL_ERROR, PARSE_ERROR, RpcError } from '../protocol/errors.js';
 import { encodeHeaderValue } from '../protocol/header-value.js';
-import { batchOf, classify, errorResponse, parseFrame, type Classified, type Id } from '../protocol/jsonrpc.js';
+import { batchOf, classify, errorResponse, parseFrame, resultResponse, type Classified, type Id } from '../protocol/jsonrpc.js';
 import { KEYS_KEPT_HEADER, META_CLIENT_CAPABILITIES, META_IDEMPOTENCY_KEY, META_PROTOCOL_VERSION } from '../protocol/meta.js';
 import { ParamHeaderIndex } from '../upstream/param-headers.js';
 import { replayable } from '../upstream/retry.js';
@@ -231,6 +231,10 @@ export class HttpBridge {
       return this.notify(body, this.legacyHeaders());
     }
     if (modern && c.kind === 'notification') return;
+    // Before initialize a client may send ping, and only ping (digest §2.1), which `stdio`
+    // answers: the daemon, with no session of ours to put it in, refused it as a request
+    // without an Mcp-Session-Id (400), an HTTP matter a stdio client cannot mend.
+    if (!modern && c.kind === 'request' && c.msg.method === 'ping' && this.sessionId === undefined) return this.emit(resultResponse(c.msg.id, {}));
     let headers = modern ? this.modernHeaders(c as Classified & { kind: 'request' | 'notification' }, claim) : this.legacyHeaders();
     // initialize opens a session: a second one (the client starts over) is sent without the old id.
     if (!modern && c.kind === 'request' && c.msg.method === 'initialize') headers = {};

@@ -231,6 +231,18 @@ describe('connect bridges a modern client (SDK v2, auto negotiation)', () => {
     }
   });
 
+  it('answers a ping before initialize, as `stdio` does (the daemon has no session to put it in)', async () => {
+    const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', hub.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    try {
+      expect(await c.request({ jsonrpc: '2.0', id: 'early', method: 'ping' })).toEqual({ jsonrpc: '2.0', id: 'early', result: {} });
+      await c.request({ jsonrpc: '2.0', id: 'i', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'pinger', version: '1' } } });
+      // In the session, the daemon answers it.
+      expect((await c.request({ jsonrpc: '2.0', id: 'later', method: 'ping' })).result).toEqual({});
+    } finally {
+      c.kill();
+    }
+  });
+
   it('reads a first line behind a byte order mark, as `stdio` does (a Windows tool writes one)', async () => {
     const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', hub.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
     try {
