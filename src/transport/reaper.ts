@@ -6,19 +6,42 @@
  * only the hub holds: the hub tells it which groups are alive, and when the pipe closes — the
  * hub is gone, however it went — the watchdog terminates every group it was told about.
  *
- * The window between a spawn and its announcement is a few microseconds of synchronous code.
+ * A child can only be announced once `spawn` has returned, and `spawn` takes tens of
+ * milliseconds on a loaded machine (the fork of a large process, then the exec): a hub SIGKILLed
+ * in that window left the child, and all it started, running for good. So every child also
+ * carries this hub process's mark in its environment (HUB_MARK_VAR, inherited by what it
+ * starts), and the watchdog, when it reaps, ends the process group of every process it finds
+ * with that mark (Linux: /proc), announced or not.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 
 /** The watchdog program (run with `node -e`, so it needs no file of its own in any layout). */
 const WATCHDOG = `
 const groups = new Set();
 let buf = '';
 let reaping = false;
+const needle = process.argv[1] ? Buffer.from('\\0' + process.argv[1] + '\\0') : undefined;
+function marked() {
+  if (!needle) return;
+  const fs = require('fs');
+  let pids;
+  try { pids = fs.readdirSync('/proc'); } catch { return; }
+  for (const p of pids) {
+    if (!/^[0-9]+$/.test(p) || Number(p) === process.pid) continue;
+    try {
+      const env = fs.readFileSync('/proc/' + p + '/environ');
+      if (!Buffer.concat([Buffer.from('\\0'), env]).includes(needle)) continue;
+      const stat = fs.readFileSync('/proc/' + p + '/stat', 'utf8');
+      const g = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
+      if (g > 1) groups.add(g);
+    } catch {}
+  }
+}
 function reap() {
   if (reaping) return;
   reaping = true;
-  const kill = (sig) => { for (const g of groups) { try { process.kill(-g, sig); } catch {} } };
+  const kill = (sig) => { marked(); for (const g of groups) { try { process.kill(-g, sig); } catch {} } };
   kill('SIGTERM');
   setTimeout(() => { kill('SIGKILL'); process.exit(0); }, Number(process.env.SY_REAPER_GRACE_MS) || 1000);
 }
@@ -46,6 +69,15 @@ process.on('SIGHUP', () => {});
 const groups = new Set<number>();
 let watchdog: ChildProcess | undefined;
 
+/** The variable every child of this hub carries, with this hub process's mark as its value. */
+export const HUB_MARK_VAR = 'SWITCHYARD_HUB_MARK';
+let mark: string | undefined;
+
+/** This hub process's mark (random: no other process, a hub it started included, has it). */
+export function hubMark(): string {
+  return (mark ??= randomBytes(12).toString('hex'));
+}
+
 function write(line: string): void {
   const w = watchdog ?? start();
   if (w?.stdin?.writable) w.stdin.write(line + '\n');
@@ -55,7 +87,7 @@ function start(): ChildProcess | undefined {
   if (process.platform === 'win32') return undefined;
   let w: ChildProcess;
   try {
-    w = spawn(process.execPath, ['--max-old-space-size=16', '-e', WATCHDOG], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+    w = spawn(process.execPath, ['--max-old-space-size=16', '-e', WATCHDOG, `${HUB_MARK_VAR}=${hubMark()}`], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
   } catch {
     return undefined;
   }

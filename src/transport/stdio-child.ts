@@ -11,7 +11,7 @@ import { EventEmitter } from 'node:events';
 import { redactLogText, type Logger } from '../log.js';
 import { redactedExcerpt } from '../policy/secret-text.js';
 import { parseFrame, type Classified } from '../protocol/jsonrpc.js';
-import { adoptGroup, releaseGroup } from './reaper.js';
+import { adoptGroup, HUB_MARK_VAR, hubMark, releaseGroup } from './reaper.js';
 import { atTurnEnd, WRITE } from '../turn-end.js';
 import { childEnv, type InheritEnv } from './child-env.js';
 import { LogBudget } from '../log-budget.js';
@@ -365,10 +365,13 @@ export class StdioChild extends EventEmitter {
       this.emit('exit', e);
     };
 
+    const env = childEnv(process.env, opts.inheritEnv, opts.env);
+    // Last, over the config's: the watchdog finds by it a child the hub died before announcing.
+    if (process.platform !== 'win32') env[HUB_MARK_VAR] = hubMark();
     try {
       this.proc = spawn(opts.command, opts.args ?? [], {
         cwd: opts.cwd,
-        env: childEnv(process.env, opts.inheritEnv, opts.env),
+        env,
         stdio: ['pipe', 'pipe', 'pipe'],
         detached: true,
         windowsHide: true,
