@@ -361,6 +361,12 @@ export class StdioChild extends EventEmitter {
       if (more > 0) this.log.warn({ lines: more }, `skipped ${more} more stdout lines that are not JSON-RPC (not logged one by one)`);
       this.exitInfo = e;
       if (this.pid !== undefined) endGroup(this.pid);
+      // What the process left in a session of its own holds the pipes on, out of reach of
+      // endGroup: the hub's ends are let go, or it would read that output under this server's
+      // name and keep three descriptors per restart of a crash-looping server.
+      this.proc?.stdin?.destroy();
+      this.proc?.stdout?.destroy();
+      this.proc?.stderr?.destroy();
       onExit(e);
       this.emit('exit', e);
     };
