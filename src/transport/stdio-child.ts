@@ -47,6 +47,8 @@ const LOG_SNIPPET = 200;
 const MAX_STDERR_LINE = 4096;
 /** Lines of stderr kept for the reason of an exit: a stack trace's error line is among the last. */
 const STDERR_TAIL = 20;
+/** Stderr lines of one process logged a second at most (a start-up banner, a stack trace, fit). */
+const STDERR_LINES_PER_S = 200;
 const ERROR_LINE = /error|cannot|can't|not found|no such|denied|failed|invalid|refused|missing|unable/i;
 
 /** A stderr line and when it was read (monotonicNow). */
@@ -344,6 +346,12 @@ export class StdioChild extends EventEmitter {
    * crowding out (and, past the log's buffer, dropping) everything else.
    */
   private readonly skipped = new LogBudget(10, 10_000);
+  /**
+   * Stderr lines are logged up to STDERR_LINES_PER_S a second, the rest counted: a server
+   * flooding its stderr (a debug mode, a loop printing an error) had every line logged, a third
+   * of a core spent on them, and, past the log's buffer, the hub's own lines dropped with them.
+   */
+  private readonly stderrLogged = new LogBudget(STDERR_LINES_PER_S, 1000);
 
   constructor(opts: StdioChildOptions) {
     super();
@@ -353,12 +361,17 @@ export class StdioChild extends EventEmitter {
     this.exited = new Promise((r) => (onExit = r));
     const finish = (e: ExitInfo): void => {
       if (this.exitInfo) return;
-      const said = stderrReason(this.stderrTail, monotonicNow());
+      const said = stderrReason(
+        this.stderrTail.map((l) => ({ text: redactLogText(l.text), at: l.at })),
+        monotonicNow(),
+      );
       if (said !== undefined) e.stderr = said;
       if (this.broke !== undefined) e.broke = this.broke;
       clearTimeout(this.halfClosed);
       const more = this.skipped.leftOut();
       if (more > 0) this.log.warn({ lines: more }, `skipped ${more} more stdout lines that are not JSON-RPC (not logged one by one)`);
+      const unsaid = this.stderrLogged.leftOut();
+      if (unsaid > 0) this.log.info({ lines: unsaid }, `left ${unsaid} more child stderr lines out of the log (over ${STDERR_LINES_PER_S} a second)`);
       this.exitInfo = e;
       if (this.pid !== undefined) endGroup(this.pid);
       // What the process left in a session of its own holds the pipes on, out of reach of
@@ -438,10 +451,13 @@ export class StdioChild extends EventEmitter {
     const err = new LineDecoder(
       MAX_STDERR_LINE,
       (line) => {
-        const text = redactLogText(line);
-        this.log.info({ stderr: text }, 'child stderr');
-        this.stderrTail.push({ text, at: monotonicNow() });
+        // Kept as read, redacted when used: a flood's lines left out of the log cost no redaction.
+        this.stderrTail.push({ text: line, at: monotonicNow() });
         if (this.stderrTail.length > STDERR_TAIL) this.stderrTail.shift();
+        const b = this.stderrLogged.take();
+        if (!b) return;
+        const text = redactLogText(line);
+        this.log.info(b.skipped > 0 ? { stderr: text, leftOutBefore: b.skipped } : { stderr: text }, 'child stderr');
       },
       (bytes) => this.log.info({ bytes }, 'child stderr: long line omitted'),
     );

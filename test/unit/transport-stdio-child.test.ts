@@ -291,6 +291,29 @@ process.exit(0);`;
     expect(logged.filter((l) => l.msg !== one[0]!.msg)).toEqual([expect.objectContaining({ lines: 4990, msg: 'skipped 4990 more stdout lines that are not JSON-RPC (not logged one by one)' })]);
   });
 
+  it('logs a stderr flood up to 200 lines a second, counting the rest; the reason of its exit is still its last error line', async () => {
+    const logged: { msg: string; stderr?: string; lines?: number; leftOutBefore?: number }[] = [];
+    const log = pino({ level: 'info' }, { write: (l: string) => void logged.push(JSON.parse(l)) });
+    const started = Date.now();
+    const c = new StdioChild({
+      command: process.execPath,
+      args: script(`process.stderr.write('noise token=sk-abcdefghijklmnopqrstuvwx\\n'.repeat(20000) + 'Error: the last word\\n', () => process.exit(3));`),
+      maxFrameBytes: 1024,
+      log,
+    });
+    const exit = await c.exit;
+    const windows = Math.ceil((Date.now() - started) / 1000) + 1;
+    expect(exit).toMatchObject({ code: 3, stderr: 'Error: the last word' });
+    const lines = logged.filter((l) => l.msg === 'child stderr');
+    expect(lines.length).toBeGreaterThanOrEqual(200);
+    expect(lines.length).toBeLessThanOrEqual(200 * windows);
+    expect(lines.every((l) => !l.stderr!.includes('abcdefgh'))).toBe(true);
+    const rest = logged.filter((l) => l.msg.startsWith('left ') && l.msg.endsWith('more child stderr lines out of the log (over 200 a second)'));
+    expect(rest).toHaveLength(1);
+    // Every line is either logged or counted, once.
+    expect(lines.length + lines.reduce((n, l) => n + (l.leftOutBefore ?? 0), 0) + rest[0]!.lines!).toBe(20001);
+  });
+
   it('redacts a skipped line before cutting it to its 200 characters: a token across the cut shows no part of it', async () => {
     const logged: { msg: string; line?: string }[] = [];
     const log = pino({ level: 'warn' }, { write: (l: string) => void logged.push(JSON.parse(l)) });
