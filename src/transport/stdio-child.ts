@@ -6,7 +6,8 @@
  * here, or by the watchdog of reaper.ts when the hub dies without running any code.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { statSync, type Stats } from 'node:fs';
+import { existsSync, statSync, type Stats } from 'node:fs';
+import { resolve } from 'node:path';
 import { EventEmitter } from 'node:events';
 import { redactLogText, type Logger } from '../log.js';
 import { redactedExcerpt } from '../policy/secret-text.js';
@@ -97,6 +98,12 @@ export function spawnFailure(err: NodeJS.ErrnoException, cwd: string | undefined
     }
     if (!dir.isDirectory()) return `its working directory ${cwd} is not a directory (cwd)`;
   }
+  // `spawn X ENOENT` and `spawn X EACCES` are Node's words; a user reading `switchyard servers` wants the cause.
+  const command = typeof err.path === 'string' ? err.path : undefined;
+  if (command !== undefined && err.code === 'ENOENT' && command.includes('/') && existsSync(resolve(cwd ?? '.', command)))
+    return `${err.message}: command "${command}" is there, but the interpreter its first line (#!) names was not found`;
+  if (command !== undefined && err.code === 'ENOENT') return `${err.message}: command "${command}" not found (not installed, or not on the PATH the server is given)`;
+  if (command !== undefined && err.code === 'EACCES') return `${err.message}: command "${command}" is not executable (no execute permission on it, or on a folder of its path)`;
   if (err.code === 'EMFILE' || err.code === 'ENFILE')
     return `${err.message}: the hub has no file descriptors left for its pipes (too many open files: see listen.maxConnections, and the limit \`ulimit -n\`)`;
   if (err.code === 'EAGAIN') return `${err.message}: the hub may start no more processes now (its user's process limit, \`ulimit -u\`, or the system's, is reached)`;

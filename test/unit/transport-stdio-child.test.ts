@@ -1,6 +1,7 @@
 /** Line framing of child stdout, and the child process wrapper against real processes. */
 import { spawn, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -152,7 +153,8 @@ process.stdout.write(JSON.stringify({ first, ready, states: states.map(([s]) => 
       return;
     }
     const dist = (p: string) => JSON.stringify(pathToFileURL(join(packageRoot, 'dist/src', p)).href);
-    const src = `import { readFileSync } from 'node:fs';
+    const src = `import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createInterface } from 'node:readline';
 const { createUpstream } = await import(${dist('upstream/index.js')});
 const { silentLogger } = await import(${dist('log.js')});
@@ -384,6 +386,20 @@ process.exit(0);`;
     const e = await c.exit;
     expect(e.error).toMatch(/ENOENT/);
     expect(await c.close()).toBe(e);
+  });
+
+  it('says in words that a command is not found or not executable, naming it', async () => {
+    const missing = await new StdioChild({ command: 'switchyard-no-such-command', maxFrameBytes: 1024, log: silentLogger }).exit;
+    expect(missing.error).toBe('spawn switchyard-no-such-command ENOENT: command "switchyard-no-such-command" not found (not installed, or not on the PATH the server is given)');
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-noexec-'));
+    const file = join(dir, 'server.mjs');
+    writeFileSync(file, 'process.exit(0)\n', { mode: 0o644 });
+    const noexec = await new StdioChild({ command: file, maxFrameBytes: 1024, log: silentLogger }).exit;
+    expect(noexec.error).toBe(`spawn ${file} EACCES: command "${file}" is not executable (no execute permission on it, or on a folder of its path)`);
+    const shebang = join(dir, 'server.py');
+    writeFileSync(shebang, '#!/nonexistent/python9\n', { mode: 0o755 });
+    const interp = await new StdioChild({ command: shebang, maxFrameBytes: 1024, log: silentLogger }).exit;
+    expect(interp.error).toBe(`spawn ${shebang} ENOENT: command "${shebang}" is there, but the interpreter its first line (#!) names was not found`);
   });
 
   it('says so when its working directory is missing or no directory, rather than blaming the command', async () => {
