@@ -266,7 +266,7 @@ export class ToolCall {
             : ctx.idempotencyClash !== undefined
               ? new RpcError(INVALID_PARAMS, `Invalid params: the Idempotency-Key header and _meta["${META_IDEMPOTENCY_KEY}"] name different keys; send one, or the same in both`)
               : undefined;
-    const refusal = tooDeep ?? badKey;
+    const refusal = tooDeep ?? argumentsProblem(params.arguments) ?? badKey;
     if (refusal) {
       await this.ledger.record(begin, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: refusal.code, errorMessage: refusal.message, latencyMs: 0 });
       throw refusal;
@@ -651,3 +651,13 @@ function firstText(result: Result): string | undefined {
   return typeof c?.text === 'string' ? c.text : undefined;
 }
 
+/**
+ * A tools/call whose `arguments` is no object breaks the CallToolRequest schema of both eras
+ * (`arguments?: {[key: string]: unknown}`): a protocol error, -32602, as the tools page has a
+ * malformed request answered (and the SDK v2 server does), not a tool execution error the model
+ * is asked to correct. `null` is taken as none (clients that write absent fields as null).
+ */
+function argumentsProblem(args: unknown): RpcError | undefined {
+  if (args === undefined || args === null || (typeof args === 'object' && !Array.isArray(args))) return undefined;
+  return new RpcError(INVALID_PARAMS, `Invalid params: tools/call arguments must be an object, not ${Array.isArray(args) ? 'an array' : typeof args}`);
+}

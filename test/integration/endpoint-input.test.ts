@@ -405,6 +405,30 @@ describe('bad input at the HTTP endpoint', () => {
     }
   });
 
+  // The CallToolRequest schema (both eras) has `arguments?: {[key: string]: unknown}`: a request
+  // that breaks it is a protocol error (-32602, in-band as the SDK v2 server answers it), not a
+  // tool execution error, whichever era serves the tool. `null` is taken as none (clients that
+  // write absent fields as null), as before.
+  it('tools/call arguments that are no object → -32602 in both eras, never sent upstream, with a row', async () => {
+    const s = await legacySession(url);
+    for (const [i, args] of [[1], 'x', 5, true].entries()) {
+      for (const tool of ['legacy__echo', 'modern__echo']) {
+        const id = `bad-args-${i}-${tool}`;
+        const m = await post(url, modernBody(id, 'tools/call', { name: tool, arguments: args }), modernHeaders('tools/call', tool));
+        expect(expectError(m, 200, -32602)).toMatchObject({ id, error: { message: expect.stringContaining('arguments must be an object') } });
+        const l = await post(url, { jsonrpc: '2.0', id: `${id}-l`, method: 'tools/call', params: { name: tool, arguments: args } }, { ...JSON_HEADERS, 'mcp-session-id': s.sessionId, 'mcp-protocol-version': LEGACY_VERSION });
+        expect(expectError(l, 200, -32602)).toMatchObject({ id: `${id}-l` });
+      }
+    }
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { method: 'tools/call', outcome: 'rpc_error' }, (r) => r.filter((x) => String(x.requestId).startsWith('bad-args-')).length >= 16);
+    const mine = rows.filter((x) => String(x.requestId).startsWith('bad-args-'));
+    expect(mine.every((x) => x.errorCode === -32602 && /arguments must be an object/.test(String(x.errorMessage)))).toBe(true);
+    expect(mine.filter((x) => x.clientEra === LEGACY_VERSION)).toHaveLength(8);
+    // null is no arguments: a tool without required ones runs.
+    const none = await post(url, modernBody('null-args', 'tools/call', { name: 'modern__fail', arguments: null }), modernHeaders('tools/call', 'modern__fail'));
+    expect(none.body?.result).toMatchObject({ isError: true, content: [{ text: 'failure requested' }] });
+  });
+
   it('a second initialize on a session → 400 with -32600, and its ledger row', async () => {
     const s = await legacySession(url);
     const again = await post(
