@@ -33,38 +33,67 @@ function canBeAsked(caps: CallContext['clientCapabilities']): boolean {
   return !!(caps.elicitation || caps.sampling || caps.roots);
 }
 
-const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
+/**
+ * The client capability families the hub relays to a client end to end, and the members of each
+ * it honours (undefined: all of them). A family or member not here is one the hub cannot carry:
+ */
+const RELAYED: ReadonlyMap<string, ReadonlySet<string> | undefined> = new Map([
+  ['elicitation', new Set(['form', 'url'])],
+  ['sampling', new Set(['tools'])],
+  // `listChanged`, a legacy client's, is left out for modern upstreams by the envelope.
+  ['roots', undefined],
+]);
 
 /**
- * The capabilities declared to an upstream on the client's behalf: what the hub can relay for
- * this request (digest §8.4, §8.16). Asks (elicitation, sampling, roots) and extensions go as the
- * client declared them, but not tasks (the 2026 extension, or the 2025-11-25 `tasks`
- * capability): the hub routes no `tasks/*` method, so a task an upstream created for it could
- * never be polled, and its answer would be lost. Nor `sampling.context`: it lets a server ask
- * for `includeContext: "thisServer"`, and the client's server is the hub, so the context it
- * attached would be every upstream's, handed to the one that asked. (A legacy upstream is not
- * told it either: LEGACY_CLIENT_CAPABILITIES.) The client's own object when nothing is taken.
+ * The capabilities declared to an upstream on the client's behalf: only what the hub itself can
+ * honour for this request (digest §8.4, §8.16), since a declaration is a promise the upstream
+ * acts on, and one told nothing falls back to core behaviour (2026-07-28 versioning: "If one
+ * party supports an extension but the other does not, the supporting party MUST either revert to
+ * core protocol behavior or reject"). So the asks the hub relays (elicitation form and URL,
+ * sampling with tools, roots) go as the client declared them, and nothing else:
+ * - no extension: the hub knows none it can carry. An extension's methods are not routed here
+ *   (-32601), its result types are invalid here (-32603), its listen filters are not kept; the
+ *   tasks one least of all (no `tasks/*` is routed, so a task an upstream made could never be
+ *   polled). Even MCP Apps (`io.modelcontextprotocol/ui`): the hub's lists are fetched and
+ *   cached under its own declaration, and an app calls tools by its server's names, which the
+ *   hub prefixes.
+ * - no `experimental` capability (non-standard, so unknown to the hub by definition), nor the
+ *   2025-11-25 `tasks` capability, nor a family or member neither schema has;
+ * - not `sampling.context`: it lets a server ask for `includeContext: "thisServer"`, and the
+ *   client's server is the hub, so the context it attached would be every upstream's, handed to
+ *   the one that asked. (A legacy upstream is not told it either: LEGACY_CLIENT_CAPABILITIES.)
+ * The client's own object when nothing is taken (the usual call: no copy).
  */
 export function relayedCapabilities(caps: CallContext['clientCapabilities']): CallContext['clientCapabilities'] {
-  const ext = caps.extensions;
-  const extTasks = ext !== undefined && ext !== null && typeof ext === 'object' && TASKS_EXTENSION in ext;
-  const sampling = caps.sampling;
-  const context = sampling !== undefined && sampling !== null && typeof sampling === 'object' && sampling.context !== undefined;
-  if (caps.tasks === undefined && !extTasks && !context) return caps;
-  // The client chose the keys: copyOf keeps a "__proto__" one a field, as Object.assign would not.
-  const out = copyOf(caps);
-  delete out.tasks;
-  if (extTasks) {
-    const rest = copyOf(ext);
-    delete rest[TASKS_EXTENSION];
-    out.extensions = rest;
+  if (allRelayed(caps)) return caps;
+  const out: Record<string, unknown> = {};
+  const all = caps as Record<string, unknown>;
+  for (const [family, members] of RELAYED) {
+    const v = all[family];
+    if (v === undefined || !Object.hasOwn(all, family)) continue;
+    if (members === undefined || v === null || typeof v !== 'object') {
+      out[family] = v;
+      continue;
+    }
+    // Only members read from the hub's own set: a client's "__proto__" never becomes one.
+    const kept: Record<string, unknown> = {};
+    for (const m of members) if (Object.hasOwn(v, m)) kept[m] = (v as Record<string, unknown>)[m];
+    out[family] = kept;
   }
-  if (context) {
-    const rest = copyOf(sampling);
-    delete rest.context;
-    out.sampling = rest;
+  return out as CallContext['clientCapabilities'];
+}
+
+/** Whether every family and member the client declared is one the hub relays (relayedCapabilities' fast path). */
+function allRelayed(caps: CallContext['clientCapabilities']): boolean {
+  const all = caps as Record<string, unknown>;
+  for (const family in all) {
+    if (!RELAYED.has(family)) return false;
+    const members = RELAYED.get(family);
+    const v = all[family];
+    if (members === undefined || v === null || typeof v !== 'object') continue;
+    for (const m in v) if (!members.has(m)) return false;
   }
-  return out;
+  return true;
 }
 
 /**

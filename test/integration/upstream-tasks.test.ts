@@ -1,6 +1,7 @@
 /**
  * The hub routes no `tasks/*` method, so it never declares tasks to an upstream on a client's
- * behalf (digest §8.4, §8.16: only what it can relay end to end), and a result it cannot relay
+ * behalf (digest §8.4, §8.16: only what it can relay end to end; nor any other extension, nor
+ * an experimental capability), and a result it cannot relay
  * (resultType "task", or any value it does not know) is an error, not passed on as if final
  * (digest §2.2: an unrecognised value is invalid). Real hub, a raw modern stdio upstream that
  * echoes the _meta it gets and has a tool answering as the tasks extension does; raw HTTP.
@@ -23,12 +24,22 @@ describe('tasks are not declared to upstreams, nor their results passed on', () 
     post(hub.url, modernBody(id, 'tools/call', { name, arguments: { text: 'x' } }, modernMeta({ [META_CAPS]: caps })), modernHeaders('tools/call', name));
   const capsSeen = (r: { body?: { result?: Json } }) => ((r.body?.result?.structuredContent as Json).meta as Json)[META_CAPS];
 
-  it("a modern client's tasks extension is not passed upstream; its other capabilities and extensions are", async () => {
+  // Declared upstream, a feature is one the upstream may use; the hub can carry none it does not
+  // know (digest §8.16), so an upstream told nothing falls back to core behaviour.
+  it("a modern client's extensions (tasks among them) and experimental capabilities are not passed upstream; what the hub relays is", async () => {
     const caps = { elicitation: { form: {} }, extensions: { [TASKS]: {}, 'io.modelcontextprotocol/ui': { mimeTypes: ['text/html'] } } };
     const r = await call('c1', 'q__echo', caps);
-    expect(capsSeen(r)).toEqual({ elicitation: { form: {} }, extensions: { 'io.modelcontextprotocol/ui': { mimeTypes: ['text/html'] } } });
-    // Without tasks, what the client declared goes as it is.
-    expect(capsSeen(await call('c2', 'q__echo', { sampling: {}, extensions: { 'x.example/e': { a: 1 } } }))).toEqual({ sampling: {}, extensions: { 'x.example/e': { a: 1 } } });
+    expect(capsSeen(r)).toEqual({ elicitation: { form: {} } });
+    expect(capsSeen(await call('c2', 'q__echo', { sampling: {}, experimental: { fancy: {} }, extensions: { 'x.example/e': { a: 1 } } }))).toEqual({ sampling: {} });
+    // What the hub relays goes as the client declared it.
+    const relayed = { elicitation: { form: {}, url: {} }, sampling: { tools: {} }, roots: {} };
+    expect(capsSeen(await call('c3', 'q__echo', relayed))).toEqual(relayed);
+  });
+
+  it("a legacy session's experimental capabilities are not passed to a modern upstream", async () => {
+    const s = await legacySession(hub.url, { capabilities: { experimental: { fancy: {} }, roots: { listChanged: true } } });
+    const r = await s.request(1, 'tools/call', { name: 'q__echo', arguments: { text: 'x' } });
+    expect(((r.body?.result?.structuredContent as Json).meta as Json)[META_CAPS]).toEqual({ roots: {} });
   });
 
   // The client's server is the hub: a "thisServer" context it attached would be every upstream's.
