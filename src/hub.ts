@@ -587,7 +587,7 @@ export class Hub implements HubCore {
     return this.dispatch.route(method, params, ctx, this.inflight);
   }
 
-  recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }, extra?: { hubName?: string }): Promise<void> {
+  recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }, extra?: { hubName?: string; clientEra?: string }): Promise<void> {
     return this.router.recordLocal(method, ctx, end, extra);
   }
 

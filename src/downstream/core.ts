@@ -47,10 +47,11 @@ export interface HubCore {
   handle(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>>;
   /**
    * The row of a request answered at the edge or refused there; `extra.hubName`: the tool, prompt
-   * or URI it named. Never rejects: a row the ledger cannot write is logged, and the request is
-   * answered all the same (README, "The ledger").
+   * or URI it named; `extra.clientEra`: the version its client asked for, when the hub serves
+   * none such (a -32022's row), in place of the era of its context. Never rejects: a row the
+   * ledger cannot write is logged, and the request is answered all the same (README, "The ledger").
    */
-  recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }, extra?: { hubName?: string }): Promise<void>;
+  recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }, extra?: { hubName?: string; clientEra?: string }): Promise<void>;
   /**
    * 'listChanged' (kind: 'tools'|'prompts'|'resources'|'resourceTemplates', principal?: only
    * its clients, seenBy?: (group) => whether clients of that endpoint group see the change,

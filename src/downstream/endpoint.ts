@@ -37,7 +37,7 @@ import { legacyContext, modernContext } from './call-context.js';
 import { checkModern, checkModernHeaders } from './modern-envelope.js';
 import { legacyMetaProblem } from './legacy-meta.js';
 import { monotonicNow } from '../monotonic.js';
-import { named, recordRefused, refusedMembers } from './refusal-rows.js';
+import { named, recordRefused, refusalFacts, refusedMembers } from './refusal-rows.js';
 import { batchRefusal } from './batch-rules.js';
 import { capabilitiesWhileOpen, unanswered } from './startup-wait.js';
 import { DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_PRINCIPAL, NO_ROOM, NO_ROOM_HEADERS, noRoomError, SessionTable, type NoRoom } from './session-table.js';
@@ -188,7 +188,7 @@ export class Endpoint {
     const signal = ac ? ac.signal : ex.closed;
     const ctx = modernContext(req, ex, signal);
     if (bad) {
-      await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: bad.error.code, errorMessage: bad.error.message }, named(req.params));
+      await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: bad.error.code, errorMessage: bad.error.message }, refusalFacts(req.params, bad.error));
       ex.reply(errorResponse(req.id, bad.error), bad.status);
       return;
     }

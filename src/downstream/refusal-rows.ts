@@ -4,7 +4,7 @@
  */
 import { Canceller } from '../cancel.js';
 import { LEGACY, MODERN } from '../protocol/era.js';
-import type { RpcError } from '../protocol/errors.js';
+import { UNSUPPORTED_PROTOCOL_VERSION, type RpcError } from '../protocol/errors.js';
 import type { Id } from '../protocol/jsonrpc.js';
 import type { CallContext } from '../router/context.js';
 import { spanOfMeta } from '../protocol/trace-context.js';
@@ -73,4 +73,21 @@ function targetOf(params: Params | undefined): string | undefined {
 export function named(params: Params | undefined): { hubName: string } | undefined {
   const hubName = targetOf(params);
   return hubName === undefined ? undefined : { hubName };
+}
+
+/** How much of a version a client asked for its row keeps: a date is 10 characters, and the client chose the rest. */
+const MAX_ERA_TEXT = 64;
+
+/**
+ * What a modern request's refusal row knows besides its context: the name it gave, and, refused
+ * for its version (-32022, `data.requested`), that version as its client era: such a client
+ * speaks no era the hub serves, and 2026-07-28, the era of the envelope it used, would have
+ * `ledger query` show a modern client refused where a client of another version was.
+ */
+export function refusalFacts(params: Params | undefined, err: RpcError): { hubName?: string; clientEra?: string } | undefined {
+  const facts = named(params);
+  if (err.code !== UNSUPPORTED_PROTOCOL_VERSION) return facts;
+  const requested = (err.data as { requested?: unknown } | undefined)?.requested;
+  if (typeof requested !== 'string') return facts;
+  return { ...facts, clientEra: requested.slice(0, MAX_ERA_TEXT) };
 }

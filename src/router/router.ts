@@ -153,10 +153,13 @@ export class Router {
 
   /**
    * A request the edge answered itself (initialize, ping, discover, setLevel) or rejected;
-   * `extra` carries what the row knows about its target (the name a client asked for).
+   * `extra` carries what the row knows about its target (the name a client asked for), and the
+   * client's protocol version when it is none of the hub's eras (`clientEra`).
    */
-  recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }, extra?: BeginTarget): Promise<void> {
-    return this.noted(this.ledger.record(beginOf(method, ctx, extra), { latencyMs: 0, ...end }), method);
+  recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }, extra?: BeginTarget & { clientEra?: string }): Promise<void> {
+    const begin = beginOf(method, ctx, extra);
+    if (extra?.clientEra !== undefined) begin.clientEra = extra.clientEra;
+    return this.noted(this.ledger.record(begin, { latencyMs: 0, ...end }), method);
   }
 
   /** Records a request the router answers with a JSON-RPC error of its own, and gives the error to throw. */

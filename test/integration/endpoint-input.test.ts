@@ -235,6 +235,15 @@ describe('bad input at the HTTP endpoint', () => {
     const data = body.error!.data as { supported: string[]; requested: string };
     expect(data.supported).toContain(MODERN_VERSION);
     expect(data.requested).toBe(v);
+    // Its row says which version the client asked for: it spoke no era the hub serves.
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': '12', method: 'tools/list' }, (x) => x.some((y) => y.errorCode === -32022));
+    expect(rows.find((y) => y.errorCode === -32022)).toMatchObject({ clientEra: v, outcome: 'rpc_error' });
+    // A version no date, however long, is recorded as sent, cut to what a row keeps.
+    const long = 'v'.repeat(500);
+    const l = await post(url, modernBody('long-version', 'tools/list', {}, modernMeta({ [META_VERSION]: long })), modernHeaders('tools/list', undefined, long));
+    expectError(l, 400, -32022);
+    const [row] = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': 'long-version' });
+    expect(row!.clientEra).toBe('v'.repeat(64));
   });
 
   it('missing _meta clientCapabilities → 400 with -32602', async () => {
