@@ -217,6 +217,13 @@ export class Endpoint {
         if (taken !== undefined && this.modernInflight.get(taken) === ac) this.modernInflight.delete(taken);
       };
       if (taken !== undefined) this.modernInflight.set(taken, ac!);
+      // Its answer is an event stream and nothing else: a POST whose Accept refuses one has no
+      // answer it can take (the SDK would stream it all the same).
+      if (ex.transport === 'http' && ex.sink.canStream === false) {
+        const err = new RpcError(INVALID_REQUEST, 'Not Acceptable: a subscriptions/listen is answered with an event stream, and the Accept header does not take text/event-stream');
+        await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
+        return ex.reply(errorResponse(req.id, err), 406);
+      }
       const filterBad = listenFilterProblem(req.params?.notifications);
       if (filterBad) {
         free();

@@ -413,6 +413,14 @@ export class HttpServer {
   private post(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined, read: Buffer | undefined): void | Promise<void> {
     const ct = header(req, 'content-type') ?? '';
     if (!isJsonType(ct)) return this.refuseUnread(req, res, who, 415, 'Unsupported Media Type: Content-Type must be application/json');
+    // Listing both types is the client's MUST (both revisions); RFC 9110 §12.5.1 lets a server
+    // disregard Accept. A client that takes JSON is served (curl's */*, none, application/json
+    // alone: its answer stays plain JSON). One that refuses JSON refuses every answer the hub may
+    // give it, its errors included: 406, as SDK 1.x servers answer it, rather than a type it said
+    // it cannot read.
+    const accept = header(req, 'accept');
+    if (accept !== undefined && accept !== '' && !acceptsType(accept, 'application/json'))
+      return this.refuseUnread(req, res, who, 406, 'Not Acceptable: the Accept header must take application/json (a client lists application/json and text/event-stream)');
     // A compressed body is refused, not read as JSON (a parse error, or worse, a plain body that
     // claims a coding served as if it had none): RFC 9110 §15.5.16's 415 with the codings taken.
     // Decoding would put a decompression bomb within any client's reach, for bodies that small.
@@ -591,7 +599,7 @@ export class HttpServer {
   }
 
   /** An authenticated request refused before its body was parsed: recorded, then answered. */
-  private async refuseUnread(req: EdgeRequest, res: EdgeResponse, who: Identity, status: 413 | 415, message: string, headers?: Record<string, string>): Promise<void> {
+  private async refuseUnread(req: EdgeRequest, res: EdgeResponse, who: Identity, status: 406 | 413 | 415, message: string, headers?: Record<string, string>): Promise<void> {
     await this.opts.gate?.refusedUnread({ ...this.unreadFacts(req), principal: who.principal, status, message });
     sendJson(res, status, errorResponse(undefined, new RpcError(INVALID_REQUEST, message)), headers);
   }

@@ -124,6 +124,35 @@ describe('bad input at the HTTP endpoint', () => {
     expect((await post(url, JSON.stringify(modernBody(7, 'tools/list')), { ...modernHeaders('tools/list'), 'content-type': 'Application/JSON; charset=utf-8' })).status).toBe(200);
   });
 
+  // Only the client's MUST (both revisions: list both types); RFC 9110 §12.5.1 lets a server
+  // answer 406 or disregard Accept. The hub serves any client that takes JSON (curl's */*, none,
+  // application/json alone: a plain JSON answer), and refuses only what it cannot answer in a
+  // type the client takes.
+  it('an Accept that takes no application/json → 406 with -32600 and a row; one that takes JSON is served', async () => {
+    for (const accept of ['text/event-stream', 'text/html', 'application/json;q=0, text/event-stream']) {
+      const r = await post(url, modernBody('no-json', 'tools/list'), { ...modernHeaders('tools/list'), accept });
+      expect(expectError(r, 406, -32600).error.message, accept).toContain('application/json');
+    }
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { outcome: 'denied' }, (x) => x.filter((y) => y.errorCode === 406).length >= 3);
+    expect(rows.filter((y) => y.errorCode === 406).map((y) => y.method)).toEqual(['tools/list', 'tools/list', 'tools/list']);
+    for (const accept of ['application/json', '*/*', 'application/*', 'Application/JSON', '']) {
+      const r = await post(url, modernBody('json', 'tools/list'), { ...modernHeaders('tools/list'), accept });
+      expect(r.status, accept).toBe(200);
+      expect(r.headers.get('content-type')).toBe('application/json');
+    }
+    const none = { ...modernHeaders('tools/list') } as Record<string, string>;
+    delete none.accept;
+    const body = JSON.stringify(modernBody('no-accept', 'tools/list'));
+    expect((await rawHttp(url, { headers: { ...none, 'content-length': String(Buffer.byteLength(body)) }, chunks: [body] })).status).toBe(200);
+  });
+
+  it('a subscriptions/listen whose Accept takes no text/event-stream → 406 with -32600 and a row, no stream', async () => {
+    const r = await post(url, modernBody('listen-json', 'subscriptions/listen', { notifications: { toolsListChanged: true } }), { ...modernHeaders('subscriptions/listen'), accept: 'application/json' });
+    expect(expectError(r, 406, -32600)).toMatchObject({ id: 'listen-json', error: { message: expect.stringContaining('text/event-stream') } });
+    const [row] = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': 'listen-json' });
+    expect(row).toMatchObject({ method: 'subscriptions/listen', outcome: 'rpc_error', errorCode: -32600 });
+  });
+
   it('a body with a Content-Encoding → 415 naming the one taken (RFC 9110 §15.5.16); identity is served', async () => {
     const body = JSON.stringify(modernBody(8, 'tools/list'));
     const gz = await fetch(url, { method: 'POST', headers: { ...modernHeaders('tools/list'), 'content-encoding': 'gzip' }, body: gzipSync(body) });
