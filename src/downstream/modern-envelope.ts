@@ -38,6 +38,26 @@ export function checkModern(req: Request, ex: Exchange): { error: RpcError; stat
   const token = meta.progressToken;
   if (token !== undefined && typeof token !== 'string' && !Number.isSafeInteger(token))
     return { status: 200, error: new RpcError(INVALID_PARAMS, 'invalid _meta progressToken: a string or an integer') };
+  if (NAMED[req.method] !== undefined) return roundFieldsProblem(req.params);
+  return null;
+}
+
+/**
+ * The MRTR fields of a request that may be a retry (tools/call, prompts/get, resources/read:
+ * InputResponseRequestParams): `inputResponses` a map of answers, `requestState` a string. Of
+ * another shape the request is malformed (-32602, in-band as the SDK v2 server answers a request
+ * that breaks its schema): an array of answers was forwarded as a retry's, or, at a call parked
+ * here, read as no answers and asked again. A null `inputResponses` is taken as none and left
+ * out (clients that write absent fields as null), as null `arguments` are.
+ */
+function roundFieldsProblem(params: Params | undefined): { error: RpcError; status: number } | null {
+  if (params === undefined) return null;
+  const answers = params.inputResponses;
+  if (answers === null) delete params.inputResponses;
+  else if (answers !== undefined && (typeof answers !== 'object' || Array.isArray(answers)))
+    return { status: 200, error: new RpcError(INVALID_PARAMS, 'Invalid params: inputResponses must be an object (the answers, by the keys of inputRequests)') };
+  const state = params.requestState;
+  if (state !== undefined && typeof state !== 'string') return { status: 200, error: new RpcError(INVALID_PARAMS, 'Invalid params: requestState must be a string (as the input_required result gave it)') };
   return null;
 }
 

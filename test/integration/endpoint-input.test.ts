@@ -467,6 +467,28 @@ describe('bad input at the HTTP endpoint', () => {
     expect(none.body?.result).toMatchObject({ isError: true, content: [{ text: 'failure requested' }] });
   });
 
+  // InputResponseRequestParams (2026-07-28): `inputResponses` is a map of answers and
+  // `requestState` a string. Of another shape they are a malformed request, not answers to ask
+  // again nor a retry to forward, whichever era serves it.
+  it('a modern inputResponses that is no object, or a requestState that is no string → -32602 in-band, with a row', async () => {
+    const cases: [string, string, Record<string, unknown>][] = [
+      ['tools/call', 'modern__echo', { name: 'modern__echo', arguments: { text: 'x' }, inputResponses: [1] }],
+      ['tools/call', 'legacy__echo', { name: 'legacy__echo', arguments: { text: 'x' }, inputResponses: 'yes' }],
+      ['prompts/get', 'modern__greet', { name: 'modern__greet', arguments: { name: 'a' }, inputResponses: 5 }],
+      ['tools/call', 'modern__echo', { name: 'modern__echo', arguments: { text: 'x' }, requestState: 5 }],
+      ['prompts/get', 'legacy__greet', { name: 'legacy__greet', arguments: { name: 'a' }, requestState: { a: 1 } }],
+    ];
+    for (const [i, [method, name, params]] of cases.entries()) {
+      const r = await post(url, modernBody(`mrtr-shape-${i}`, method, params), modernHeaders(method, name));
+      expect(expectError(r, 200, -32602).error.message, JSON.stringify(params)).toMatch(/inputResponses must be an object|requestState must be a string/);
+    }
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { outcome: 'rpc_error' }, (x) => x.filter((y) => String(y.requestId).startsWith('mrtr-shape-')).length >= cases.length);
+    expect(rows.filter((y) => String(y.requestId).startsWith('mrtr-shape-')).every((y) => y.errorCode === -32602 && y.tool !== null)).toBe(true);
+    // null is none, as an absent field.
+    const none = await post(url, modernBody('mrtr-null', 'tools/call', { name: 'modern__echo', arguments: { text: 'n' }, inputResponses: null }), modernHeaders('tools/call', 'modern__echo'));
+    expect(none.body?.result).toMatchObject({ content: [{ text: 'echo:n' }] });
+  });
+
   it('a second initialize on a session → 400 with -32600, and its ledger row', async () => {
     const s = await legacySession(url);
     const again = await post(
