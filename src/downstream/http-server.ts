@@ -695,10 +695,16 @@ export class HttpServer {
   }
 
   private deleteSession(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined): void {
+    const version = header(req, 'mcp-protocol-version');
+    // As for GET: a modern client has no session to end (digest §6.3: 405, its Mcp-Session-Id
+    // ignored), and a legacy one is held to a version the hub speaks (§6.2: 400), its session
+    // left as it was.
+    if (looksModern(version)) return void res.writeHead(405, { allow: 'POST' }).end();
+    const unsupported = unsupportedLegacyVersion(version);
+    if (unsupported) return sendJson(res, 400, errorResponse(undefined, unsupported));
     const sid = header(req, 'mcp-session-id');
     if (sid === undefined) {
-      if (looksModern(header(req, 'mcp-protocol-version'))) res.writeHead(405, { allow: 'POST' }).end();
-      else sendJson(res, 400, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Mcp-Session-Id header is required')));
+      sendJson(res, 400, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Mcp-Session-Id header is required')));
       return;
     }
     if (!this.endpoint.deleteSession(sid, who.principal, group, who.key)) {

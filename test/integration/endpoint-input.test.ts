@@ -357,7 +357,7 @@ describe('bad input at the HTTP endpoint', () => {
     expect((await post(url, { jsonrpc: '2.0', method: 'notifications/roots/list_changed' }, h)).status).toBe(404);
   });
 
-  it('a legacy request with an MCP-Protocol-Version the hub does not speak → 400 (POST and GET)', async () => {
+  it('a legacy request with an MCP-Protocol-Version the hub does not speak → 400 (POST, GET and DELETE); a modern one\'s DELETE → 405', async () => {
     const s = await legacySession(url);
     for (const version of ['1999-01-01', 'abc', '2025-13-99x']) {
       const h = { ...JSON_HEADERS, 'mcp-session-id': s.sessionId, 'mcp-protocol-version': version };
@@ -367,7 +367,16 @@ describe('bad input at the HTTP endpoint', () => {
       const g = await fetch(url, { headers: { ...h, accept: 'text/event-stream' } });
       expect(g.status).toBe(400);
       await g.body?.cancel();
+      // A DELETE is held to the header as GET is: the session is not ended by it.
+      const d = await fetch(url, { method: 'DELETE', headers: h });
+      expect(d.status, version).toBe(400);
+      expect(await d.json()).toMatchObject({ error: { code: -32600, message: expect.stringContaining('unsupported MCP-Protocol-Version') } });
     }
+    // A modern version header names a client of the era without sessions: 405, as for its GET;
+    // the session it names goes on.
+    const modernDelete = await fetch(url, { method: 'DELETE', headers: { 'mcp-session-id': s.sessionId, 'mcp-protocol-version': MODERN_VERSION } });
+    expect(modernDelete.status).toBe(405);
+    expect(modernDelete.headers.get('allow')).toBe('POST');
     // Every legacy version is fine, and so is no header (a client older than the header).
     for (const version of ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'])
       expect((await post(url, { jsonrpc: '2.0', id: 22, method: 'tools/list', params: {} }, { ...JSON_HEADERS, 'mcp-session-id': s.sessionId, 'mcp-protocol-version': version })).status).toBe(200);
