@@ -103,8 +103,9 @@ export function classify(v: unknown): Classified {
     return id !== undefined && v.method === undefined ? { kind: 'invalid', error, id, methodless: true } : { kind: 'invalid', error, id };
   }
   if (typeof v.method === 'string') {
+    // Its method is known: its row is found by it, as a well-formed request's is.
     if (v.params !== undefined && !isObj(v.params))
-      return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'params must be an object'), id };
+      return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'params must be an object'), id, method: v.method };
     if (v.params !== undefined && deeperThan(v.params, MAX_MESSAGE_DEPTH)) {
       const p = v.params as Record<string, unknown>;
       const target = typeof p.name === 'string' ? p.name : typeof p.uri === 'string' ? p.uri : undefined;

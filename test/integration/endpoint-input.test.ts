@@ -93,6 +93,15 @@ describe('bad input at the HTTP endpoint', () => {
     expect(body.id).toBe(7);
   });
 
+  it('params that are no object → 400 with -32600 echoing the id; its row names the method', async () => {
+    for (const [id, params] of [['array-params', [1]], ['string-params', 'x']] as const) {
+      const r = await post(url, { jsonrpc: '2.0', id, method: 'tools/call', params }, modernHeaders('tools/call', 'modern__echo'));
+      expect(expectError(r, 400, -32600).id).toBe(id);
+      const [row] = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': id });
+      expect(row).toMatchObject({ method: 'tools/call', outcome: 'rpc_error', errorCode: -32600 });
+    }
+  });
+
   it('id: null → 400 with -32600', async () => {
     const r = await post(url, { jsonrpc: '2.0', id: null, method: 'tools/list', params: { _meta: modernMeta() } }, modernHeaders('tools/list'));
     const body = expectError(r, 400, -32600);

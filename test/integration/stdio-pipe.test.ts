@@ -204,6 +204,8 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
       expect((await queryRows(ledger, { method: 'ping' })).filter((r) => String(r.requestId).startsWith('late-b')).map((r) => [r.requestId, r.outcome, r.errorMessage]).sort()).toEqual([
         ['late-b1', 'cancelled', 'b1 not needed'],
         ['late-b2', 'unavailable', expect.stringContaining('shutting down')],
+        // Params no object: its row names its method too.
+        ['late-bad', 'rpc_error', 'params must be an object'],
       ]);
       // Each in its era (a modern one was recorded legacy: stdio has no version header).
       expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => [r.requestId, r.outcome, r.clientEra])).toEqual([
