@@ -37,6 +37,7 @@ import { legacyContext, modernContext } from './call-context.js';
 import { checkModern, checkModernHeaders } from './modern-envelope.js';
 import { legacyMetaProblem } from './legacy-meta.js';
 import { monotonicNow } from '../monotonic.js';
+import { shownValue } from '../protocol/shown-value.js';
 import { named, recordRefused, refusalFacts, refusedMembers } from './refusal-rows.js';
 import { batchRefusal } from './batch-rules.js';
 import { capabilitiesWhileOpen, unanswered } from './startup-wait.js';
@@ -622,7 +623,7 @@ export class Endpoint {
     if (req.method === 'logging/setLevel') {
       const level = req.params?.level;
       if (!LOG_LEVELS.includes(level as LoggingLevel)) {
-        const err = new RpcError(INVALID_PARAMS, `invalid log level: ${String(level)}`);
+        const err = new RpcError(INVALID_PARAMS, `invalid log level: ${shownValue(level)}`);
         await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
         return ex.reply(errorResponse(req.id, err));
       }

@@ -8,6 +8,7 @@ import type { Request } from '../protocol/jsonrpc.js';
 import { META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION } from '../protocol/meta.js';
 import { capabilitiesProblem, implementationProblem } from '../protocol/client-capabilities.js';
 import { decodeHeaderValue } from '../protocol/header-value.js';
+import { shownValue } from '../protocol/shown-value.js';
 import { methodTable } from '../protocol/method-table.js';
 import { LOG_LEVELS, type LoggingLevel } from '../protocol/types.js';
 import type { Exchange } from './exchange.js';
@@ -33,7 +34,7 @@ export function checkModern(req: Request, ex: Exchange): { error: RpcError; stat
   // Checked here, whatever serves the request: a legacy upstream would take any level.
   const level = meta[META_LOG_LEVEL];
   if (level !== undefined && !LOG_LEVELS.includes(level as LoggingLevel))
-    return { status: 200, error: new RpcError(INVALID_PARAMS, `invalid ${META_LOG_LEVEL}: ${String(level).slice(0, 40)}`) };
+    return { status: 200, error: new RpcError(INVALID_PARAMS, `invalid ${META_LOG_LEVEL}: ${shownValue(level, 40)}`) };
   // A ProgressToken is a string or an integer: anything else would be echoed in every progress notification.
   const token = meta.progressToken;
   if (token !== undefined && typeof token !== 'string' && !Number.isSafeInteger(token))
@@ -77,16 +78,16 @@ export function checkModernHeaders(method: string, params: Params | undefined, e
   if (ex.transport === 'http') {
     const hv = ex.header('mcp-protocol-version');
     if (hv !== version && !(notification && hv === undefined))
-      return { status: 400, error: new RpcError(HEADER_MISMATCH, hv === undefined ? 'missing MCP-Protocol-Version header' : `MCP-Protocol-Version header ${hv} does not match _meta ${String(version)}`) };
+      return { status: 400, error: new RpcError(HEADER_MISMATCH, hv === undefined ? 'missing MCP-Protocol-Version header' : `MCP-Protocol-Version header ${hv} does not match _meta ${shownValue(version)}`) };
   }
   if (typeof version !== 'string' || !(MODERN_VERSIONS as readonly string[]).includes(version))
     return {
       status: 400,
       // Exactly what server/discover lists: legacy versions are reached through initialize.
-      error: new RpcError(UNSUPPORTED_PROTOCOL_VERSION, `unsupported protocol version: ${String(version)}`, {
+      error: new RpcError(UNSUPPORTED_PROTOCOL_VERSION, `unsupported protocol version: ${shownValue(version)}`, {
         supported: [...MODERN_VERSIONS],
         // A string in the schema ({supported: string[], requested: string}), whatever was sent.
-        requested: typeof version === 'string' ? version : String(JSON.stringify(version)),
+        requested: shownValue(version),
       }),
     };
   if (ex.transport === 'http') {

@@ -507,6 +507,24 @@ describe('bad input at the HTTP endpoint', () => {
     expect(none.body?.result).toMatchObject({ content: [{ text: 'echo:n' }] });
   });
 
+  // String() of a JSON object with a "toString" key that is no function throws (no primitive to
+  // convert to): an error message quoting such a value failed the request with a 500, no row.
+  it('values a message quotes that have a "toString" of their own → their error, not 500, and a row', async () => {
+    const odd = { toString: 1 };
+    const version = await post(url, modernBody('odd-version', 'tools/list', {}, modernMeta({ [META_VERSION]: odd })), modernHeaders('tools/list'));
+    expectError(version, 400, -32020);
+    const unsupported = await post(url, modernBody('odd-version-stdio-like', 'tools/list', {}, modernMeta({ [META_VERSION]: { valueOf: 'x', toString: [] } })), { ...modernHeaders('tools/list'), 'mcp-protocol-version': '[object Object]' });
+    expectError(unsupported, 400, -32020);
+    const level = await post(url, modernBody('odd-level', 'tools/list', {}, modernMeta({ 'io.modelcontextprotocol/logLevel': odd })), modernHeaders('tools/list'));
+    expectError(level, 200, -32602);
+    const s = await legacySession(url);
+    const setLevel = await s.request(77, 'logging/setLevel', { level: odd });
+    expectError(setLevel, 200, -32602);
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { outcome: 'rpc_error' }, (x) => ['odd-version', 'odd-level', 'odd-version-stdio-like'].every((id) => x.some((y) => y.requestId === id)));
+    expect(rows.filter((y) => String(y.requestId).startsWith('odd-')).map((y) => y.errorCode).sort((a, b) => Number(a) - Number(b))).toEqual([-32602, -32020, -32020]);
+    expect(hub.logs.filter((l) => l.includes('request handler failed'))).toEqual([]);
+  });
+
   it('a second initialize on a session → 400 with -32600, and its ledger row', async () => {
     const s = await legacySession(url);
     const again = await post(
