@@ -369,7 +369,8 @@ describe('ledger rows of real calls through the hub', () => {
       const row = (where: string, ...args: unknown[]) =>
         sql.prepare(`SELECT request_id AS requestId, method, outcome, error_code AS code, client_era AS era, request_bytes AS bytes FROM audit WHERE ${where}`).all(...args);
       expect(row(`method = '(invalid)' AND error_code = -32700`)).toEqual([expect.objectContaining({ requestId: '', outcome: 'rpc_error', era: LEGACY, bytes: Buffer.byteLength(broken) })]);
-      expect(row(`request_id = 'bad-params'`)).toEqual([expect.objectContaining({ method: '(invalid)', code: -32600 })]);
+      // Its method read, though its params are no object: the row is found by it.
+      expect(row(`request_id = 'bad-params'`)).toEqual([expect.objectContaining({ method: 'tools/call', code: -32600 })]);
       // A batch refused whole: its request's row under its own id and method.
       expect(row(`request_id = 'in-a-batch'`)).toEqual([expect.objectContaining({ method: 'tools/call', outcome: 'rpc_error', code: -32600 })]);
       // (By its size: the id 1.5 of another case here is refused with the same words.)
