@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import type { Ajv2020 } from 'ajv/dist/2020.js';
 import type { Ajv, ErrorObject, Options, ValidateFunction } from 'ajv';
 import type { Logger } from '../log.js';
+import { shownValue } from '../protocol/shown-value.js';
 import { PatternBudgetError, RegexSandbox } from './regex-sandbox.js';
 import { HostilePatternError, safeRegExpEngine, type SafeRegExpEngine } from './safe-regex.js';
 import { DEFAULT_SCHEMA_LIMITS, depthExceeds, schemaOutOfBounds, type SchemaLimits } from './schema-bounds.js';
@@ -66,7 +67,8 @@ function dialectOf(schema: unknown): Dialect | { unsupported: string } {
   if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) return '2020-12';
   const s = (schema as { $schema?: unknown }).$schema;
   if (s === undefined) return '2020-12';
-  if (typeof s !== 'string') return { unsupported: String(s) };
+  // As JSON, not String(): an object with its own non-function toString has no primitive, and String() threw.
+  if (typeof s !== 'string') return { unsupported: shownValue(s) };
   const norm = s.replace(/^https?:\/\//, '').replace(/#$/, '');
   if (norm === 'json-schema.org/draft/2020-12/schema') return '2020-12';
   if (norm === 'json-schema.org/draft-07/schema') return 'draft-07';

@@ -205,6 +205,12 @@ describe('SchemaValidator', () => {
     const d2019 = { $schema: 'https://json-schema.org/draft/2019-09/schema', type: 'object' };
     expect(v.checkArgs('t3', { inputSchema: d2019 }, {})).toMatchObject({ ok: false, kind: 'unusable', reason: expect.stringMatching(/unsupported JSON Schema dialect/) });
     expect(v.flagged.get('t3')).toMatch(/unsupported/);
+    // A $schema that is no string is no dialect, whatever it holds: one with a "toString" of its
+    // own (no primitive for String()) threw, and a call of the tool was -32603 "internal error".
+    for (const odd of [5, { toString: 1 }, JSON.parse('{"valueOf":1,"toString":"x"}')]) {
+      const inputSchema = { $schema: odd, type: 'object' };
+      expect(v.checkArgs('t4', { inputSchema }, {})).toMatchObject({ ok: false, kind: 'unusable', reason: expect.stringMatching(/unsupported JSON Schema dialect/) });
+    }
     // Its server changes the schema to one the hub can use: no longer quarantined.
     expect(v.checkArgs('t3', { inputSchema: { type: 'object' } }, {})).toEqual({ ok: true });
     expect(v.flagged.has('t3')).toBe(false);
