@@ -10,6 +10,7 @@ import type { AuditBegin, AuditEnd } from '../ledger/types.js';
 import { CancelledError, HubStoppingError, INTERNAL_ERROR, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, namesOnlyUri, notSent, RpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import { completionArgumentsProblem, promptArgumentsProblem } from '../protocol/string-args.js';
 import { copyOf } from '../protocol/copy.js';
+import { shownValue } from '../protocol/shown-value.js';
 import type { CallOptions, Upstream } from '../upstream/types.js';
 import type { ServerCapabilities } from '../protocol/types.js';
 import type { SchemaValidator } from '../policy/validate.js';
@@ -572,7 +573,7 @@ export class Router {
     }
     rerouteIfReplaced(generation, this.catalog.generation, server, this.opts.server, ctx);
     if (!server) {
-      throw await this.refused('completion/complete', ctx, new RpcError(INVALID_PARAMS, `Unknown completion reference: ${ref.name ?? ref.uri ?? '(none)'}`), { hubName });
+      throw await this.refused('completion/complete', ctx, new RpcError(INVALID_PARAMS, `Unknown completion reference: ${hubName ?? shownValue(ref.name ?? ref.uri ?? '(none)', 200)}`), { hubName });
     }
     const bad = completionArgumentsProblem(params);
     if (bad) {

@@ -38,6 +38,8 @@ describe('completion values', () => {
       ['cx1', 'completion/complete', { ref, argument: { name: 'a', value: 5 } }, /argument must be \{name, value\}, both strings/],
       ['cx2', 'completion/complete', { ref }, /argument must be \{name, value\}/],
       ['cx3', 'completion/complete', { ref, argument: { name: 'a', value: 'x' }, context: { arguments: { b: 1 } } }, /context\.arguments\.b must be a string/],
+      // A ref name with a "toString" of its own (no primitive for a message to quote): -32602, not -32603 "internal error".
+      ['cx4', 'completion/complete', { ref: { type: 'ref/prompt', name: { toString: 1 } }, argument: { name: 'a', value: 'x' } }, /Unknown completion reference: \{"toString":1\}/],
       ['px1', 'prompts/get', { name: 'q__p', arguments: { a: 5 } }, /Invalid params for prompt q__p: arguments\.a must be a string/],
       ['px2', 'prompts/get', { name: 'q__p', arguments: ['a'] }, /arguments must be an object of strings/],
       ['px3', 'prompts/get', { name: 'q__p', arguments: {} }, /Invalid params for prompt q__p: the required argument "a" is missing/],
