@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { freePortInRange } from './port-range.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const BIN = join(ROOT, 'dist/src/cli/main.js');
@@ -93,4 +94,22 @@ export async function startHub(
 /** Node for fixture servers: `node <file> ...args`. */
 export function nodeServer(file: string, args: string[] = [], env: Record<string, string> = {}): Record<string, unknown> {
   return { command: process.execPath, args: [join(ROOT, file), ...args], env };
+}
+
+/**
+ * startHub on a port free a moment ago, kept for its restarts: another process (a test beside
+ * this one, a connection's own port) can take it between the look and the hub's listen, which
+ * failed a CI run with EADDRINUSE. Then a new port is taken. Outside the ephemeral range
+ * (TEST_PORTS), so that none takes it while the hub is down between its restarts either (not
+ * retried there).
+ */
+export async function startHubOnFreePort(config: Record<string, unknown>, opts: { dir?: string } = {}): Promise<{ hub: HubProcess; port: number }> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePortInRange();
+    try {
+      return { hub: await startHub(config, { ...opts, port }), port };
+    } catch (err) {
+      if (attempt >= 3 || !/address is in use/.test(String(err))) throw err;
+    }
+  }
 }

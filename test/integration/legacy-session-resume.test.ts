@@ -16,11 +16,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AUDIENCE, ISSUER, signingKey, token, writeJwks } from '../helpers/auth.js';
 import { loggedTimes, setSection } from '../helpers/config-edit.js';
-import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { nodeServer, startHub, startHubOnFreePort, type HubProcess } from '../helpers/hub-process.js';
 import { fixture, SDK1, sleep, textOf, type Json } from './ledger-helpers.js';
 import { waitUntil } from './faults-helpers.js';
 import { keepOpen } from '../helpers/wire.js';
-import { freePortInRange } from '../helpers/port-range.js';
 
 const ALICE = 'sy_alice-resume-key-0123456789abcdefghijklmnopqrstu';
 const BOB = 'sy_bob-resume-key-0123456789abcdefghijklmnopqrstuvwx';
@@ -32,23 +31,6 @@ afterAll(async () => {
   await Promise.all(clients.map((c) => c.close().catch(() => {})));
   await hub?.stop();
 });
-
-/**
- * A hub on a port free a moment ago, kept for its restarts: another process (a test beside this
- * one, a connection's own port) can take it between the look and the hub's listen, which failed
- * a CI run with EADDRINUSE. Then a new port is taken. Outside the ephemeral range (TEST_PORTS), so
- * that none takes it while the hub is down between its restarts either (not retried there).
- */
-async function startOnFreePort(config: Parameters<typeof startHub>[0], options: { dir?: string } = {}): Promise<{ hub: HubProcess; port: number }> {
-  for (let attempt = 1; ; attempt++) {
-    const free = await freePortInRange();
-    try {
-      return { hub: await startHub(config, { ...options, port: free }), port: free };
-    } catch (err) {
-      if (attempt >= 3 || !/address is in use/.test(String(err))) throw err;
-    }
-  }
-}
 
 /** One raw legacy request; `sid` undefined: an initialize. */
 async function legacy(url: string, key: string, body: Json | Json[], sid?: string, version = '2025-11-25'): Promise<{ status: number; sid: string | null; body: string }> {
@@ -85,7 +67,7 @@ describe('legacy sessions across a restart of the hub', () => {
       auth: { apiKeys: [{ principal: 'alice', sha256: sha256(ALICE) }, { principal: 'bob', sha256: sha256(BOB) }] },
       groups: { g: {} },
     };
-    ({ hub, port } = await startOnFreePort(config));
+    ({ hub, port } = await startHubOnFreePort(config));
     const dir = hub.dir;
     await waitForReady(hub.url);
     const url = hub.url;
@@ -170,7 +152,7 @@ describe('what a legacy session gathered, across a restart of the hub', () => {
       servers: { m: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'legacy', DOC_URI: 'm://doc', TOOLS }) },
       auth: { apiKeys: [{ principal: 'alice', sha256: sha256(ALICE) }] },
     };
-    ({ hub, port } = await startOnFreePort(config));
+    ({ hub, port } = await startHubOnFreePort(config));
     const { dir, url } = hub;
     await waitForReady(url);
     const sid = await openRaw(url, ALICE);
@@ -235,7 +217,7 @@ describe('a session to take back when the hub has no room (listen.maxSessions, e
       auth: { apiKeys: [{ principal: 'alice', sha256: sha256(ALICE) }] },
       listen: { maxSessions: 1 },
     };
-    ({ hub, port } = await startOnFreePort(config));
+    ({ hub, port } = await startHubOnFreePort(config));
     const { dir, url } = hub;
     await waitForReady(url);
     const kept = await openRaw(url, ALICE, '2025-03-26'); // the revision with batches
@@ -291,7 +273,7 @@ describe('a session opened with an API key, across a restart of the hub', () => 
     const key = (principal: string, k: string) => ({ principal, sha256: sha256(k) });
     const auth = (...apiKeys: object[]) => ({ apiKeys, oauth: { issuer: ISSUER, audience: AUDIENCE, jwksFile: 'jwks.json' } });
     const config = { servers: {}, auth: auth(key('alice', K1), key('alice', K2), key('alice', K3), key('carol', CAROL)) };
-    ({ hub, port } = await startOnFreePort(config, { dir }));
+    ({ hub, port } = await startHubOnFreePort(config, { dir }));
     const url = hub.url;
     const byK1 = await openRaw(url, K1);
     const byK2 = await openRaw(url, K2);

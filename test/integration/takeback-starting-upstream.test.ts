@@ -15,9 +15,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { ROOT, startHub, startHubOnFreePort, type HubProcess } from '../helpers/hub-process.js';
 import { firstText, waitForReady } from '../helpers/wire.js';
-import { freePortInRange } from '../helpers/port-range.js';
 
 let hub: HubProcess | undefined;
 let dir: string | undefined;
@@ -39,17 +38,6 @@ const held = (era: keyof typeof ERAS, hold: string): Record<string, unknown> => 
   env: { ERA: era, DOC_URI: 'test://x', START_HOLD_FILE: hold },
   era: ERAS[era],
 });
-
-/** A hub on a port free a moment ago, kept for its restart (as takeback-subscription-gap's). */
-async function startOnFreePort(config: Record<string, unknown>): Promise<HubProcess> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await startHub(config, { port: await freePortInRange() });
-    } catch (err) {
-      if (attempt >= 3 || !/address is in use/.test(String(err))) throw err;
-    }
-  }
-}
 
 /**
  * An SDK 1.x client subscribed to test://x through `url`, recording each update it hears by its
@@ -99,7 +87,7 @@ describe('a session taken back while the server of its subscription still starts
     it(`its GET stream open before the ${era} server is ready: told the gap once, by the server watching it again`, async () => {
       dir = mkdtempSync(join(tmpdir(), 'takeback-starting-'));
       const hold = join(dir, 'hold');
-      hub = await startOnFreePort({ servers: { m: held(era, hold) } });
+      ({ hub } = await startHubOnFreePort({ servers: { m: held(era, hold) } }));
       const { dir: hubDir, port, url } = hub;
       await waitForReady(url, ['m']);
       const s = await subscriber(url);
@@ -121,7 +109,7 @@ describe('a session taken back while the server of its subscription still starts
   it('taken back by a POST, the server ready before the GET stream is open again: told the gap once, when it opens', async () => {
     dir = mkdtempSync(join(tmpdir(), 'takeback-starting-'));
     const hold = join(dir, 'hold');
-    hub = await startOnFreePort({ servers: { m: held('legacy', hold) } });
+    ({ hub } = await startHubOnFreePort({ servers: { m: held('legacy', hold) } }));
     const { dir: hubDir, port, url } = hub;
     await waitForReady(url, ['m']);
     const s = await subscriber(url);

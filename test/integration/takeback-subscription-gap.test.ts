@@ -13,9 +13,8 @@ import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
-import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { nodeServer, startHub, startHubOnFreePort, type HubProcess } from '../helpers/hub-process.js';
 import { firstText, LEGACY_VERSION, legacySession, waitForReady, type Json } from '../helpers/wire.js';
-import { freePortInRange } from '../helpers/port-range.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
 
@@ -26,17 +25,6 @@ afterEach(async () => {
   await hub?.stop();
   hub = undefined;
 });
-
-/** A hub on a port free a moment ago, kept for its restart (as legacy-session-resume.test.ts's). */
-async function startOnFreePort(config: Record<string, unknown>): Promise<HubProcess> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await startHub(config, { port: await freePortInRange() });
-    } catch (err) {
-      if (attempt >= 3 || !/address is in use/.test(String(err))) throw err;
-    }
-  }
-}
 
 /**
  * A fetch for the SDK client whose GET requests (its standalone stream) wait while `hold` is
@@ -98,7 +86,7 @@ describe('a legacy session a restarted hub takes back with resource subscription
   it('hears each URI it subscribed said updated once its GET stream is open again, after a POST took it back; once per take-back; not a URI that routes nowhere; nobody else hears it', async () => {
     const m = nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'test://x' });
     const n = nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'gone://doc' });
-    hub = await startOnFreePort({ servers: { m, n } });
+    ({ hub } = await startHubOnFreePort({ servers: { m, n } }));
     const { dir, port, url } = hub;
     await waitForReady(url, ['m', 'n']);
 
@@ -170,7 +158,7 @@ describe('a URI the session taken back unsubscribes before its GET stream is ope
     const m = nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'test://x' });
     const k = nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'test://left' });
     const config = { servers: { m, k } };
-    hub = await startOnFreePort(config);
+    ({ hub } = await startHubOnFreePort(config));
     const { dir, port, url } = hub;
     await waitForReady(url, ['m', 'k']);
     const s = await legacySession(url);
