@@ -39,8 +39,8 @@ export interface Identity {
 
 /** A refusal to send as is: status, headers (WWW-Authenticate) and a short reason for the body. */
 export interface Refusal {
-  /** 400 for a malformed Bearer header (RFC 6750 §3.1 invalid_request), 401, or 403. */
-  status: 400 | 401 | 403;
+  /** 400 for a malformed Bearer header (RFC 6750 §3.1 invalid_request), 401, 403, or 503 (a token that cannot be checked now). */
+  status: 400 | 401 | 403 | 503;
   headers: Record<string, string>;
   message: string;
   /** A valid credential refused for its scopes still names who presented it (for the ledger's row). */
@@ -203,6 +203,9 @@ export class Authenticator {
   /** An OAuth token's outcome, once its verifier has checked it. */
   private async verified(oauth: NonNullable<typeof this.oauth>, token: string, group: string | undefined): Promise<AuthOutcome> {
     const v = await oauth.verify(token);
+    // Not invalid_token: a client told so drops its token and has its user log in again, for a
+    // token that may be good; the issuer's keys are what the hub lacks.
+    if (!v.ok && v.retryAfterMs !== undefined) return { ok: false, status: 503, headers: { 'retry-after': String(Math.ceil(v.retryAfterMs / 1000)) }, message: `Service Unavailable: ${v.description}` };
     if (!v.ok) return this.unauthorized('invalid_token', v.description, group);
     const missing = missingScopes(v.scopes, this.baseScopes);
     if (missing.length) return { ...this.insufficientScope(this.baseScopes, 'the token lacks scopes the hub requires', group), principal: v.principal };

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { createLocalJWKSet, createRemoteJWKSet, errors, jwksCache, jwtVerify, type ExportedJWKSCache, type JWTVerifyGetKey } from 'jose';
+import { createLocalJWKSet, createRemoteJWKSet, customFetch, errors, jwksCache, jwtVerify, type ExportedJWKSCache, type JWTVerifyGetKey } from 'jose';
 import type { OAuthConfig } from '../config/types.js';
 import { GROUP_NAME } from '../catalog/filters.js';
 import { isLoopbackHost } from '../downstream/origin.js';
@@ -13,6 +13,12 @@ import { monotonicNow } from '../monotonic.js';
 const MAX_TOKEN_BYTES = 16 * 1024;
 const JWKS_TIMEOUT_MS = 5_000;
 const JWKS_MAX_AGE_MS = 10 * 60_000;
+/**
+ * After a JWKS fetch failed, how long the issuer is not asked again (tokens needing it are
+ * answered 503 meanwhile, with this as Retry-After). jose asks again at each token whose key it
+ * lacks, so an issuer that was down was asked once per request, as fast as clients sent them.
+ */
+const JWKS_RETRY_MS = 1_000;
 /** How often a `jwksFile` is looked at (a stat, on a request) for a change. */
 const JWKS_FILE_CHECK_MS = 1_000;
 /** Never accepted, whatever the config says: symmetric keys would turn a public key into a shared secret. */
@@ -36,8 +42,15 @@ interface KeySet {
 export type TokenVerdict =
   /** `expiresAt`: the token's `exp`, epoch ms (streams it opens end then). */
   | { ok: true; principal: string; scopes: string[]; expiresAt: number; groups?: ReadonlySet<string> }
-  /** `description` is safe to send to the client (RFC 6750 error_description); it names no key or secret. */
-  | { ok: false; description: string };
+  /**
+   * `description` is safe to send to the client (RFC 6750 error_description); it names no key or
+   * secret. `retryAfterMs`: the token could not be checked (the issuer's keys could not be
+   * fetched), which says nothing of the token: the client is to try again then, not to drop it.
+   */
+  | { ok: false; description: string; retryAfterMs?: number };
+
+/** The issuer's JWKS could not be fetched (down, an error status, no key set in its answer). */
+class KeysUnavailable extends Error {}
 
 /** The scopes a token grants: `scope` (space-separated, RFC 9068) or `scp` (array or string). */
 export function scopesOf(claims: Record<string, unknown>): string[] {
@@ -132,6 +145,7 @@ export class OAuthVerifier {
         timeoutDuration: JWKS_TIMEOUT_MS,
         cacheMaxAge: JWKS_MAX_AGE_MS,
         [jwksCache]: fetched as Record<string, never>,
+        [customFetch]: jwksFetch(log),
       });
       this.keys = { getKey: remote, version: () => (remote.fresh ? fetched.uat : undefined) };
     } else if (cfg.jwksFile) {
@@ -171,11 +185,44 @@ export class OAuthVerifier {
       this.verified.set(id, { principal, scopes, until, expiresAt, groups, version });
       return { ok: true, principal, scopes, expiresAt, groups };
     } catch (err) {
+      if (err instanceof KeysUnavailable || err instanceof errors.JWKSTimeout)
+        return { ok: false, retryAfterMs: JWKS_RETRY_MS, description: "the issuer's signing keys cannot be fetched now; try again shortly" };
       const description = describe(err);
       this.log.debug({ reason: description, code: (err as { code?: string })?.code }, 'bearer token refused');
       return { ok: false, description };
     }
   }
+}
+
+/**
+ * The fetch jose gets the issuer's JWKS with: an answer that is no key set (an error status, a
+ * body that is not one) fails as the fetch does, and after a failure the issuer is not asked
+ * again for JWKS_RETRY_MS (KeysUnavailable at once). The outage is logged once, and its end.
+ */
+function jwksFetch(log: Logger): typeof fetch {
+  let failedAt = -Infinity;
+  let failing = false;
+  return async (input, init) => {
+    if (monotonicNow() - failedAt < JWKS_RETRY_MS) throw new KeysUnavailable();
+    let body: string;
+    let res: Response;
+    try {
+      res = await fetch(input, init);
+      if (res.status !== 200) throw new Error(`HTTP ${res.status}`);
+      body = await res.text();
+      const set = JSON.parse(body) as { keys?: unknown } | null;
+      if (!Array.isArray(set?.keys)) throw new Error('the answer is no JSON Web Key Set');
+    } catch (err) {
+      failedAt = monotonicNow();
+      // Its URL is the config's (and may hold a secret): the reason alone.
+      if (!failing) log.warn({ err: (err as Error)?.name === 'TimeoutError' ? 'timed out' : String((err as Error)?.message ?? err) }, "the issuer's signing keys could not be fetched (auth.oauth.jwksUri): tokens that need them are answered 503 until they can");
+      failing = true;
+      throw new KeysUnavailable();
+    }
+    if (failing) log.info("the issuer's signing keys fetched again (auth.oauth.jwksUri)");
+    failing = false;
+    return new Response(body, { status: 200, headers: res.headers });
+  };
 }
 
 /**

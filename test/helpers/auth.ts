@@ -79,16 +79,21 @@ export interface JwksServer {
   url: string;
   fetches: number;
   setKeys(keys: SigningKey[]): void;
+  /** How it answers from now on: the key set, an HTTP status with no set, or a connection cut unanswered. */
+  answer(how: 'keys' | number | 'cut'): void;
   close(): Promise<void>;
 }
 
 /** Serves a JWKS on 127.0.0.1 and counts how often it is fetched. */
 export async function jwksServer(initial: SigningKey[]): Promise<JwksServer> {
   let keys = initial;
+  let how: 'keys' | number | 'cut' = 'keys';
   const state = { fetches: 0 };
   const server: Server = createServer((req, res) => {
     if (req.url !== '/jwks.json') return res.writeHead(404).end();
     state.fetches++;
+    if (how === 'cut') return req.socket.destroy();
+    if (typeof how === 'number') return res.writeHead(how, { 'content-type': 'text/plain' }).end('unavailable');
     const body = JSON.stringify(jwksOf(keys));
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);
   });
@@ -101,6 +106,9 @@ export async function jwksServer(initial: SigningKey[]): Promise<JwksServer> {
     },
     setKeys: (k) => {
       keys = k;
+    },
+    answer: (h) => {
+      how = h;
     },
     close: () =>
       new Promise((r) => {

@@ -142,3 +142,68 @@ describe('a JWKS file and key removal', () => {
     expect(hub.logs.join('\n')).toContain('JWKS file re-read after it changed');
   });
 });
+
+describe('an issuer whose JWKS cannot be fetched', () => {
+  let jwks: JwksServer;
+  let hub: HubProcess;
+  let a: SigningKey;
+  let n = 0;
+  const tokens: string[] = [];
+
+  beforeAll(async () => {
+    a = await signingKey('key-a');
+    jwks = await jwksServer([a]);
+    jwks.answer(503);
+    hub = await startHub({
+      auth: { oauth: { issuer: ISSUER, jwksUri: jwks.url, jwksCooldownMs: COOLDOWN_MS } },
+      servers: { modern: nodeServer('test/fixtures/servers/sdk2-modern-server.mjs') },
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await hub?.stop();
+    await jwks?.close();
+    for (const t of tokens) expect(hub.logs.join('\n')).not.toContain(t);
+  });
+
+  async function call(k: SigningKey, sub = `user-${++n}`): Promise<RawReply> {
+    const t = await token(k, { aud: hub.url, sub });
+    tokens.push(t);
+    return post(hub.url, modernBody(++n, 'tools/list'), { ...modernHeaders('tools/list'), authorization: `Bearer ${t}` });
+  }
+
+  /** A valid token the hub cannot check now: 503 to try again, not 401 invalid_token (a client would drop it and log in again). */
+  function expectUnavailable(r: RawReply): void {
+    expect(r.status, r.text).toBe(503);
+    expect(r.headers.get('retry-after')).toBe('1');
+    expect(r.headers.get('www-authenticate')).toBeNull();
+    expect(r.body?.error?.message).toMatch(/signing keys/);
+  }
+
+  it('answers 503 with Retry-After, asks the issuer at most once a second meanwhile, says so once in the log, and serves once the keys come', async () => {
+    expectUnavailable(await call(a));
+    expect(jwks.fetches).toBe(1);
+    const t0 = Date.now();
+    for (let i = 0; i < 5; i++) expectUnavailable(await call(a));
+    // No fetch per request: one a second at most (a slow machine may see the second pass).
+    expect(jwks.fetches - 1).toBeLessThanOrEqual(Math.floor((Date.now() - t0) / 1000));
+    // A connection cut unanswered (as a refused one) is the same outage.
+    jwks.answer('cut');
+    await sleep(1_100);
+    expectUnavailable(await call(a));
+    const warned = hub.logs.filter((l) => l.includes('signing keys could not be fetched'));
+    expect(warned).toHaveLength(1);
+    jwks.answer('keys');
+    await sleep(1_100);
+    expect((await call(a)).status).toBe(200);
+    expect(hub.logs.some((l) => l.includes('signing keys fetched again'))).toBe(true);
+  });
+
+  it('a fresh key set goes on serving its keys while the issuer is down; a new kid then is 503, not an unknown key', async () => {
+    jwks.answer(500);
+    await sleep(COOLDOWN_MS + 100);
+    expect((await call(a)).status).toBe(200);
+    expectUnavailable(await call(await signingKey('key-new')));
+    expect((await call(a)).status).toBe(200);
+  });
+});
