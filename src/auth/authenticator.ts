@@ -6,7 +6,7 @@ import { ANONYMOUS } from './principals.js';
 import { ToolScopes, missingScopes } from '../policy/scopes.js';
 import { ApiKeyStore } from './api-keys.js';
 import { bearerChallenge, PRM_PATH, protectedResourceMetadata, resourceMetadataUrl } from './challenge.js';
-import type { OAuthVerifier } from './oauth.js';
+import type { Lapse, OAuthVerifier } from './oauth.js';
 import { fieldLines } from '../transport/http1/field-lines.js';
 
 /** The scope that opens the operator routes (/admin/…, /metrics) once authentication is on. */
@@ -25,6 +25,8 @@ export interface Identity {
    * is ended then, so the client must come back with a fresh one.
    */
   expiresAt?: number;
+  /** An OAuth token's: ends such a stream sooner, if the token stops verifying (its key left the key set). */
+  lapse?: Lapse;
   /**
    * The API key that authenticated (its configured hash): a session or stream it opened ends
    * when a reload removes that key, even if the principal keeps another (a rotated key).
@@ -209,7 +211,7 @@ export class Authenticator {
     if (!v.ok) return this.unauthorized('invalid_token', v.description, group);
     const missing = missingScopes(v.scopes, this.baseScopes);
     if (missing.length) return { ...this.insufficientScope(this.baseScopes, 'the token lacks scopes the hub requires', group), principal: v.principal };
-    return { ok: true, principal: v.principal, scopes: v.scopes, authContext: authContextOf(v.principal), via: 'oauth', expiresAt: v.expiresAt, groups: v.groups };
+    return { ok: true, principal: v.principal, scopes: v.scopes, authContext: authContextOf(v.principal), via: 'oauth', expiresAt: v.expiresAt, lapse: v.lapse, groups: v.groups };
   }
 
   /** null when `identity` may call `hubName`; otherwise the 403 step-up challenge naming every scope needed (for `group`'s resource). */

@@ -39,9 +39,15 @@ interface KeySet {
   version(): number | undefined;
 }
 
+/**
+ * Has `end` run if the credential stops working before its expiry (its signing key gone from the
+ * key set); the returned function forgets it (the stream ended first).
+ */
+export type Lapse = (end: () => void) => () => void;
+
 export type TokenVerdict =
-  /** `expiresAt`: the token's `exp`, epoch ms (streams it opens end then). */
-  | { ok: true; principal: string; scopes: string[]; expiresAt: number; groups?: ReadonlySet<string> }
+  /** `expiresAt`: the token's `exp`, epoch ms (streams it opens end then, or at `lapse`). */
+  | { ok: true; principal: string; scopes: string[]; expiresAt: number; groups?: ReadonlySet<string>; lapse: Lapse }
   /**
    * `description` is safe to send to the client (RFC 6750 error_description); it names no key or
    * secret. `retryAfterMs`: the token could not be checked (the issuer's keys could not be
@@ -125,6 +131,16 @@ export class OAuthVerifier {
   private readonly keys: KeySet;
   readonly algorithms: string[];
   private readonly verified = new Map<string, { principal: string; scopes: string[]; until: number; expiresAt: number; groups: ReadonlySet<string> | undefined; version: number | undefined }>();
+  /**
+   * The tokens of open streams (by id), and how to end each stream: checked again when the key
+   * set changes, so a stream whose token's key was removed ends, as a removed API key's does.
+   */
+  private readonly streams = new Map<string, { token: string; ends: Set<() => void> }>();
+  /** The key set version streams were last checked under; a timer looks for a new one while streams are open (a jwksFile's change). */
+  private streamsAt: number | undefined;
+  private watcher: NodeJS.Timeout | undefined;
+  private rechecking: Promise<void> | undefined;
+  private recheckAgain = false;
 
   constructor(
     private readonly cfg: OAuthConfig,
@@ -158,9 +174,11 @@ export class OAuthVerifier {
     const id = createHash('sha256').update(token).digest('base64url');
     // Read before verifying: if the set changes meanwhile, the token is checked again next time.
     const version = this.keys.version();
+    if (version !== this.streamsAt) this.keysChanged(version);
     const known = this.verified.get(id);
+    const lapse: Lapse = (end) => this.watch(id, token, end);
     // `until` is monotonic: on the wall clock a step back kept a verdict for the step (an hour) past the minute.
-    if (known && monotonicNow() < known.until && Date.now() < known.expiresAt && known.version !== undefined && known.version === version) return { ok: true, principal: known.principal, scopes: known.scopes, expiresAt: known.expiresAt, groups: known.groups };
+    if (known && monotonicNow() < known.until && Date.now() < known.expiresAt && known.version !== undefined && known.version === version) return { ok: true, principal: known.principal, scopes: known.scopes, expiresAt: known.expiresAt, groups: known.groups, lapse };
     if (known) this.verified.delete(id);
     try {
       const { payload, protectedHeader } = await jwtVerify(token, this.keys.getKey, {
@@ -183,7 +201,7 @@ export class OAuthVerifier {
       const until = monotonicNow() + VERIFIED_TTL_MS;
       if (this.verified.size >= VERIFIED_MAX) this.verified.delete(this.verified.keys().next().value!);
       this.verified.set(id, { principal, scopes, until, expiresAt, groups, version });
-      return { ok: true, principal, scopes, expiresAt, groups };
+      return { ok: true, principal, scopes, expiresAt, groups, lapse };
     } catch (err) {
       if (err instanceof KeysUnavailable || err instanceof errors.JWKSTimeout)
         return { ok: false, retryAfterMs: JWKS_RETRY_MS, description: "the issuer's signing keys cannot be fetched now; try again shortly" };
@@ -192,6 +210,59 @@ export class OAuthVerifier {
       return { ok: false, description };
     }
   }
+
+  /** A stream opened with `token` (id: its hash) ends by `end` if the token stops verifying (Lapse). */
+  private watch(id: string, token: string, end: () => void): () => void {
+    let w = this.streams.get(id);
+    if (!w) this.streams.set(id, (w = { token, ends: new Set() }));
+    const entry = w;
+    entry.ends.add(end);
+    // A jwksFile is looked at (a stat, at most once a second) while streams are open, not only at
+    // a request: a key removed from it ends its streams even if no request comes.
+    this.watcher ??= setInterval(() => {
+      const v = this.keys.version();
+      if (v !== this.streamsAt) this.keysChanged(v);
+    }, JWKS_FILE_CHECK_MS).unref();
+    return () => {
+      entry.ends.delete(end);
+      if (entry.ends.size === 0 && this.streams.get(id) === entry) this.streams.delete(id);
+      if (this.streams.size === 0 && this.watcher) {
+        clearInterval(this.watcher);
+        this.watcher = undefined;
+      }
+    };
+  }
+
+  /**
+   * The key set is another (a jwksFile re-read, a JWKS fetched again): each open stream's token is
+   * checked under it, and the streams of one that no longer verifies end. One that cannot be
+   * checked now (the issuer's keys unavailable) goes on. Undefined (a remote set gone stale) is no
+   * new set yet.
+   */
+  private keysChanged(version: number | undefined): void {
+    if (version === undefined) return;
+    this.streamsAt = version;
+    if (this.streams.size === 0) return;
+    if (this.rechecking) {
+      this.recheckAgain = true;
+      return;
+    }
+    this.rechecking = (async () => {
+      do {
+        this.recheckAgain = false;
+        for (const [id, w] of [...this.streams]) {
+          const v = await this.verify(w.token);
+          if (v.ok || v.retryAfterMs !== undefined || this.streams.get(id) !== w) continue;
+          this.streams.delete(id);
+          this.log.info({ streams: w.ends.size, reason: v.description }, "streams of a token that no longer verifies (its key left the key set) ended");
+          for (const end of [...w.ends]) end();
+        }
+      } while (this.recheckAgain);
+    })().finally(() => {
+      this.rechecking = undefined;
+    });
+  }
+
 }
 
 /**

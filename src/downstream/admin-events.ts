@@ -10,6 +10,7 @@ import type { WebSocket, WebSocketServer } from 'ws';
 import type { Logger } from '../log.js';
 import { endAtExpiry } from './expiry.js';
 import type { AuditEvent } from '../observe.js';
+import type { Lapse } from '../auth/oauth.js';
 
 export interface ServerStateEvent {
   type: 'serverState';
@@ -28,6 +29,8 @@ const MAX_VIEWERS = 64;
 export interface Admission {
   status: number;
   expiresAt?: number;
+  /** An OAuth token's: the feed ends sooner if the token stops verifying (Identity.lapse). */
+  lapse?: Lapse;
 }
 
 /** No viewer yet: the feed's sockets before `ws` is loaded. */
@@ -93,7 +96,7 @@ export class AdminEvents {
   }
 
   /** Take over an HTTP upgrade already checked by the caller (path, Host/Origin, admin). */
-  async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, credentialExpiresAt?: number): Promise<void> {
+  async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, credentialExpiresAt?: number, lapse?: Lapse): Promise<void> {
     if (this.clients.size >= MAX_VIEWERS) {
       socket.end('HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\r\n');
       return;
@@ -103,7 +106,11 @@ export class AdminEvents {
     wss.handleUpgrade(req, socket, head, (ws) => {
       // The viewer's credential is the feed's: it ends with it (the page asks for a new ticket).
       const stop = endAtExpiry(credentialExpiresAt, () => ws.close(4001, 'credential expired'));
-      ws.on('close', stop);
+      const unwatch = lapse?.(() => ws.close(4001, 'credential revoked'));
+      ws.on('close', () => {
+        stop();
+        unwatch?.();
+      });
       wss.emit('connection', ws, req);
     });
   }
@@ -139,9 +146,9 @@ export class AdminEvents {
         return;
       }
       socket.on('error', () => socket.destroy());
-      const { status, expiresAt } = await Promise.resolve(accept(req)).catch((): Admission => ({ status: 500 }));
+      const { status, expiresAt, lapse } = await Promise.resolve(accept(req)).catch((): Admission => ({ status: 500 }));
       if (status !== 200) return AdminEvents.refuse(socket, status, status === 403 ? 'Forbidden' : status === 401 ? 'Unauthorized' : 'Bad Request');
-      await this.upgrade(req, socket, head, expiresAt);
+      await this.upgrade(req, socket, head, expiresAt, lapse);
     });
   }
 

@@ -7,6 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { monotonicNow } from '../monotonic.js';
+import type { Lapse } from '../auth/oauth.js';
 
 /** Long enough for the page to open its WebSocket, short enough that a leaked URL is stale. */
 export const TICKET_TTL_MS = 30_000;
@@ -18,7 +19,7 @@ export class AdminTickets {
    * Ticket → when it stops working (on `now`), and when the credential that asked for it does
    * (epoch ms: the feed it opens ends then). A Map keeps insertion order: the first entry is the oldest.
    */
-  private readonly open = new Map<string, { until: number; credentialExpiresAt?: number }>();
+  private readonly open = new Map<string, { until: number; credentialExpiresAt?: number; lapse?: Lapse }>();
 
   /**
    * `now`: the monotonic clock a ticket's life is measured on: on the wall clock, stepped back an
@@ -36,13 +37,14 @@ export class AdminTickets {
     return this.open.size;
   }
 
-  issue(credentialExpiresAt?: number): { ticket: string; expiresInMs: number } {
+  /** `lapse`: the asking credential's (an OAuth token's), which the feed the ticket opens is watched by. */
+  issue(credentialExpiresAt?: number, lapse?: Lapse): { ticket: string; expiresInMs: number } {
     const now = this.now();
     for (const [t, { until }] of this.open) if (until <= now) this.open.delete(t);
     while (this.open.size >= MAX_OPEN) this.open.delete(this.open.keys().next().value!);
     const ticket = randomBytes(32).toString('base64url');
     const until = now + (credentialExpiresAt === undefined ? this.ttlMs : Math.min(this.ttlMs, credentialExpiresAt - this.wallNow()));
-    this.open.set(ticket, { until, credentialExpiresAt });
+    this.open.set(ticket, { until, credentialExpiresAt, lapse });
     return { ticket, expiresInMs: until - now };
   }
 
@@ -55,10 +57,10 @@ export class AdminTickets {
    * Once, for a ticket issued and not yet expired: when its credential stops working (if it
    * does); null otherwise. The ticket is gone afterwards either way.
    */
-  redeem(ticket: string): { credentialExpiresAt?: number } | null {
+  redeem(ticket: string): { credentialExpiresAt?: number; lapse?: Lapse } | null {
     const t = this.open.get(ticket);
     if (t === undefined) return null;
     this.open.delete(ticket);
-    return t.until > this.now() ? { credentialExpiresAt: t.credentialExpiresAt } : null;
+    return t.until > this.now() ? { credentialExpiresAt: t.credentialExpiresAt, lapse: t.lapse } : null;
   }
 }

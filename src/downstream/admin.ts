@@ -182,7 +182,7 @@ export class AdminRoutes {
       let admitted: Admission = { status: 200 };
       if (ticket !== null) {
         const redeemed = this.tickets.redeem(ticket);
-        admitted = redeemed ? { status: 200, expiresAt: redeemed.credentialExpiresAt } : { status: 401 };
+        admitted = redeemed ? { status: 200, expiresAt: redeemed.credentialExpiresAt, lapse: redeemed.lapse } : { status: 401 };
       } else if (authorize) admitted = await authorize(req);
       if (admitted.status !== 200) return admitted;
       return this.operator(req, local) ? admitted : { status: 403 };
@@ -242,7 +242,7 @@ export class AdminRoutes {
     if (path === '/admin/ticket') {
       // POST: it hands out something that works once, so no prefetch or link may take it.
       if (req.method !== 'POST') res.writeHead(405, { allow: 'POST' }).end();
-      else json(res, 200, this.tickets.issue(who?.expiresAt));
+      else json(res, 200, this.tickets.issue(who?.expiresAt, who?.lapse));
       return true;
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') {

@@ -1,5 +1,6 @@
 import type { MessageSink } from './core.js';
 import type { Signal } from '../cancel.js';
+import type { Lapse } from '../auth/oauth.js';
 
 /**
  * One incoming message and the way back to its sender, independent of the transport
@@ -31,6 +32,8 @@ export interface Exchange {
   readonly inputEnded?: Signal;
   /** When the credential that sent this stops working (epoch ms): a stream it opens ends then. */
   readonly credentialExpiresAt?: number;
+  /** An OAuth token's: a stream it opens ends sooner if the token stops verifying (Identity.lapse). */
+  readonly credentialLapse?: Lapse;
   /** The API key that sent this (its configured hash; see Identity.key). */
   readonly credentialKey?: string;
   /** Turn this exchange into a long-lived stream (modern subscriptions/listen). */

@@ -518,6 +518,7 @@ export class HttpServer {
       principal: who.principal,
       authContext: who.authContext,
       credentialExpiresAt: who.expiresAt,
+      credentialLapse: who.lapse,
       credentialKey: who.key,
       group,
       requestBytes,
@@ -691,7 +692,11 @@ export class HttpServer {
    */
   private endAtExpiry(res: EdgeResponse, who: Identity): void {
     const stop = endAtExpiry(who.expiresAt, () => res.end());
-    res.on('close', stop);
+    const unwatch = who.lapse?.(() => res.end());
+    res.on('close', () => {
+      stop();
+      unwatch?.();
+    });
   }
 
   private deleteSession(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined): void {

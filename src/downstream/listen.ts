@@ -204,6 +204,7 @@ export class ListenHub {
       credentialKey: ex.credentialKey,
       close: () => {
         stop();
+        unwatch?.();
         release();
         this.finish(l);
       },
@@ -217,8 +218,11 @@ export class ListenHub {
     // The credential that opened the stream is its credential: it ends with it, and the client
     // listens again with a fresh one.
     const stop = endAtExpiry(ex.credentialExpiresAt, () => l.close());
+    // Or sooner, with a token that stops verifying (its key left the key set), as a removed API key's.
+    const unwatch = ex.credentialLapse?.(() => l.close());
     ex.closed.addEventListener('abort', () => {
       stop();
+      unwatch?.();
       release();
     });
     return true;

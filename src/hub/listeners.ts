@@ -79,7 +79,7 @@ export class Listeners {
   private readonly authorizeAdminEvents = async (req: IncomingMessage): Promise<Admission> => {
     const who = await this.src.auth.authenticate(credentialHeaders(req));
     if (!who.ok) return { status: who.status };
-    return this.src.auth.checkAdmin(who) ? { status: 403 } : { status: 200, expiresAt: who.expiresAt };
+    return this.src.auth.checkAdmin(who) ? { status: 403 } : { status: 200, expiresAt: who.expiresAt, lapse: who.lapse };
   };
 
   /**
