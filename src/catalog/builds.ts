@@ -38,6 +38,8 @@ export class AggregateBuilds {
   private readonly built = new Map<string, Built>();
   /** The tools aggregate built last (any partition), for lookups that must not reach upstreams. */
   private latest: Built | undefined;
+  /** The tools aggregate built last of the shared partition (no principal's own connection in it). */
+  private latestShared: Built | undefined;
   /** Principals whose tools aggregate buildSoon is building. */
   private readonly building = new Set<string>();
   /** `kind\0principal` → the memo key of the aggregate built last for that principal. */
@@ -68,11 +70,20 @@ export class AggregateBuilds {
     this.built.clear();
     this.lastBuilt.clear();
     this.latest = undefined;
+    this.latestShared = undefined;
   }
 
   /** The tools aggregate built last (any partition). */
   get latestTools(): Built | undefined {
     return this.latest;
+  }
+
+  /**
+   * The tools aggregate built last that is nobody's in particular (every part from a server's own
+   * connection): what may be told of to anyone, where latestTools may be one principal's private list.
+   */
+  get latestSharedTools(): Built | undefined {
+    return this.latestShared;
   }
 
   /** The tools aggregate built last for this principal (readyTool: once per call, no allocation but the key). */
@@ -167,10 +178,12 @@ export class AggregateBuilds {
       prev.failed = failed;
       prev.epoch = epoch; // and checked again since any change
       if (kind === 'tools') this.latest = prev;
+      if (kind === 'tools' && creds === '') this.latestShared = prev;
       return prev;
     }
     const built = assemble(this.o.names, this.servers, this.o.log, kind, parts, failed, key, epoch);
     if (kind === 'tools') this.latest = built;
+    if (kind === 'tools' && creds === '') this.latestShared = built;
     this.built.delete(memoKey);
     this.built.set(memoKey, built);
     if (this.built.size > BUILT_MEMO) this.built.delete(this.built.keys().next().value!);

@@ -513,7 +513,8 @@ export class Catalog extends EventEmitter {
    * A server's tool count in /healthz, without touching any upstream or cache entry: the names
    * of its own list, each once (a server whose cursor went back to the start lists some twice,
    * and the hub shows each once); for a caller limited to tool groups, the tools of the server
-   * those groups show in the aggregate built last (none before any list).
+   * those groups show in the shared aggregate built last (none before any list), never a
+   * principal's private one (its size is that principal's).
    */
   toolCount(server: string, groups?: Iterable<string>): number {
     const items = this.cache.peek(`${server}\0tools`)?.items;
@@ -523,7 +524,8 @@ export class Catalog extends EventEmitter {
       for (const it of items) if (typeof it.name === 'string') names.add(it.name);
       return names.size;
     }
-    const last = this.builds.latestTools;
+    // Of the shared lists alone: the aggregate built last may be another principal's private list.
+    const last = this.builds.latestSharedTools;
     if (last) for (const g of groups) for (const [hubName, r] of groupView(this.groups, 'tools', last, g).byHubName) if (r.server.id === server) names.add(hubName);
     return names.size;
   }
