@@ -167,7 +167,10 @@ export class AggregateBuilds {
       // Each part's own generation: a build that awaited parts judged before an approval must not
       // pass for one after it (the next build would reuse it as current, the tool hidden for good).
       key += `${p.h.id}:${p.e.version}.${p.pinGen}${p.e.scope === 'private' ? 'p' : ''}|`;
-      if (p.conn.credential !== '') creds += `${p.h.id}=${p.conn.credential},`;
+      // JSON, so no credential (a principal is free text: an OAuth sub may hold `,` and `=`) spells
+      // another's: "alice,w2=principal:alice" was alice's memo key, and its calls were routed by
+      // her private list (lastTools: the aggregate last built under that key).
+      if (p.conn.credential !== '') creds += JSON.stringify([p.h.id, p.conn.credential]);
     }
     const memoKey = `${kind}\0${creds}`;
     if (this.lastBuilt.size > 10_000) this.lastBuilt.clear();

@@ -1,10 +1,10 @@
 /**
- * The memo of built lists is keyed by which connection each server's part came from, joined as
- * text; a subject is free text (an OAuth `sub` may hold `,` and `=`), so
- * "alice,w2=principal:alice" spells alice's key. What keeps her list hers is the second check:
- * a memo entry is reused only for the same list entries (each has a version of its own), and
- * another principal's parts are other entries. A guard for that, should either key change.
- * Real Catalog; stand-in upstream connections.
+ * The memo of built lists is keyed by which connection each server's part came from; a subject
+ * is free text (an OAuth `sub` may hold `,` and `=`), and joined as plain text
+ * "alice,w2=principal:alice" spelled alice's key. A list was still its own (a memo entry is
+ * reused only for the same list entries), but calls were routed by the aggregate last built
+ * under the key, which could be alice's: the key is JSON now. Real Catalog; stand-in upstream
+ * connections.
  */
 import { EventEmitter } from 'node:events';
 import { expect, it } from 'vitest';
@@ -44,5 +44,30 @@ it("a subject that spells another principal's connections gets its own list, not
   expect(await names('alice')).toEqual(['w1__echo', 'w2__echo', 'w2__secret']);
   expect(await names('alice,w2=principal:alice')).toEqual(['w1__echo', 'w2__echo']);
   expect(await names('bob')).toEqual(['w1__echo', 'w2__echo']);
+  c.close();
+});
+
+it("a subject that spells another principal's connections is never routed by that principal's list", async () => {
+  const w1 = { main: fake(['echo']), own: new Map<string, any>() };
+  const w2 = { main: fake(['echo']), alice: fake(['echo', 'secret']) };
+  const h1: any = { id: 'w1', config: serverConfig('w1'), upstream: w1.main };
+  const h2: any = { id: 'w2', config: serverConfig('w2'), upstream: w2.main };
+  const c = new Catalog(() => [h1, h2], new NameAssigner(), silentLogger, {
+    connection: (h, pr) => {
+      if (pr === undefined) return { credential: '', upstream: h.upstream };
+      if (h.id === 'w1') {
+        if (!w1.own.has(pr)) w1.own.set(pr, fake(['echo']));
+        return { credential: principalConn(pr), upstream: w1.own.get(pr) };
+      }
+      return pr === 'alice' ? { credential: principalConn(pr), upstream: w2.alice } : { credential: '', upstream: w2.main };
+    },
+  });
+  const mallory = 'alice,w2=principal:alice';
+  // mallory lists first, then alice: the aggregate built last "for mallory" must still be hers.
+  await c.aggregate('tools', { principal: mallory });
+  await c.aggregate('tools', { principal: 'alice' });
+  expect(c.readyTool('w2__secret', { principal: mallory })).toBeUndefined();
+  expect(c.readyTool('w2__secret', { principal: 'alice' })?.upstreamName).toBe('secret');
+  expect(await c.resolveTool('w2__secret', { principal: mallory })).toBeUndefined();
   c.close();
 });
