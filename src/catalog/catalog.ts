@@ -389,6 +389,35 @@ export class Catalog extends EventEmitter {
     return { server: h, upstreamName: r.upstreamName, item: r.upstream, annotations: r.annotations, hubName };
   }
 
+  /**
+   * The tool or prompt behind a name that is held back for a pending pin change, as this view
+   * would see it were it approved: for the refusal of a call (or get) that a client sent from a
+   * list shown before the change, which says why and whose it is rather than only "unknown".
+   * Read from its server's judged list when the name can be that server's only (ownerItem's
+   * part: fresh after a change), else from the aggregate built last for this principal. Never
+   * a name the view's group does not show. Not on the hot path: only once a name was not routed.
+   */
+  async heldItem(kind: 'tools' | 'prompts', hubName: string, view: View = {}): Promise<{ server: ServerHandle; upstreamName: string; record: PartRecord } | undefined> {
+    const held = (r: PartRecord): boolean => r.pin !== undefined && r.pin.state !== 'approved' && r.hidden?.startsWith('quarantined') === true;
+    const shown = (h: ServerHandle, r: PartRecord): boolean => this.groups.includes(view.group, kind, h.id, hubName, r.upstreamName, h.config.prefix);
+    const servers = this.servers();
+    const owner = this.names.soleOwner(kind === 'tools' ? 'tool' : 'prompt', hubName, servers.map((h) => ({ id: h.id, prefix: h.config.prefix })));
+    const h = owner && servers.find((x) => x.id === owner.server);
+    if (h && h.upstream.state === 'ready' && offers(h.upstream.capabilities, kind)) {
+      try {
+        const conn = this.opts.connection ? await this.connection(h, view.principal) : { credential: '', upstream: h.upstream };
+        const r = (await this.parts.partFor(kind, h, conn)).records.find((x) => x.upstreamName === owner.upstreamName);
+        return r && held(r) && shown(h, r) ? { server: h, upstreamName: r.upstreamName, record: r } : undefined;
+      } catch {
+        return undefined;
+      }
+    }
+    const mk = this.builds.lastKey(kind, view.principal);
+    const last = mk === undefined ? undefined : this.builds.memo(mk);
+    const found = last?.all.find((x) => x.hubName === hubName && held(x.record) && shown(x.h, x.record));
+    return found ? { server: found.h, upstreamName: found.record.upstreamName, record: found.record } : undefined;
+  }
+
   /** The ready server a hub tool or prompt name can only be of (owners.ts). */
   readyOwner(kind: 'tools' | 'prompts', hubName: string, group?: string): ServerHandle | undefined {
     return readyOwner(this.servers(), this.names, this.groups, kind, hubName, group);

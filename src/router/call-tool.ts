@@ -24,6 +24,7 @@ import { argsDigestOf, type Binding } from './request-state.js';
 import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
 import { META_IDEMPOTENCY_KEY } from '../protocol/meta.js';
+import { heldReason } from '../catalog/held-reason.js';
 import { beginOf, bytesOf, callOptions, endOf, connectionFor, forwardedParams, isRetry, retryOf, viewOf, withoutStrayRound, type BeginTarget, type Result, type UpstreamFor } from './forwarding.js';
 import { withScreenedContentIcons } from '../catalog/icons.js';
 import { connectionReplaced, replacedError, rerouteIfReplaced } from './replaced.js';
@@ -283,8 +284,12 @@ export class ToolCall {
       return this.answerSettled(endedUnrouted, (e) => this.ledger.begin(owner ? { ...begin, server: owner.server.id, upstreamName: owner.upstreamName } : begin).finish(e), t0, ctx);
     }
     if (!routed) {
-      const err = new RpcError(INVALID_PARAMS, `Unknown tool: ${hubName || '(no name)'}`);
-      await this.ledger.record(begin, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message, latencyMs: 0 });
+      // A tool held back for a pending pin change (a client calling it from a list shown before
+      // the change): still unknown to the client, but saying why, and its row names whose it is.
+      const held = hubName ? await this.catalog.heldItem('tools', hubName, view) : undefined;
+      const err = new RpcError(INVALID_PARAMS, held ? `Unknown tool: ${hubName} (${heldReason('tool', held.record)})` : `Unknown tool: ${hubName || '(no name)'}`);
+      const row = held ? { ...begin, server: held.server.id, upstreamName: held.upstreamName, upstreamEra: held.server.upstream.era } : begin;
+      await this.ledger.record(row, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message, latencyMs: 0 });
       throw err;
     }
     // The hub re-serves the tool's schema over HTTP, so it must check the Mcp-Param-* mirrors itself.
