@@ -1,3 +1,4 @@
+import { heldReason } from '../catalog/held-reason.js';
 import type { Logger } from '../log.js';
 import type { Catalog, ServerHandle } from '../catalog/catalog.js';
 import type { ItemKind } from '../catalog/filters.js';
@@ -328,6 +329,9 @@ export class Router {
     const routed = !hubName ? undefined : (ctx.routedInGrace ?? (await this.found(method, ctx, { hubName }, async () => (await this.catalog.resolvePrompt(hubName, view)) ?? this.catalog.downItem('prompts', hubName, view))));
     rerouteIfReplaced(generation, this.catalog.generation, routed?.server, this.opts.server, ctx);
     if (!routed) {
+      // Held back for a pending pin change (a client getting it from a list shown before): said, as for a tool call.
+      const held = hubName ? await this.catalog.heldItem('prompts', hubName, view) : undefined;
+      if (held) throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, `Unknown ${what}: ${hubName} (${heldReason('prompt', held.record)})`), { hubName, server: held.server.id, upstreamName: held.upstreamName, upstreamEra: held.server.upstream.era });
       throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, `Unknown ${what}: ${hubName || '(no name)'}`), { hubName });
     }
     // A server that is down has no listed prompt here (downItem): only the arguments' shape is checked.
