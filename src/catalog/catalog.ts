@@ -25,7 +25,7 @@ import { lastValid, type LastValidOptions } from './last-valid.js';
 import { ListChanges } from './changes.js';
 import { groupView, type Built, type Part } from './aggregate.js';
 import { downItem, downResource, readyOwner } from './owners.js';
-import { connOfListenKey, listenKeyOf, serverOfListenKey } from './keys.js';
+import { connOfListenKey, listenKeyOf, partKey, serverOfListenKey } from './keys.js';
 import { monotonicNow } from '../monotonic.js';
 
 export type { Aggregate, Connection, Routed, ServerHandle, View } from './types.js';
@@ -393,8 +393,8 @@ export class Catalog extends EventEmitter {
    * The tool or prompt behind a name that is held back for a pending pin change, as this view
    * would see it were it approved: for the refusal of a call (or get) that a client sent from a
    * list shown before the change, which says why and whose it is rather than only "unknown".
-   * Read from its server's judged list when the name can be that server's only (ownerItem's
-   * part: fresh after a change), else from the aggregate built last for this principal. Never
+   * Read from its server's list as judged last when the name can be that server's only (the
+   * part ownerItem just judged: fresh after a change), else from the aggregate built last for this principal. Never
    * a name the view's group does not show. Not on the hot path: only once a name was not routed.
    */
   async heldItem(kind: 'tools' | 'prompts', hubName: string, view: View = {}): Promise<{ server: ServerHandle; upstreamName: string; record: PartRecord } | undefined> {
@@ -406,7 +406,10 @@ export class Catalog extends EventEmitter {
     if (h && h.upstream.state === 'ready' && offers(h.upstream.capabilities, kind)) {
       try {
         const conn = this.opts.connection ? await this.connection(h, view.principal) : { credential: '', upstream: h.upstream };
-        const r = (await this.parts.partFor(kind, h, conn)).records.find((x) => x.upstreamName === owner.upstreamName);
+        // As judged last (by the route that just failed): never a fetch of its own, so a client
+        // calling unknown names costs the server no list more than before.
+        const judged = this.parts.judged.get(partKey(h.id, conn.credential, kind));
+        const r = (await judged?.records)?.find((x) => x.upstreamName === owner.upstreamName);
         return r && held(r) && shown(h, r) ? { server: h, upstreamName: r.upstreamName, record: r } : undefined;
       } catch {
         return undefined;

@@ -5,6 +5,8 @@
  * an operator can find it. A group that does not show the tool learns nothing of it.
  * The real built hub, real stdio upstreams of both eras, real SDK clients (v2 and v1).
  */
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,6 +17,8 @@ import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js
 import { waitForReady, type Json } from '../helpers/wire.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
+const STATS = join(mkdtempSync(join(tmpdir(), 'held-stats-')), 'rug.json');
+const lists = (): number => (JSON.parse(readFileSync(STATS, 'utf8')) as Record<string, number>)['tools/list'] ?? 0;
 let hub: HubProcess;
 
 function callRows(hubName: string): Json[] {
@@ -53,7 +57,7 @@ async function refusal(call: () => Promise<unknown>): Promise<string> {
 
 beforeAll(async () => {
   hub = await startHub({
-    servers: { rug: nodeServer(MUTABLE, [], { ERA: 'modern', PROMPTS: '1' }), leg: nodeServer(MUTABLE, [], { ERA: 'legacy' }) },
+    servers: { rug: nodeServer(MUTABLE, [], { ERA: 'modern', PROMPTS: '1', STATS_FILE: STATS }), leg: nodeServer(MUTABLE, [], { ERA: 'legacy' }) },
     groups: { legonly: { servers: ['leg'] } },
   });
   await waitForReady(hub.url, ['rug', 'leg']);
@@ -96,6 +100,20 @@ describe('a call to a tool held back for a pending change', () => {
     );
     await client.close();
     await expect.poll(() => lastRow('prompts/get')).toEqual({ server: 'rug', upstream_name: 'greet', outcome: 'rpc_error' });
+  });
+
+  it("a name no server lists costs its server no list more than the route's own (the reason is read from the list judged last)", async () => {
+    const client = await v2();
+    await client.listTools();
+    const before = lists();
+    const said = await refusal(() => client.callTool({ name: 'rug__nope', arguments: {} }));
+    expect(said).toMatch(/Unknown tool: rug__nope/);
+    expect(said).not.toContain('held back');
+    // The server's list is kept 0 ms: the route asks for it twice (by its server's list alone,
+    // which lacks the name, then by every server's), as it did before refusals said why; looking
+    // for a held tool asks for none (it asked a third time).
+    expect(lists()).toBe(before + 2);
+    await client.close();
   });
 
   it('is plainly unknown to a group that does not show its server', async () => {
