@@ -577,6 +577,9 @@ export class Router {
     }
     rerouteIfReplaced(generation, this.catalog.generation, server, this.opts.server, ctx);
     if (!server) {
+      // A prompt held back for a pending pin change: said, as for its prompts/get.
+      const held = ref.type === 'ref/prompt' && typeof ref.name === 'string' && ref.name !== '' ? await this.catalog.heldItem('prompts', ref.name, view) : undefined;
+      if (held) throw await this.refused('completion/complete', ctx, new RpcError(INVALID_PARAMS, `Unknown completion reference: ${ref.name} (${heldReason('prompt', held.record)})`), { hubName, server: held.server.id, upstreamName: held.upstreamName, upstreamEra: held.server.upstream.era });
       throw await this.refused('completion/complete', ctx, new RpcError(INVALID_PARAMS, `Unknown completion reference: ${hubName ?? shownValue(ref.name ?? ref.uri ?? '(none)', 200)}`), { hubName });
     }
     const bad = completionArgumentsProblem(params);
