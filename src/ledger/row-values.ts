@@ -115,7 +115,7 @@ export class RowValues {
     }
     const tail = this.afterRoute(b);
     // Integers (id, and ts truncated, never -0): String's text is JSON.stringify's; an infinite ts is null there.
-    return '[' + id + ',' + (Number.isFinite(ts) ? ts : 'null') + ',' + jsonText(text(b.requestId) ?? '') + ',' + r.json + ',' + JSON.stringify(tail).slice(1, -1);
+    return '[' + id + ',' + tsText(ts) + ',' + jsonText(text(b.requestId) ?? '') + ',' + r.json + ',' + JSON.stringify(tail).slice(1, -1);
   }
 
   /** The route's columns of `b`: a kept Route when its raw values are b's (===), else made (and kept when they are text). */
@@ -242,6 +242,29 @@ function isText(v: unknown): boolean {
  * JSON.stringify(s)'s text: a string with nothing to escape (no control character, quote,
  * backslash or surrogate) is quoted as it is, without the call into V8's serialiser.
  */
+/** '000' to '999'. */
+const THREE_DIGITS = Array.from({ length: 1000 }, (_, n) => String(n).padStart(3, '0'));
+/** The seconds of the last ts written (ms since the epoch) and their text. */
+let tsSeconds = -1;
+let tsSecondsText = '';
+
+/**
+ * A begin's ts (an integer: truncated) as JSON.stringify writes it, `null` if not finite. A ts of
+ * today is over 2^31, a heap number, whose text V8 makes afresh each time by its shortest-digits
+ * conversion (FastDtoa and the runtime call: ~0.5k instructions a line under callgrind, issue #9);
+ * here it is the text of its second, kept while calls come in that second, and one of a thousand
+ * kept three-digit strings.
+ */
+export function tsText(ts: number): string {
+  if (!(ts >= 1000 && ts <= Number.MAX_SAFE_INTEGER)) return Number.isFinite(ts) ? String(ts) : 'null';
+  const seconds = Math.floor(ts / 1000);
+  if (seconds !== tsSeconds) {
+    tsSeconds = seconds;
+    tsSecondsText = String(seconds);
+  }
+  return tsSecondsText + THREE_DIGITS[ts - seconds * 1000]!;
+}
+
 export function jsonText(s: string): string {
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);

@@ -6,7 +6,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { SERVER_AT } from '../../src/ledger/audit-apply.js';
-import { beginLine, finishedLine, jsonText, RowValues } from '../../src/ledger/row-values.js';
+import { beginLine, finishedLine, jsonText, RowValues, tsText } from '../../src/ledger/row-values.js';
 import { dropConfigSecrets, useConfigSecrets } from '../../src/policy/config-secrets.js';
 import type { AuditBegin, AuditEnd } from '../../src/ledger/types.js';
 
@@ -112,6 +112,17 @@ describe("a begin's line", () => {
       fc.property(fc.string({ unit: 'binary' }), fc.string({ unit: fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c)) }), (s, t) => {
         expect(jsonText(s)).toBe(JSON.stringify(s));
         expect(jsonText(t)).toBe(JSON.stringify(t));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("writes a ts as JSON.stringify does (tsText): a second's text kept across calls, leading zeros of the milliseconds, the edges", () => {
+    const edges = [0, 1, 999_999, 1_000_000, 1_000_001, 1_000_999, 1_001_000, 1_765_000_000_000, 1_765_000_999_999, 1_765_001_000_000, 2 ** 31, 2 ** 53 - 1, 2 ** 53, 2 ** 60, 1e21, -1, -1_765_000_000_000, NaN, Infinity, -Infinity];
+    for (const ts of edges) expect(tsText(ts)).toBe(JSON.stringify(ts));
+    fc.assert(
+      fc.property(fc.array(fc.oneof(fc.integer({ min: 1_700_000_000_000, max: 1_700_000_005_000 }), fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER })), { maxLength: 20 }), (tss) => {
+        for (const ts of tss) expect(tsText(ts)).toBe(JSON.stringify(ts));
       }),
       { numRuns: 2000 },
     );
