@@ -238,10 +238,6 @@ function isText(v: unknown): boolean {
   return v === undefined || v === null || typeof v === 'string';
 }
 
-/**
- * JSON.stringify(s)'s text: a string with nothing to escape (no control character, quote,
- * backslash or surrogate) is quoted as it is, without the call into V8's serialiser.
- */
 /** '000' to '999'. */
 const THREE_DIGITS = Array.from({ length: 1000 }, (_, n) => String(n).padStart(3, '0'));
 /** The seconds of the last ts written (ms since the epoch) and their text. */
@@ -256,7 +252,7 @@ let tsSecondsText = '';
  * kept three-digit strings.
  */
 export function tsText(ts: number): string {
-  if (!(ts >= 1000 && ts <= Number.MAX_SAFE_INTEGER)) return Number.isFinite(ts) ? String(ts) : 'null';
+  if (!(ts >= 1000 && ts <= Number.MAX_SAFE_INTEGER && ts % 1 === 0)) return Number.isFinite(ts) ? String(ts) : 'null';
   const seconds = Math.floor(ts / 1000);
   if (seconds !== tsSeconds) {
     tsSeconds = seconds;
@@ -265,6 +261,10 @@ export function tsText(ts: number): string {
   return tsSecondsText + THREE_DIGITS[ts - seconds * 1000]!;
 }
 
+/**
+ * JSON.stringify(s)'s text: a string with nothing to escape (no control character, quote,
+ * backslash or surrogate) is quoted as it is, without the call into V8's serialiser.
+ */
 export function jsonText(s: string): string {
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);

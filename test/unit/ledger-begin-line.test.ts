@@ -118,7 +118,7 @@ describe("a begin's line", () => {
   });
 
   it("writes a ts as JSON.stringify does (tsText): a second's text kept across calls, leading zeros of the milliseconds, the edges", () => {
-    const edges = [0, 1, 999_999, 1_000_000, 1_000_001, 1_000_999, 1_001_000, 1_765_000_000_000, 1_765_000_999_999, 1_765_001_000_000, 2 ** 31, 2 ** 53 - 1, 2 ** 53, 2 ** 60, 1e21, -1, -1_765_000_000_000, NaN, Infinity, -Infinity];
+    const edges = [0, 1, 999_999, 1_000_000, 1_000_001, 1_000_999, 1_001_000, 1_765_000_000_000, 1_765_000_999_999, 1_765_001_000_000, 2 ** 31, 1_765_000_000_000.5, 1234.25, 2 ** 53 - 1, 2 ** 53, 2 ** 60, 1e21, -1, -1_765_000_000_000, NaN, Infinity, -Infinity];
     for (const ts of edges) expect(tsText(ts)).toBe(JSON.stringify(ts));
     fc.assert(
       fc.property(fc.array(fc.oneof(fc.integer({ min: 1_700_000_000_000, max: 1_700_000_005_000 }), fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER })), { maxLength: 20 }), (tss) => {
