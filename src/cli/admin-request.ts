@@ -6,7 +6,7 @@
  * and the errors `withDaemon` turns into exit codes, are daemon-client.ts's.
  */
 import { serversAnswer, type AnswerShape } from './admin-answers.js';
-import { badPortRefusal, fetchRefusesPort } from '../fetch-bad-ports.js';
+import { badPortRefusal, fetchRefusesPort } from './fetch-bad-ports.js';
 import { daemonElsewhere, DaemonError, DaemonRefusal, fallbackOf, movedTo, NoAnswerError, foreignSocket, NoDaemonError, socketOf } from './daemon-client.js';
 
 /** A switchyard daemon answered, and wants an admin key (401), or the key is not an admin's (403). */

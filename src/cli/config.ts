@@ -1,7 +1,7 @@
 import type { Argv, CommandModule } from 'yargs';
 import { commandNeeded } from './command-needed.js';
 import { adminExposureProblem, configExposureProblem } from '../auth/exposure.js';
-import { badPortWarnings } from '../fetch-bad-ports.js';
+import { badPortWarnings } from './fetch-bad-ports.js';
 import { ConfigError, loadConfig } from '../config/load.js';
 import { ignoredSettings } from '../config/ignored-settings.js';
 import { configErrorText } from './config-problems.js';

@@ -6,7 +6,7 @@ import { existsSync, lstatSync, readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Argv } from 'yargs';
 import { parseJsonText } from '../config/load.js';
-import { daemonRecordFile, runningDaemonRecord } from '../daemon-record.js';
+import { daemonRecordFile, runningDaemonRecord } from './daemon-record.js';
 import { socketPathProblem } from '../socket-path.js';
 
 /** What every command that talks to the daemon takes. */

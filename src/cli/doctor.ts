@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { Argv, CommandModule } from 'yargs';
 import { adminExposureProblem, configExposureProblem } from '../auth/exposure.js';
-import { badPortWarnings } from '../fetch-bad-ports.js';
+import { badPortWarnings } from './fetch-bad-ports.js';
 import { ConfigError, loadConfig } from '../config/load.js';
 import { configProblemLines } from './config-problems.js';
 import type { HubConfig } from '../config/types.js';

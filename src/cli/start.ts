@@ -11,8 +11,8 @@ import { UsageError } from './usage-error.js';
 import { gcAdvice, usableCpus } from './gc-advice.js';
 import { LedgerLockError, ledgerTrouble, lockLedger } from './ledger-lock.js';
 import { ServeSignals } from './serve-signals.js';
-import { daemonRecordFile, writeDaemonRecord } from '../daemon-record.js';
-import { badPortWarnings } from '../fetch-bad-ports.js';
+import { daemonRecordFile, writeDaemonRecord } from './daemon-record.js';
+import { badPortWarnings } from './fetch-bad-ports.js';
 import type { HubConfig } from '../config/types.js';
 import type { Logger } from '../log.js';
 

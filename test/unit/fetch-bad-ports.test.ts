@@ -1,6 +1,6 @@
-/** Ports fetch refuses (src/fetch-bad-ports.ts): said of a config's listeners, and of the port start was given. */
+/** Ports fetch refuses (src/cli/fetch-bad-ports.ts): said of a config's listeners, and of the port start was given. */
 import { describe, expect, it } from 'vitest';
-import { badPortWarnings, fetchRefusesPort } from '../../src/fetch-bad-ports.js';
+import { badPortWarnings, fetchRefusesPort } from '../../src/cli/fetch-bad-ports.js';
 
 const listen = (port: number, admin?: { port: number } | { path: string }) => ({ listen: { host: '127.0.0.1', port, admin } }) as Parameters<typeof badPortWarnings>[0];
 

@@ -4,7 +4,7 @@
  * else. The CLI asks the daemon with fetch, and so do most MCP clients (the SDKs' HTTP
  * transports, the status page in a browser): a hub listening on one of these is out of their reach.
  */
-import type { HubConfig } from './config/types.js';
+import type { HubConfig } from '../config/types.js';
 
 const BAD_PORTS = new Set([
   1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102, 103, 104, 109, 110, 111, 113, 115, 117, 119, 123, 135,

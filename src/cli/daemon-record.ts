@@ -7,8 +7,8 @@
  */
 import { readFileSync, realpathSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { makeStateDir, stateDir } from './paths.js';
-import { holderRuns, processStart } from './process-alive.js';
+import { makeStateDir, stateDir } from '../paths.js';
+import { holderRuns, processStart } from '../process-alive.js';
 
 /** What a daemon writes of itself. */
 export interface DaemonRecord {
