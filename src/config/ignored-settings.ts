@@ -12,6 +12,16 @@ export function ignoredSettings(config: Pick<HubConfig, 'servers' | 'groups'>): 
     if (s.autoApprove === true && s.trust !== 'trusted')
       out.push(`servers.${id}.autoApprove is ignored: it applies only to a server with "trust": "trusted", so this one's changed tools are quarantined all the same (set trust, or drop autoApprove)`);
   }
+  // Two servers under one prefix: a name both list gets a hash suffix at the later one, and
+  // `x__…` no longer tells a reader (or a policy rule written for it) whose tool it is.
+  const byPrefix = new Map<string, string>();
+  for (const [id, s] of Object.entries(config.servers)) {
+    const prefix = s.prefix ?? id;
+    if (prefix === '' || s.enabled === false) continue;
+    const first = byPrefix.get(prefix);
+    if (first === undefined) byPrefix.set(prefix, id);
+    else out.push(`servers.${id} shares the prefix "${prefix}" with servers.${first}: the names both list get a hash suffix at one of them, and "${prefix}__…" no longer says which server a tool is (give each server a prefix of its own)`);
+  }
   // A misspelt id leaves the group without that server's items, and nothing else would say so.
   for (const [name, g] of Object.entries(config.groups ?? {}))
     for (const id of g.servers ?? [])

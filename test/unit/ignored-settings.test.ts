@@ -19,4 +19,13 @@ describe('ignoredSettings', () => {
     });
     expect(said).toEqual(['groups.typo.servers names "lag", which is not a configured server: /mcp/typo shows nothing of it (servers: leg, off)']);
   });
+
+  it('names a server sharing another\'s non-empty prefix (its id as the default prefix too), not one with prefix "" nor a disabled one', () => {
+    const said = ignoredSettings({
+      servers: { x: server({ prefix: 'x' }), y: server({ prefix: 'x' }), z: server({ prefix: 'z' }), zz: server({ prefix: 'z', enabled: false }), a: server({ prefix: '' }), b: server({ prefix: '' }) },
+    });
+    expect(said).toEqual(['servers.y shares the prefix "x" with servers.x: the names both list get a hash suffix at one of them, and "x__…" no longer says which server a tool is (give each server a prefix of its own)']);
+    // Unloaded (a raw config): the id is the prefix.
+    expect(ignoredSettings({ servers: { q: server({}), r: server({ prefix: 'q' }) } })).toHaveLength(1);
+  });
 });
