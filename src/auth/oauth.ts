@@ -262,7 +262,6 @@ export class OAuthVerifier {
       this.rechecking = undefined;
     });
   }
-
 }
 
 /**

@@ -24,13 +24,16 @@ function fake(tools: string[]): any {
   return u;
 }
 
-it("a subject that spells another principal's connections gets its own list, not theirs", async () => {
+/**
+ * Two servers: w1, where every principal has a connection of its own; w2, where only alice has
+ * one (her configured credentials) and everyone else shares the server's.
+ */
+function twoServers(): Catalog {
   const w1 = { main: fake(['echo']), own: new Map<string, any>() };
   const w2 = { main: fake(['echo']), alice: fake(['echo', 'secret']) };
   const h1: any = { id: 'w1', config: serverConfig('w1'), upstream: w1.main };
   const h2: any = { id: 'w2', config: serverConfig('w2'), upstream: w2.main };
-  const c = new Catalog(() => [h1, h2], new NameAssigner(), silentLogger, {
-    // w1: every principal has a connection of its own; w2: only alice (her configured credentials).
+  return new Catalog(() => [h1, h2], new NameAssigner(), silentLogger, {
     connection: (h, pr) => {
       if (pr === undefined) return { credential: '', upstream: h.upstream };
       if (h.id === 'w1') {
@@ -40,6 +43,10 @@ it("a subject that spells another principal's connections gets its own list, not
       return pr === 'alice' ? { credential: principalConn(pr), upstream: w2.alice } : { credential: '', upstream: w2.main };
     },
   });
+}
+
+it("a subject that spells another principal's connections gets its own list, not theirs", async () => {
+  const c = twoServers();
   const names = async (principal: string) => (await c.aggregate('tools', { principal })).items.map((i: any) => i.name).sort();
   expect(await names('alice')).toEqual(['w1__echo', 'w2__echo', 'w2__secret']);
   expect(await names('alice,w2=principal:alice')).toEqual(['w1__echo', 'w2__echo']);
@@ -48,20 +55,7 @@ it("a subject that spells another principal's connections gets its own list, not
 });
 
 it("a subject that spells another principal's connections is never routed by that principal's list", async () => {
-  const w1 = { main: fake(['echo']), own: new Map<string, any>() };
-  const w2 = { main: fake(['echo']), alice: fake(['echo', 'secret']) };
-  const h1: any = { id: 'w1', config: serverConfig('w1'), upstream: w1.main };
-  const h2: any = { id: 'w2', config: serverConfig('w2'), upstream: w2.main };
-  const c = new Catalog(() => [h1, h2], new NameAssigner(), silentLogger, {
-    connection: (h, pr) => {
-      if (pr === undefined) return { credential: '', upstream: h.upstream };
-      if (h.id === 'w1') {
-        if (!w1.own.has(pr)) w1.own.set(pr, fake(['echo']));
-        return { credential: principalConn(pr), upstream: w1.own.get(pr) };
-      }
-      return pr === 'alice' ? { credential: principalConn(pr), upstream: w2.alice } : { credential: '', upstream: w2.main };
-    },
-  });
+  const c = twoServers();
   const mallory = 'alice,w2=principal:alice';
   // mallory lists first, then alice: the aggregate built last "for mallory" must still be hers.
   await c.aggregate('tools', { principal: mallory });
