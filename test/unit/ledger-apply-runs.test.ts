@@ -191,14 +191,17 @@ describe('runs with shared columns write what the runs before them wrote', () =>
   const NOT_NULL = new Set(['request_id', 'principal', 'client_era', 'method', 'outcome']);
   const NUMBERS = new Set(['request_bytes', 'error_code', 'latency_ms', 'response_bytes']);
   // Few values a column, so that the rows of a run often share some and differ in others.
+  const plainText = fc.constantFrom('a', 'b', '', '\u{1F600}x', 'tools/call');
+  // With the one text that has an escape: a line holding it takes the values' digest, not its own.
   const text = fc.constantFrom('a', 'b', '', 'é "q"\n\\', '\u{1F600}x', 'tools/call');
   const number = fc.constantFrom(0, -0, 1, 2.5, 0.1 + 0.2, -3, 1e21, 2 ** 53 - 1);
-  const value = (c: string) => (NUMBERS.has(c) ? fc.option(number) : NOT_NULL.has(c) ? text : fc.option(text));
-  const record = fc.tuple(
-    fc.constantFrom(1_700_000_000_000, 1_796_629_622_467, 0),
-    fc.tuple(...BEGIN_COLS.slice(2).map(value)),
-    fc.tuple(...FIN_COLS.map(value)),
-  );
+  const recordOf = (t: fc.Arbitrary<string>) => {
+    const value = (c: string) => (NUMBERS.has(c) ? fc.option(number) : NOT_NULL.has(c) ? t : fc.option(t));
+    return fc.tuple(fc.constantFrom(1_700_000_000_000, 1_796_629_622_467, 0), fc.tuple(...BEGIN_COLS.slice(2).map(value)), fc.tuple(...FIN_COLS.map(value)));
+  };
+  // With some twenty text columns a row, one with no escape anywhere is rare (a run of twenty
+  // could draw none: CI saw it once); half the rows are drawn without it, so both digests are met.
+  const record = fc.oneof(recordOf(text), recordOf(plainText));
 
   it('for any records (property)', () => {
     fc.assert(
@@ -213,15 +216,18 @@ describe('runs with shared columns write what the runs before them wrote', () =>
 
   it("taken with their lines, as the ingest thread takes them, the rows' digests are built from the lines (property)", () => {
     let fromLines = 0;
+    let rows = 0;
     fc.assert(
       fc.property(fc.array(fc.array(record, { minLength: 1, maxLength: 40 }), { minLength: 1, maxLength: 3 }), (batches) => {
         let id = 0;
+        rows += batches.flat().length;
         fromLines += sameAsBefore(batches.map((b) => b.map(([ts, begin, fin]) => [++id, ts, ...begin, ...fin])), true).lineDigests;
       }),
       { numRuns: 20 },
     );
     // Lines with an escape (the text 'é "q"\n\\') take the values' digest; the others their line's.
     expect(fromLines).toBeGreaterThan(0);
+    expect(fromLines).toBeLessThan(rows);
     const plain = Array.from({ length: 20 }, (_, i) => finished(i + 1));
     expect(sameAsBefore([plain.slice(0, 1), plain.slice(1)], true).lineDigests).toBe(20);
   });
