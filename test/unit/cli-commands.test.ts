@@ -1,6 +1,6 @@
 /** Which command modules the CLI loads: the one named first, else all (help and usage errors as the whole CLI's). */
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import yargs from 'yargs';
@@ -82,14 +82,15 @@ function helpOf(path: string[]): Promise<string> {
 const optionsIn = (help: string): string[][] =>
   [...help.matchAll(/^\s+(-\w, )?(--?[\w-]+)\s/gm)].map((m) => [m[2]!, ...(m[1] ? [m[1].slice(0, 2)] : [])]).filter(([o]) => o !== '--help' && o !== '--version');
 
+const SUBCOMMANDS: Record<string, string[]> = {
+  config: ['validate'],
+  servers: ['restart'],
+  tools: ['diff', 'approve', 'export'],
+  keys: ['add', 'remove', 'list'],
+  ledger: ['query', 'tail', 'stats', 'verify', 'export', 'keys', 'prune'],
+};
+
 describe("README's CLI table and the commands' own options", () => {
-  const SUBCOMMANDS: Record<string, string[]> = {
-    config: ['validate'],
-    servers: ['restart'],
-    tools: ['diff', 'approve', 'export'],
-    keys: ['add', 'remove', 'list'],
-    ledger: ['query', 'tail', 'stats', 'verify', 'export', 'keys', 'prune'],
-  };
   const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
   const cliSection = readme.slice(readme.indexOf('\n## CLI\n'), readme.indexOf('\n## ', readme.indexOf('\n## CLI\n') + 1));
 
@@ -116,6 +117,25 @@ describe("README's CLI table and the commands' own options", () => {
     expect(wrong).toEqual([]);
   });
 
+  it('has a row for every command and subcommand the CLI has', async () => {
+    // The subcommands as each command's --help lists them, so a new one is not left out here either.
+    for (const top of Object.keys(COMMANDS)) {
+      const listed = [...(await helpOf([top])).matchAll(new RegExp(`^\\s+switchyard ${top} ([a-z]+)`, 'gm'))].map((m) => m[1]!);
+      expect(listed.sort(), top).toEqual([...(SUBCOMMANDS[top] ?? [])].sort());
+    }
+    const rows = cliSection.split('\n').filter((l) => l.startsWith('| `switchyard '));
+    // The first cell's spans: `switchyard login ID …` / `logout ID …`, `ledger query\|tail\|…`.
+    const spans = rows.flatMap((row) => [...row.slice(1).split(/(?<!\\)\|/)[0]!.matchAll(/`([^`]+)`/g)].map((m) => m[1]!.replace(/\\\|/g, '|').replace(/^switchyard /, '')));
+    const shown = (path: string[]) => spans.some((s) => {
+      const [top, sub = ''] = s.split(/\s+/);
+      return top === path[0] && (path.length === 1 || sub.split('|').includes(path[1]!));
+    });
+    const paths = Object.keys(COMMANDS).flatMap((c) => [[c], ...(SUBCOMMANDS[c] ?? []).map((s) => [c, s])]);
+    // `tools export` is `tools --format` under another name, and the table says so in that row.
+    const missing = paths.filter((p) => !shown(p) && !(p.join(' ') === 'tools export' && cliSection.includes('`tools export --format …`')));
+    expect(missing.map((p) => `switchyard ${p.join(' ')}`)).toEqual([]);
+  });
+
   it("the kinds the tools line names are the values its --kind takes (it named plurals, which --kind refused)", async () => {
     const choices = [.../ --kind\s[\s\S]*?\[choices: ([^\]]+)\]/.exec(await helpOf(['tools']))![1]!.matchAll(/"(\w+)"/g)].map((m) => m[1]);
     const named = /--kind ([a-z|]+)/.exec(COMMAND_LINES.tools![1])?.[1]?.split('|');
@@ -136,3 +156,52 @@ describe("README's CLI table and the commands' own options", () => {
   });
 });
 
+
+describe('the command lines README.md and docs/*.md show', () => {
+  const DOCS = ['README.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md') && f !== 'BENCHMARKS.md').map((f) => `docs/${f}`)];
+  /** Each code span, and each line of a fenced block other than JSON, of a file: where a command is shown to be typed. */
+  const codeOf = (file: string): string[] => {
+    const md = readFileSync(join(ROOT, file), 'utf8');
+    const out = [...md.matchAll(/`([^`\n]+)`/g)].map((m) => m[1]!);
+    let lang: string | undefined;
+    for (const l of md.split('\n')) {
+      const fence = /^\s*```(\S*)/.exec(l);
+      if (fence) lang = lang === undefined ? fence[1]! : undefined;
+      else if (lang !== undefined && !lang.startsWith('json')) out.push(l);
+    }
+    return out;
+  };
+  // `switchyard X` where it is typed: at the start, after `npx`, a prompt, a pipe or `&&`, not in a
+  // sentence such as "no switchyard daemon is running". `switchyard listening` is the hub's log line.
+  const commandLines = DOCS.flatMap((f) =>
+    codeOf(f).flatMap((code) =>
+      code
+        .split(/&&|;|(?<!\\)\|(?!\|)/)
+        .flatMap((seg) => [...seg.matchAll(/(?:^|npx |\$ |\()\s*switchyard ([a-z][\w-]*)(.*)$/g)].map((m) => ({ f, top: m[1]!, rest: m[2]!, code })))
+        .filter((c) => c.top !== 'listening'),
+    ),
+  );
+
+  it('name only commands the CLI has (CATALOG.md named a `switchyard import`)', () => {
+    expect(commandLines.length).toBeGreaterThan(100);
+    expect(commandLines.filter((c) => !Object.hasOwn(COMMANDS, c.top)).map((c) => `${c.f}: switchyard ${c.top}`)).toEqual([]);
+  });
+
+  it('give each command only options it takes', async () => {
+    const wrong: string[] = [];
+    let checked = 0;
+    for (const { f, top, rest, code } of commandLines.filter((c) => Object.hasOwn(COMMANDS, c.top))) {
+      // A usage error quoted as the CLI writes it names an option the command does not take, on purpose.
+      if (/unknown option/.test(code)) continue;
+      const sub = /^\s+([a-z]+)/.exec(rest)?.[1];
+      const path = sub && SUBCOMMANDS[top]?.includes(sub) ? [top, sub] : [top];
+      const taken = optionsIn(await helpOf(path)).flat();
+      for (const flag of rest.replace(/#.*$/, '').match(/(?<![\w-])--?[a-z][\w-]*/g) ?? []) {
+        checked++;
+        if (!taken.includes(flag) && !taken.includes(flag.replace(/^--no-/, '--'))) wrong.push(`${f}: switchyard ${path.join(' ')} ${flag}`);
+      }
+    }
+    expect(checked).toBeGreaterThan(50);
+    expect(wrong).toEqual([]);
+  });
+});
