@@ -43,7 +43,7 @@ function reap() {
   reaping = true;
   const kill = (sig) => { marked(); for (const g of groups) { try { process.kill(-g, sig); } catch {} } };
   kill('SIGTERM');
-  setTimeout(() => { kill('SIGKILL'); process.exit(0); }, Number(process.env.SY_REAPER_GRACE_MS) || 1000);
+  setTimeout(() => { kill('SIGKILL'); process.exit(0); }, 1000);
 }
 process.stdin.setEncoding('utf8');
 process.stdin.on('data', (d) => {

@@ -282,3 +282,33 @@ describe('links between the docs', () => {
     expect(broken).toEqual([]);
   });
 });
+
+describe('the environment variables', () => {
+  /** The TypeScript sources of the hub, its CLI and its bundled plugins. */
+  const sources = (dir: string): string[] =>
+    readdirSync(join(packageRoot, dir), { withFileTypes: true, recursive: true })
+      .filter((e) => e.isFile() && e.name.endsWith('.ts'))
+      .map((e) => readFileSync(join(e.parentPath, e.name), 'utf8'));
+  const code = [...sources('src'), ...sources('plugins')].join('\n');
+  const docs = DOCS.map(text).join('\n');
+
+  it('every one the hub or the CLI reads is named in README.md or docs/*.md', () => {
+    const read = new Set([
+      ...[...code.matchAll(/process\.env(?:\.([A-Za-z_]\w*)|\[\s*['"](\w+)['"]\s*\])/g)].map((m) => (m[1] ?? m[2])!),
+      ...[...code.matchAll(/envMs\(\s*'(\w+)'/g)].map((m) => m[1]!),
+      // Named through a constant, or a prefix the rest is appended to (`SWITCHYARD_INPUT_<ID>`).
+      ...[...code.matchAll(/['"`](SWITCHYARD_\w+)/g)].map((m) => m[1]!),
+    ]);
+    // One the hub sets itself, around a library's call, is no setting of the user's.
+    for (const name of [...read]) if (new RegExp(`process\\.env\\.${name}\\s*=[^=]`).test(code)) read.delete(name);
+    expect(read.size).toBeGreaterThan(10);
+    expect([...read].filter((name) => !new RegExp(`(?<![\\w])${name}`).test(docs))).toEqual([]);
+  });
+
+  it('every SWITCHYARD_ one README.md and docs/*.md name is one the source has', () => {
+    const named = new Set([...docs.matchAll(/SWITCHYARD_\w+/g)].map((m) => m[0]));
+    expect(named.size).toBeGreaterThan(10);
+    // `SWITCHYARD_INPUT_GH_TOKEN` is an instance of the prefix `SWITCHYARD_INPUT_` the source appends to.
+    expect([...named].filter((name) => ![...code.matchAll(/SWITCHYARD_\w+/g)].some((m) => name === m[0] || (m[0].endsWith('_') && name.startsWith(m[0]))))).toEqual([]);
+  });
+});
