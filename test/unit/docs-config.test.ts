@@ -312,3 +312,27 @@ describe('the environment variables', () => {
     expect([...named].filter((name) => ![...code.matchAll(/SWITCHYARD_\w+/g)].some((m) => name === m[0] || (m[0].endsWith('_') && name.startsWith(m[0]))))).toEqual([]);
   });
 });
+
+describe('what an operator scrapes and asks', () => {
+  const docs = DOCS.map(text).join('\n');
+  // `switchyard_cache_{hits,misses,stale_served}_total`: each name the braces give.
+  const expanded = docs.replace(/([\w/]*)\{([\w,]+)\}([\w/]*)/g, (_m, pre: string, alts: string, post: string) => alts.split(',').map((a) => `${pre}${a}${post}`).join(' '));
+
+  it('every metric the hub registers is named in README.md or docs/*.md', () => {
+    const src = text('src/metrics.ts');
+    const names = [...new Set([...src.matchAll(/'(switchyard_[a-z_]+[a-z])'/g)].map((m) => m[1]!))];
+    expect(names.length).toBeGreaterThan(15);
+    expect(names.filter((n) => !new RegExp(`(?<!\\w)${n}(?!\\w)`).test(expanded))).toEqual([]);
+  });
+
+  it('every operator route the hub answers is named in README.md or docs/*.md', () => {
+    const src = text('src/downstream/admin.ts') + text('src/downstream/http-server.ts');
+    // The routes it matches by name (`path === '/admin/reload'`, `case '/metrics':`), and the restart's pattern.
+    const routes = [...new Set([...src.matchAll(/(?:path === |case )'(\/(?:admin|metrics|healthz)[^']*)'/g)].map((m) => m[1]!))];
+    expect(routes).toContain('/admin/ticket');
+    expect(routes.length).toBeGreaterThan(8);
+    const restart = /\/admin\/servers\/<id>\/restart/.test(docs) && src.includes('/^\\/admin\\/servers\\/([^/]+)\\/restart$/');
+    expect(restart).toBe(true);
+    expect(routes.filter((r) => !new RegExp(`${r.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}(?![\\w/-])`).test(docs))).toEqual([]);
+  });
+});
