@@ -156,7 +156,6 @@ describe("README's CLI table and the commands' own options", () => {
   });
 });
 
-
 describe('the command lines README.md and docs/*.md show', () => {
   const DOCS = ['README.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md') && f !== 'BENCHMARKS.md').map((f) => `docs/${f}`)];
   /** Each code span, and each line of a fenced block other than JSON, of a file: where a command is shown to be typed. */
