@@ -305,6 +305,23 @@ describe('the environment variables', () => {
     expect([...read].filter((name) => !new RegExp(`(?<![\\w])${name}`).test(docs))).toEqual([]);
   });
 
+  it("README's table gives each duration the default the code falls back to", () => {
+    // envMs('NAME', 3_000) or envMs('NAME', CONST) with `const CONST = 3_000` in the same file.
+    const files = [...sources('src'), ...sources('plugins')];
+    const defaults = new Map<string, number>();
+    for (const file of files)
+      for (const m of file.matchAll(/envMs\(\s*(?:'(\w+)'|(\w+))\s*,\s*([\w.]+)/g)) {
+        const name = m[1] ?? new RegExp(`const ${m[2]} = '(\\w+)'`).exec(file)?.[1];
+        const raw = /^[\d_]+$/.test(m[3]!) ? m[3]! : new RegExp(`const ${m[3]} = ([\\d_]+);`).exec(file)?.[1];
+        expect(name && raw, m[0]).toBeTruthy();
+        defaults.set(name!, Number(raw!.replace(/_/g, '')));
+      }
+    expect(defaults.size).toBeGreaterThan(4);
+    const readme = text('README.md');
+    const wrong = [...defaults].filter(([name, ms]) => !readme.includes(`| \`${name}\` | \`${ms}\` |`)).map(([name, ms]) => `${name}: ${ms}`);
+    expect(wrong).toEqual([]);
+  });
+
   it('every SWITCHYARD_ one README.md and docs/*.md name is one the source has', () => {
     const named = new Set([...docs.matchAll(/SWITCHYARD_\w+/g)].map((m) => m[0]));
     expect(named.size).toBeGreaterThan(10);
