@@ -83,14 +83,15 @@ export function assemble(
       servers().map((h) => ({ id: h.id, prefix: h.config.prefix })),
     );
     for (const r of assigned.renamed) log.debug(r, `${nameKind} renamed for clients`);
-    for (const { h, records } of parts) {
+    for (const { h, conn, records } of parts) {
       const map = assigned.names.get(h.id);
+      const own = conn.credential !== '';
       for (const r of records) {
         if (r.denied) continue;
         const hubName = map?.get(r.upstreamName) ?? r.upstreamName;
         all.push({ hubName, h, record: r });
         if (r.hidden) continue;
-        byHubName.set(hubName, { server: h, upstreamName: r.upstreamName, item: r.upstream, annotations: r.annotations, hubName });
+        byHubName.set(hubName, { server: h, upstreamName: r.upstreamName, item: r.upstream, annotations: r.annotations, hubName, own });
         items.push(hubName === r.item.name ? r.item : { ...r.item, name: hubName });
       }
     }

@@ -36,8 +36,6 @@ export function readyServers(servers: readonly ServerHandle[], kind: ListKind): 
 export class AggregateBuilds {
   private readonly servers: () => readonly ServerHandle[];
   private readonly built = new Map<string, Built>();
-  /** The tools aggregate built last (any partition), for lookups that must not reach upstreams. */
-  private latest: Built | undefined;
   /** The tools aggregate built last of the shared partition (no principal's own connection in it). */
   private latestShared: Built | undefined;
   /** Principals whose tools aggregate buildSoon is building. */
@@ -69,18 +67,12 @@ export class AggregateBuilds {
   drop(): void {
     this.built.clear();
     this.lastBuilt.clear();
-    this.latest = undefined;
     this.latestShared = undefined;
-  }
-
-  /** The tools aggregate built last (any partition). */
-  get latestTools(): Built | undefined {
-    return this.latest;
   }
 
   /**
    * The tools aggregate built last that is nobody's in particular (every part from a server's own
-   * connection): what may be told of to anyone, where latestTools may be one principal's private list.
+   * connection): what may be told of to anyone, where another principal's may be its private list.
    */
   get latestSharedTools(): Built | undefined {
     return this.latestShared;
@@ -180,12 +172,10 @@ export class AggregateBuilds {
       prev.parts = parts; // same versions; fresher entries for the TTL hints
       prev.failed = failed;
       prev.epoch = epoch; // and checked again since any change
-      if (kind === 'tools') this.latest = prev;
       if (kind === 'tools' && creds === '') this.latestShared = prev;
       return prev;
     }
     const built = assemble(this.o.names, this.servers, this.o.log, kind, parts, failed, key, epoch);
-    if (kind === 'tools') this.latest = built;
     if (kind === 'tools' && creds === '') this.latestShared = built;
     this.built.delete(memoKey);
     this.built.set(memoKey, built);

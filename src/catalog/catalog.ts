@@ -121,6 +121,8 @@ export class Catalog extends EventEmitter {
   private readonly cacheNow: () => number;
   /** When each server's lists last may have changed (changes.ts). */
   private readonly changes = new ListChanges();
+  /** Whether some principal may have a connection of its own to a server (CatalogOptions.splits). */
+  private readonly splits: (h: ServerHandle) => boolean;
   /** Counts the servers forgotten (AggregateBuilds.generation; router/replaced.ts). */
   get generation(): number {
     return this.builds.generation;
@@ -136,6 +138,7 @@ export class Catalog extends EventEmitter {
     this.setMaxListeners(0);
     this.now = opts.now ?? Date.now;
     this.cacheNow = opts.now ?? monotonicNow;
+    this.splits = opts.splits ?? (() => opts.connection !== undefined);
     this.cache = new ListCache(
       this.cacheNow,
       (key, err) => log.warn({ key: key.replace(/\0/g, '/'), err: String((err as Error)?.message ?? err) }, 'list refresh failed; serving the stale entry'),
@@ -203,7 +206,7 @@ export class Catalog extends EventEmitter {
       plugins: opts.plugins,
       ownConnection: opts.ownConnection,
       listAtReady: opts.listAtReady,
-      splits: opts.splits ?? (() => opts.connection !== undefined),
+      splits: this.splits,
       emit: (event, ...args) => void this.emit(event, ...args),
     });
     this.itemPins = opts.itemPins ?? { prompts: new MemoryPinStore(), resources: new MemoryPinStore(), resourceTemplates: new MemoryPinStore() };
@@ -386,7 +389,7 @@ export class Catalog extends EventEmitter {
     const r = part.records.find((x) => x.upstreamName === owner.upstreamName);
     if (!r || r.denied) return undefined;
     if (r.hidden || !this.groups.includes(view.group, kind, h.id, hubName, r.upstreamName, h.config.prefix)) return null;
-    return { server: h, upstreamName: r.upstreamName, item: r.upstream, annotations: r.annotations, hubName };
+    return { server: h, upstreamName: r.upstreamName, item: r.upstream, annotations: r.annotations, hubName, own: part.conn.credential !== '' };
   }
 
   /**
@@ -458,18 +461,28 @@ export class Catalog extends EventEmitter {
   }
 
   /**
-   * The route of a hub tool name in the tools aggregate built last, without touching any
-   * upstream or cache entry: for bookkeeping right after a list (a `resolveTool` per listed tool
-   * would build the aggregate once per tool, and refetch every list whose ttlMs is 0).
+   * The route of a hub tool name in the tools aggregate built last for this principal, without
+   * touching any upstream or cache entry: for bookkeeping right after a list (a `resolveTool` per
+   * listed tool would build the aggregate once per tool, and refetch every list whose ttlMs is
+   * 0). Not the one built last for anyone: that may be another principal's private list, whose
+   * names a caller was then told were "unavailable" (not "unknown") while their server was down.
    */
   knownTool(hubName: string, view: View = {}): Routed | undefined {
-    const latest = this.builds.latestTools;
-    return latest ? groupView(this.groups, 'tools', latest, view.group).byHubName.get(hubName) : undefined;
+    const last = this.builds.lastTools(view.principal);
+    return last ? groupView(this.groups, 'tools', last, view.group).byHubName.get(hubName) : undefined;
+  }
+
+  /**
+   * Of a server some principal may have a connection of its own to (splits), whether a name is
+   * one its own connection's list had (downItem); undefined for any other server (its stored names are all shared).
+   */
+  private sharedName(kind: 'tools' | 'prompts'): (h: ServerHandle, upstreamName: string) => boolean | undefined {
+    return (h, upstreamName) => (this.splits(h) ? this.parts.lastListed(h.id, kind, upstreamName) : undefined);
   }
 
   /** The server that is down behind a tool or prompt name no list of this process shows now (owners.ts). */
   downItem(kind: 'tools' | 'prompts', hubName: string, view: View = {}): { server: ServerHandle; upstreamName: string } | undefined {
-    return downItem(this.servers(), this.names, this.groups, this.pinsOf(kind), this.policy.pinning, kind, hubName, view);
+    return downItem(this.servers(), this.names, this.groups, this.pinsOf(kind), this.policy.pinning, kind, hubName, view, this.sharedName(kind));
   }
 
   /** The server that is down behind a resource URI its last lists showed to this view (owners.ts). */

@@ -42,7 +42,10 @@ export function readyOwner(
  * client that kept a list (a 2026 client caches it by ttlMs, or it came from an earlier hub
  * process) then hears "unavailable" rather than "unknown" while that server starts. What
  * plugins or poisoning checks hide is decided on a list and cannot be known here: such an item
- * is named unavailable too, and refused either way.
+ * is named unavailable too, and refused either way. Of a server some principal may have a
+ * connection of its own to (`shared` given), only a name its own connection's list had in this
+ * process: the names and pins stored for it may be of a principal's private list, and another
+ * principal was told such a tool is "unavailable" where a name it was never shown is "unknown".
  */
 export function downItem(
   servers: readonly ServerHandle[],
@@ -53,6 +56,7 @@ export function downItem(
   kind: 'tools' | 'prompts',
   hubName: string,
   view: View = {},
+  shared?: (h: ServerHandle, upstreamName: string) => boolean | undefined,
 ): { server: ServerHandle; upstreamName: string } | undefined {
   if (servers.every((h) => h.upstream.state === 'ready')) return undefined;
   const owners = names.storedOwners(kind === 'tools' ? 'tool' : 'prompt', hubName, servers.map((h) => ({ id: h.id, prefix: h.config.prefix })));
@@ -65,6 +69,7 @@ export function downItem(
   if (!h || !groups.includes(view.group, kind, h.id, hubName, owner.upstreamName, h.config.prefix)) return undefined;
   const found = { server: h, upstreamName: owner.upstreamName };
   if (kind === 'tools' && !toolFilter(h.config.tools)(owner.upstreamName)) return undefined;
+  if (shared?.(h, owner.upstreamName) === false) return undefined;
   const pin = pins.get(h.id, owner.upstreamName);
   // A prompt not pinned yet (listed only by a build that did not pin prompts) is as it was: unavailable.
   if (kind === 'prompts' ? pin?.hash === null : !pin || pin.hash === null) return undefined;

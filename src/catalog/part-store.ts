@@ -26,6 +26,8 @@ export interface Judged {
   pinGen: number;
   config: ServerHandle['config'];
   records: Promise<PartRecord[]>;
+  /** The records once judged (for what must be told without awaiting: lastListed). */
+  settled?: PartRecord[];
 }
 
 export interface PartStoreOptions {
@@ -99,6 +101,14 @@ export class PartStore {
       this.listFailed.set(key, msg.startsWith(LIST_METHOD[kind]) ? msg : `${LIST_METHOD[kind]} failed: ${msg}`);
       throw err;
     }
+  }
+
+  /**
+   * Whether the list of the server's own connection judged last (in this process) has this
+   * upstream name, not left out by allow/deny: a name nobody's own connection alone may have shown.
+   */
+  lastListed(serverId: string, kind: ListKind, upstreamName: string): boolean {
+    return this.judged.get(partKey(serverId, '', kind))?.settled?.some((r) => r.upstreamName === upstreamName && !r.denied) === true;
   }
 
   /** Why a list of the server's own connection failed last (none since it succeeded). */
@@ -233,12 +243,15 @@ export class PartStore {
         }
         return built;
       })();
-      const m = { version: e.version, pinGen: this.gen, config: h.config, records };
+      const m: Judged = { version: e.version, pinGen: this.gen, config: h.config, records };
       memo = m;
       this.judged.set(pk, m);
-      records.catch(() => {
-        if (this.judged.get(pk) === m) this.judged.delete(pk);
-      });
+      records.then(
+        (r) => void (m.settled = r),
+        () => {
+          if (this.judged.get(pk) === m) this.judged.delete(pk);
+        },
+      );
     }
     const m = memo;
     return { h, conn, e, key, records: await m.records, pinGen: m.pinGen };

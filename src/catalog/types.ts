@@ -35,6 +35,11 @@ export interface Routed<T = Record<string, unknown>> {
   /** Tools: the annotations the hub stands behind (trusted server or config, else conservative). */
   annotations?: Record<string, unknown>;
   hubName: string;
+  /**
+   * Listed over a principal's own connection (its credentials, its own process): that
+   * principal's alone, so what is remembered of it (hub/shown-routes.ts) is remembered for it alone.
+   */
+  own?: boolean;
 }
 
 /** The connection and authorization context a principal's requests to a server use. */

@@ -10,17 +10,25 @@ import { KnownRoutes } from '../router/down-tools.js';
  */
 export class ShownRoutes {
   private known = new KnownRoutes();
+  /**
+   * Names a principal was shown from its own connection to a server (its credentials, its own
+   * process): remembered for it alone, by KnownRoutes' group slot naming principal and group.
+   * Kept with the others, another principal's call by such a name, while the server was down,
+   * was told the tool is "unavailable" where any name it was never shown is "unknown".
+   */
+  private own = new KnownRoutes();
   private learned = new WeakMap<object, Set<string | undefined>>();
 
   constructor(private readonly catalog: Pick<Catalog, 'knownTool' | 'downItem'>) {}
 
   /** The server a tools/call by this name goes to for this client, if the hub knows one. */
   serverOf(name: string, ctx: CallContext): string | undefined {
-    let id = this.known.serverOf(ctx.group, name);
+    // The principal's own names are looked for only when the shared ones lack the name.
+    let id = this.known.serverOf(ctx.group, name) ?? this.own.serverOf(ownSlot(ctx.principal, ctx.group), name);
     if (id === undefined) {
-      // The aggregate built last (no list fetch here); the router builds one if there is none.
+      // The aggregate built last for this principal (no list fetch here); the router builds one if there is none.
       const routed = this.catalog.knownTool(name, { principal: ctx.principal, group: ctx.group });
-      if (routed) this.known.remember(ctx.group, name, (id = routed.server.id));
+      if (routed) this.remember(routed, ctx, name, (id = routed.server.id));
       // Not remembered: the name was not shown here, and stays unknown once that server is back
       // without it.
       else id = this.catalog.downItem('tools', name, { principal: ctx.principal, group: ctx.group })?.server.id;
@@ -41,19 +49,34 @@ export class ShownRoutes {
       if (typeof t?.name !== 'string') continue;
       // The aggregate this list came from, not a fresh build per tool (no upstream fetch).
       const routed = this.catalog.knownTool(t.name, view);
-      if (routed) this.known.remember(ctx.group, t.name, routed.server.id);
+      if (routed) this.remember(routed, ctx, t.name, routed.server.id);
     }
+  }
+
+  private remember(routed: { own?: boolean }, ctx: CallContext, name: string, serverId: string): void {
+    if (routed.own) this.own.remember(ownSlot(ctx.principal, ctx.group), name, serverId);
+    else this.known.remember(ctx.group, name, serverId);
   }
 
   /** The groups changed: any name may be shown differently now. */
   forgetAll(): void {
     this.known = new KnownRoutes();
+    this.own = new KnownRoutes();
     this.learned = new WeakMap();
   }
 
   /** A server removed or reconfigured: its names may be shown differently now, so every page is learned again. */
   forgetServer(serverId: string): void {
     this.known.forgetServer(serverId);
+    this.own.forgetServer(serverId);
     this.learned = new WeakMap();
   }
+}
+
+/**
+ * A principal's slot in `own`, led by the principal's length, so that no principal (free text:
+ * an OAuth sub may hold anything) and group spell another's (a group's name holds no NUL).
+ */
+function ownSlot(principal: string, group: string | undefined): string {
+  return `${principal.length}:${principal}\0${group ?? ''}`;
 }

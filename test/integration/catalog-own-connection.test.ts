@@ -90,10 +90,10 @@ describe("a server whose main connection is down, to a principal with credential
       expect(await names(ALICE_KEY)).toEqual(['u__report']);
       const call = await as(ALICE_KEY, 'tools/call', { name: 'u__report', arguments: {} }, 'u__report');
       expect(call.result, JSON.stringify(call)).toMatchObject({ content: [{ type: 'text', text: 'report for alice' }] });
-      // bob shares the server's main connection, which is down: nothing of it for him.
+      // bob shares the server's main connection, which is down: nothing of it for him, and her tool is "unknown" to him, as a name he was never shown.
       expect(await names(BOB_KEY)).toEqual([]);
       const refused = await as(BOB_KEY, 'tools/call', { name: 'u__report', arguments: {} }, 'u__report');
-      expect(JSON.stringify(refused)).toMatch(/Unknown tool|unavailable/);
+      expect(JSON.stringify(refused)).toMatch(/Unknown tool: u__report/);
 
       // Her prompts and resources come from her own connection too, and are served there.
       const got = await as(ALICE_KEY, 'prompts/get', { name: 'u__greet' }, 'u__greet');
