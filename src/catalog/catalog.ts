@@ -165,7 +165,7 @@ export class Catalog extends EventEmitter {
       report: opts.report,
       resourceRoutes: opts.resourceRoutes,
       listAtReady: opts.listAtReady,
-      changed: (kind, serverId) => this.emit('changed', kind === 'resourceTemplates' ? 'resources' : kind, undefined, serverId),
+      changed: (kind, serverId, principal) => this.emit('changed', kind === 'resourceTemplates' ? 'resources' : kind, principal, serverId),
     });
     // Keys are server ids, or principalListenKey()s of principals' own connections, each with the
     // resource subscriptions made on that connection (router/subscriptions.ts: its `conn`).

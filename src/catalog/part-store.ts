@@ -15,7 +15,7 @@ import { buildPart, type CatalogEvent, type PartPolicy, type PartRecord } from '
 import type { PinStore } from './pins.js';
 import { isRouteKind, MAX_STORED_ROUTES, routesOf, type ResourceRouteStore } from './resource-routes.js';
 import { partKey, recordKey } from './keys.js';
-import { principalConn } from './principal-conn.js';
+import { principalConn, principalOfConn } from './principal-conn.js';
 import { MAX_LISTED_NAMES, refreshed } from './listed-names.js';
 import { replacedConnection } from './replaced-connection.js';
 import { uriKey } from './uri-key.js';
@@ -29,6 +29,9 @@ export interface Judged {
   /** The records once judged (for what must be told without awaiting: lastListed). */
   settled?: PartRecord[];
 }
+
+/** Principals' own lists kept as failed at most (principals that never list again are forgotten past it). */
+const MAX_OWN_FAILED = 10_000;
 
 export interface PartStoreOptions {
   cache: ListCache;
@@ -44,8 +47,11 @@ export interface PartStoreOptions {
   report?: (e: CatalogEvent) => void;
   resourceRoutes?: ResourceRouteStore;
   listAtReady?: (h: ServerHandle) => boolean;
-  /** A list of the server's own connection listed again after it failed (clients are to hear it). */
-  changed: (kind: ListKind, serverId: string) => void;
+  /**
+   * A list listed again after it failed with none to serve instead (clients are to hear it): of
+   * the server's own connection, or of `principal`'s own (its clients alone).
+   */
+  changed: (kind: ListKind, serverId: string, principal?: string) => void;
 }
 
 export class PartStore {
@@ -69,6 +75,13 @@ export class PartStore {
    * and no error anywhere but the log.
    */
   private readonly listFailed = new Map<string, string>();
+  /**
+   * The lists of principals' own connections (partKey) that failed with none to serve instead,
+   * until they next succeed: that principal's clients were shown none of the server's items, and
+   * are told when they are back, as for the server's own (a legacy client, which keeps its list
+   * until told, otherwise lacked them for good). Their errors are theirs, not the server's listError.
+   */
+  private readonly ownFailed = new Set<string>();
   private gen = 0;
 
   constructor(private readonly o: PartStoreOptions) {}
@@ -84,7 +97,7 @@ export class PartStore {
   }
 
   async partFor(kind: ListKind, h: ServerHandle, conn: Connection): Promise<Part> {
-    if (conn.credential !== '') return this.partOf(kind, h, conn);
+    if (conn.credential !== '') return this.ownPartFor(kind, h, conn);
     const key = `${h.id}\0${kind}`;
     try {
       const part = await this.partOf(kind, h, conn);
@@ -109,6 +122,22 @@ export class PartStore {
    */
   lastListed(serverId: string, kind: ListKind, upstreamName: string): boolean {
     return this.judged.get(partKey(serverId, '', kind))?.settled?.some((r) => r.upstreamName === upstreamName && !r.denied) === true;
+  }
+
+  /** partFor over a principal's own connection. */
+  private async ownPartFor(kind: ListKind, h: ServerHandle, conn: Connection): Promise<Part> {
+    const pk = partKey(h.id, conn.credential, kind);
+    let part: Part;
+    try {
+      part = await this.partOf(kind, h, conn);
+    } catch (err) {
+      this.ownFailed.delete(pk); // re-inserted: the oldest go first past the bound
+      this.ownFailed.add(pk);
+      if (this.ownFailed.size > MAX_OWN_FAILED) this.ownFailed.delete(this.ownFailed.values().next().value!);
+      throw err;
+    }
+    if (this.ownFailed.size !== 0 && this.ownFailed.delete(pk)) this.o.changed(kind, h.id, principalOfConn(conn.credential));
+    return part;
   }
 
   /** Why a list of the server's own connection failed last (none since it succeeded). */
@@ -159,6 +188,7 @@ export class PartStore {
       this.o.cache.drop(`${serverId}\0${k}\0${credential}`);
       this.judged.delete(partKey(serverId, credential, k));
       this.listedNames.delete(partKey(serverId, credential, k));
+      this.ownFailed.delete(partKey(serverId, credential, k));
     }
   }
 
@@ -173,6 +203,8 @@ export class PartStore {
       for (const pk of [...this.listedNames.keys()]) if (pk.startsWith(`${serverId}\0`)) this.listedNames.delete(pk);
     }
     for (const k of LIST_KINDS) this.listFailed.delete(`${serverId}\0${k}`);
+    // Its principals' connections are closed with it: their next lists are of new ones.
+    for (const pk of this.ownFailed) if (pk.startsWith(`${serverId}\0`)) this.ownFailed.delete(pk);
   }
 
   /** Whether `conn` (the server's own connection) is the one h's id is served by now. */
