@@ -20,6 +20,12 @@ export interface ListEntry {
   retryAt?: number;
   /** Set by its fetcher: when it was asked for, on the fetcher's own count (the catalog's ListChanges.epoch). */
   askedAt?: number;
+  /**
+   * Served in place of a refresh that failed: clients told of a change (list_changed) and listing
+   * again were given this list as the new one, so the next that differs is told, whatever ttlMs
+   * it was kept for. Until a change is told again (invalidate): they list again then anyway.
+   */
+  stoodIn?: boolean;
 }
 
 export type Fetcher = () => Promise<Omit<ListEntry, 'receivedAt' | 'version'>>;
@@ -157,6 +163,7 @@ export class ListCache {
       this.failures.set(key, { until, err });
       if (stale) {
         stale.retryAt = until;
+        stale.stoodIn = true;
         this.stats.staleServed++;
         this.onStale?.(key, err);
         return stale;
@@ -169,12 +176,14 @@ export class ListCache {
    * Whether a change found on refresh is told. Not for an entry of ttlMs 0: one that invalidate
    * made stale (clients were told then), one fetched while a change was said (the same), or one
    * never fresh (every list of it is a refresh, and a server whose list differs each time would
-   * have every client told, list again, and be told again). At most once a second per key: a
+   * have every client told, list again, and be told again); unless it stood in for a refresh that
+   * failed (stoodIn: those told listed again and got it, the list from before the change, and
+   * a legacy client kept it until told again, which nothing else did). At most once a second per key: a
    * change found inside that second is told at its end, never dropped (the clients told of the
    * previous change listed before it, and would keep a list that is gone).
    */
   private mayAnnounce(key: string, stale: ListEntry): boolean {
-    if (!(stale.ttlMs > 0)) return false;
+    if (!(stale.ttlMs > 0) && !stale.stoodIn) return false;
     const now = this.now();
     const since = now - (this.toldAt.get(key) ?? -Infinity);
     if (since < ANNOUNCE_EVERY_MS) {
@@ -198,7 +207,11 @@ export class ListCache {
   /** Make entries stale at once (list_changed, upstream restart). Keeps them for stale serving. */
   invalidate(prefix: string): void {
     this.forgetFailures(prefix);
-    for (const [k, e] of this.entries) if (covers(prefix, k)) e.ttlMs = 0;
+    for (const [k, e] of this.entries)
+      if (covers(prefix, k)) {
+        e.ttlMs = 0;
+        e.stoodIn = undefined;
+      }
     for (const k of this.inflight.keys()) if (covers(prefix, k)) this.changedInFlight.add(k);
   }
 

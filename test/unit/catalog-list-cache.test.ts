@@ -149,6 +149,32 @@ describe('a change found when an entry expires', () => {
     expect(told).toEqual(['s\0tools']);
   });
 
+  it('is told when the list it served in place of a failed refresh after a list_changed (the old one, to those told) is found changed; not twice', async () => {
+    const clock = { t: 0 };
+    const told: string[] = [];
+    const cache = new ListCache(() => clock.t, undefined, (k) => told.push(k), 5000);
+    let failing = false;
+    let names = ['a'];
+    const fetch = async () => {
+      if (failing) throw new Error('lists are failing');
+      return { items: names.map((name) => ({ name })), ttlMs: Infinity, scope: 'public' as const };
+    };
+    await cache.get('s\0tools', fetch);
+    failing = true;
+    names = ['a', 'b'];
+    cache.invalidate('s\0'); // list_changed: clients are told, and list again...
+    expect((await cache.get('s\0tools', fetch)).items).toEqual([{ name: 'a' }]); // ...and get the old list
+    failing = false;
+    clock.t += 5000;
+    expect((await cache.get('s\0tools', fetch)).items).toHaveLength(2);
+    expect(told).toEqual(['s\0tools']); // those clients hear of it again
+    clock.t += 5000;
+    names = ['a', 'b', 'c'];
+    cache.invalidate('s\0');
+    await cache.get('s\0tools', fetch);
+    expect(told).toEqual(['s\0tools']); // a change said, and fetched: told by whoever said it, not here
+  });
+
   it('is not told for a list that is never fresh (ttlMs 0), nor more than once a second', async () => {
     const clock = { t: 0 };
     const told: string[] = [];
