@@ -121,8 +121,6 @@ export class Catalog extends EventEmitter {
   private readonly cacheNow: () => number;
   /** When each server's lists last may have changed (changes.ts). */
   private readonly changes = new ListChanges();
-  /** Whether some principal may have a connection of its own to a server (CatalogOptions.splits). */
-  private readonly splits: (h: ServerHandle) => boolean;
   /** Counts the servers forgotten (AggregateBuilds.generation; router/replaced.ts). */
   get generation(): number {
     return this.builds.generation;
@@ -138,7 +136,6 @@ export class Catalog extends EventEmitter {
     this.setMaxListeners(0);
     this.now = opts.now ?? Date.now;
     this.cacheNow = opts.now ?? monotonicNow;
-    this.splits = opts.splits ?? (() => opts.connection !== undefined);
     this.cache = new ListCache(
       this.cacheNow,
       (key, err) => log.warn({ key: key.replace(/\0/g, '/'), err: String((err as Error)?.message ?? err) }, 'list refresh failed; serving the stale entry'),
@@ -206,7 +203,7 @@ export class Catalog extends EventEmitter {
       plugins: opts.plugins,
       ownConnection: opts.ownConnection,
       listAtReady: opts.listAtReady,
-      splits: this.splits,
+      splits: opts.splits ?? (() => opts.connection !== undefined),
       emit: (event, ...args) => void this.emit(event, ...args),
     });
     this.itemPins = opts.itemPins ?? { prompts: new MemoryPinStore(), resources: new MemoryPinStore(), resourceTemplates: new MemoryPinStore() };
@@ -473,11 +470,13 @@ export class Catalog extends EventEmitter {
   }
 
   /**
-   * Of a server some principal may have a connection of its own to (splits), whether a name is
-   * one its own connection's list had (downItem); undefined for any other server (its stored names are all shared).
+   * Of a server some principals reach with credentials of their own (another account upstream,
+   * whose lists are that principal's), whether a name is one its own connection's list had
+   * (downItem); undefined for any other server, whose stored names are anyone's (a legacy
+   * session or a process of a principal's own uses the server's credentials: the same lists).
    */
   private sharedName(kind: 'tools' | 'prompts'): (h: ServerHandle, upstreamName: string) => boolean | undefined {
-    return (h, upstreamName) => (this.splits(h) ? this.parts.lastListed(h.id, kind, upstreamName) : undefined);
+    return (h, upstreamName) => (hasOwnCredentials(h) ? this.parts.lastListed(h.id, kind, upstreamName) : undefined);
   }
 
   /** The server that is down behind a tool or prompt name no list of this process shows now (owners.ts). */
@@ -606,4 +605,10 @@ export class Catalog extends EventEmitter {
   listError(serverId: string): string | undefined {
     return this.parts.listError(serverId);
   }
+}
+
+/** Whether some principal has credentials of its own to the server (`servers.<id>.credentials`). */
+function hasOwnCredentials(h: ServerHandle): boolean {
+  for (const _ in h.config.credentials ?? {}) return true;
+  return false;
 }

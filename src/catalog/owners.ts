@@ -42,10 +42,10 @@ export function readyOwner(
  * client that kept a list (a 2026 client caches it by ttlMs, or it came from an earlier hub
  * process) then hears "unavailable" rather than "unknown" while that server starts. What
  * plugins or poisoning checks hide is decided on a list and cannot be known here: such an item
- * is named unavailable too, and refused either way. Of a server some principal may have a
- * connection of its own to (`shared` given), only a name its own connection's list had in this
- * process: the names and pins stored for it may be of a principal's private list, and another
- * principal was told such a tool is "unavailable" where a name it was never shown is "unknown".
+ * is named unavailable too, and refused either way. `shared`, when it says (a server some
+ * principals reach with credentials of their own): only a name its own connection's list had in
+ * this process, since the names and pins stored for it may be of a principal's private list, and
+ * another principal was told such a tool is "unavailable" where a name it was never shown is "unknown".
  */
 export function downItem(
   servers: readonly ServerHandle[],
