@@ -3,7 +3,7 @@
  * whether a 404 answers the request or says the session is gone, why a 2xx or a redirect is no
  * answer, and what an operator should do about a 401 to the hub's own credentials.
  */
-import { parseFrame } from '../protocol/jsonrpc.js';
+import { isObj, parseFrame } from '../protocol/jsonrpc.js';
 import type { RpcError } from '../protocol/errors.js';
 import type { HttpAnswer } from '../transport/http-client.js';
 import { redactedExcerpt } from '../policy/secret-text.js';
@@ -66,6 +66,28 @@ export function answers(body: string | undefined, p: Pending): boolean {
  */
 export function sessionNotFound(body: string | undefined): boolean {
   return bodyError(body)?.code === SESSION_NOT_FOUND;
+}
+
+/** The most of a plain-text 400 read for what it says of the session: an error page is no such word. */
+const SESSION_TEXT_CHARS = 200;
+
+/**
+ * Whether a 400 to a request that named a session says the server does not hold that session.
+ * The spec has 404 for it (digest §6.2), but servers built on SDK v1's examples of 2025, copied
+ * widely, answer an unknown session id with 400: an id-less -32000 "Bad Request: No valid
+ * session ID provided" to a POST, a plain "Invalid or missing session ID" to a GET. Every
+ * session of such a server is answered so once it restarts, and the hub, taking it for the
+ * request's own error, failed every call until it was restarted itself. An id-less error (or a
+ * bare text) is a refusal before dispatch: the request did not run.
+ */
+export function sessionRefused(body: string | undefined): boolean {
+  if (!body) return false;
+  const c = parseFrame(body);
+  if (c.kind === 'response') {
+    const id = c.msg.id;
+    return (id === undefined || id === null) && 'error' in c.msg && isObj(c.msg.error) && /session/i.test(String(c.msg.error.message));
+  }
+  return c.kind === 'invalid' && body.length <= SESSION_TEXT_CHARS && !body.trimStart().startsWith('<') && /session/i.test(body);
 }
 
 /**

@@ -35,7 +35,7 @@ import { postNotice } from './http-notice.js';
 import { UntakenCancels, untakenWaitMs } from './untaken-cancels.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { upstreamError } from './upstream-error.js';
-import { answerProblem, answers, bodyError, sessionNotFound } from './http-answers.js';
+import { answerProblem, answers, bodyError, sessionNotFound, sessionRefused } from './http-answers.js';
 import { statusError, statusText } from './status-text.js';
 import type { HttpExchanges } from './oauth-client.js';
 import { httpExchanges, refusalText } from './http-credentials.js';
@@ -435,7 +435,7 @@ export class HttpUpstream extends HandshakingUpstream {
       if (this._era === LEGACY && a.lastEventId !== undefined && problem === undefined) return this.resume(p, a.lastEventId, a.retryMs, 0);
       return this.stopWaiting(p, new TransportError(problem ?? (s === 202 ? 'the upstream accepted the request without answering it' : 'the answer ended without a response'), s));
     }
-    if (s === 404 && p.session !== undefined && this._era === LEGACY && !p.retried && (!answers(a.body, p) || sessionNotFound(a.body))) return this.renewSession(p);
+    if (p.session !== undefined && this._era === LEGACY && !p.retried && ((s === 404 && (!answers(a.body, p) || sessionNotFound(a.body))) || (s === 400 && sessionRefused(a.body)))) return this.renewSession(p);
     // The hub's own listen stream is no call: a server without one may refuse it with a bare 404
     // or 405 (ListenManager then leaves it be), which says nothing about the era of its calls.
     if (this._era === MODERN && this.spec.era === 'auto' && !p.listen && monotonicNow() - this.stillModernAt >= REFUSAL_REPROBE_MS) {
@@ -483,10 +483,10 @@ export class HttpUpstream extends HandshakingUpstream {
 
   /**
    * A 404 to a request that carried a session id, with no JSON-RPC response to that request in
-   * its body, means the session is gone. The server looks
-   * the session up before dispatching anything, so the request was not executed: renew the
-   * session (once, shared by every call that hit the same 404) and send the same frame again,
-   * once. A second 404 fails the call.
+   * its body, means the session is gone (so does a 400 saying so: sessionRefused). The server
+   * looks the session up before dispatching anything, so the request was not executed: renew
+   * the session (once, shared by every call that hit the same 404) and send the same frame
+   * again, once. A second 404 fails the call.
    */
   private renewSession(p: Pending): void {
     p.retried = true;

@@ -13,6 +13,7 @@ import { ExchangeAbort, StreamCutError } from '../transport/http-client.js';
 import { errMessage } from './lifecycle.js';
 import type { HttpExchanges } from './oauth-client.js';
 import { retryAfterSeconds } from './status-text.js';
+import { sessionRefused } from './http-answers.js';
 import { getStreamWaitMs } from './stream-waits.js';
 import type { UpstreamState } from './types.js';
 
@@ -145,8 +146,9 @@ export class StandaloneStream {
         // or slow (408): the stream is wanted still. Given up, no notification would come.
         if (a.status >= 500 || a.status === 429 || a.status === 408) return again(`HTTP ${a.status}`, lastEventId, undefined, (retryAfterSeconds(a.headers) ?? 0) * 1000);
         // Only while ready: otherwise the lifecycle is reconnecting (an open circuit keeps its cooldown).
-        if (a.status === 404 && session !== undefined && this.worked === session && this.host.state === 'ready') {
-          // The session is gone (digest §6.2: initialize again). Waiting for the next call to
+        if ((a.status === 404 || (a.status === 400 && sessionRefused(a.body))) && session !== undefined && this.worked === session && this.host.state === 'ready') {
+          // The session is gone (digest §6.2: initialize again; a 400 saying so, of servers
+          // built on SDK v1's older examples, too). Waiting for the next call to
           // find out would lose every notification until then; the new session opens its own
           // stream. Only a session whose stream once opened: a server that answers every GET
           // 404 would have the hub initialize again and again.

@@ -76,6 +76,8 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
   let aborted: string[];
   /** Answer an unknown session's request with its own id, as a Switchyard hub does. */
   let goneWithId: boolean;
+  /** Answer an unknown session 400, as servers built on SDK v1's older examples do: an id-less -32000 to a POST, plain text to a GET. */
+  let goneAs400: boolean;
   /** Set: a notifications/initialized POST is held until the test lets it go on (release), or cuts it (req). */
   let holdInitialized: ((release: () => void, req: IncomingMessage) => void) | undefined;
   /** Set: a notifications/roots/list_changed POST is never answered. */
@@ -131,6 +133,7 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     sessions = new Map();
     aborted = [];
     goneWithId = false;
+    goneAs400 = false;
     holdInitialized = undefined;
     holdInitialize = undefined;
     holdRootsChanged = false;
@@ -141,6 +144,14 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
       if (known && parsed?.method === 'notifications/roots/list_changed' && holdRootsChanged) return; // never answered
       if (known && holdInitialized && parsed?.method === 'notifications/initialized') return holdInitialized(() => void known.transport.handleRequest(req, res, parsed), req);
       if (known) return known.transport.handleRequest(req, res, parsed);
+      if (sid && goneAs400 && req.method === 'GET') {
+        res.writeHead(400, { 'content-type': 'text/plain' });
+        return res.end('Invalid or missing session ID');
+      }
+      if (sid && goneAs400) {
+        res.writeHead(400, { 'content-type': 'application/json' });
+        return res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message: 'Bad Request: No valid session ID provided' }, id: null }));
+      }
       if (sid) {
         res.writeHead(404, { 'content-type': 'application/json' });
         return res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: goneWithId ? (parsed?.id ?? null) : null }));
@@ -273,6 +284,32 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     const r = await u.request('tools/call', { name: 'echo', arguments: { text: 'back' } });
     expect(text(r)).toBe('back');
     expect(u.sessionId).not.toBe(first);
+    expect(rpcBodies(seen).filter((b) => b.method === 'initialize')).toHaveLength(2);
+  });
+
+  it('renews a session the server says with a 400 it does not hold (SDK v1\'s older examples), and sends the call that met it once more', async () => {
+    goneAs400 = true;
+    const u = make(spec(url));
+    await u.start();
+    const first = u.sessionId!;
+    await forget(first);
+    const r = await u.request('tools/call', { name: 'echo', arguments: { text: 'after a restart' } });
+    expect(text(r)).toBe('after a restart');
+    expect(u.sessionId).not.toBe(first);
+    const calls = seen.filter((s) => s.body.includes('"tools/call"'));
+    expect(calls.map((c) => c.headers['mcp-session-id'])).toEqual([first, u.sessionId]);
+    expect(rpcBodies(seen).filter((b) => b.method === 'initialize')).toHaveLength(2);
+  });
+
+  it('renews, with no call made, a session whose GET stream the server answers 400 "Invalid or missing session ID"', async () => {
+    goneAs400 = true;
+    const u = make(spec(url));
+    await u.start();
+    const first = u.sessionId!;
+    await waitFor(() => seen.some((s) => s.method === 'GET' && s.headers['mcp-session-id'] === first), 5000, 'the GET stream');
+    await forget(first); // ends the GET stream: reopened, it meets the 400
+    await waitFor(() => u.sessionId !== undefined && u.sessionId !== first, 10_000, 'a new session');
+    await waitFor(() => seen.some((s) => s.method === 'GET' && s.headers['mcp-session-id'] === u.sessionId), 5000, 'the new session\'s GET stream');
     expect(rpcBodies(seen).filter((b) => b.method === 'initialize')).toHaveLength(2);
   });
 
