@@ -533,6 +533,11 @@ class Exchange implements Dispatcher.DispatchHandler {
     const a = this.answer;
     if (this.settled || !a) return;
     if (this.sse) {
+      try {
+        this.sse.end();
+      } catch (err) {
+        return this.settle(new TransportError(`event stream failed: ${(err as Error).message}`, a.status));
+      }
       if (this.sse.result.lastEventId !== undefined) a.lastEventId = this.sse.result.lastEventId;
       if (this.sse.result.retryMs !== undefined) a.retryMs = this.sse.result.retryMs;
       return this.settle(undefined);

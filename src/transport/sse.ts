@@ -30,6 +30,8 @@ export class SseFeed {
   private overflow: Error | undefined;
   /** No text of the stream decoded yet: a byte order mark may still open it. */
   private first = true;
+  /** The text fed last ended in a CR, which eventsource-parser holds until it sees whether an LF follows. */
+  private endsInCr = false;
 
   constructor(maxEventBytes: number, onEvent: (e: SseEvent) => void) {
     this.parser = createParser({
@@ -57,7 +59,20 @@ export class SseFeed {
       this.first = false;
       if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
     }
+    if (text.length > 0) this.endsInCr = text.charCodeAt(text.length - 1) === 13;
     this.parser.feed(text);
     if (this.overflow) throw this.overflow;
+  }
+
+  /**
+   * The stream ended. A line may end in a CR alone (the SSE format allows CR, LF or CRLF): the
+   * parser holds a last CR, waiting to see whether an LF follows, so an event a stream's final
+   * bare CRs ended (the response, on a call's stream) was never dispatched. An LF completes that
+   * CR as one line end, which dispatches the event only if it was complete.
+   */
+  end(): void {
+    if (!this.endsInCr) return;
+    this.endsInCr = false;
+    this.parser.feed('\n');
   }
 }

@@ -73,6 +73,19 @@ describe('HttpClient', () => {
     expect(a).toMatchObject({ status: 200, messages: 3, lastEventId: '7' });
   });
 
+  it('reads an SSE answer whose lines end in a CR alone, the stream ending on the response\'s', async () => {
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('id: p\rdata:\r\r: kept\r\r');
+      res.write('data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}\r\r');
+      res.end('data: {"jsonrpc":"2.0","id":1,"result":{"ok":true}}\r\r');
+    });
+    const kinds: string[] = [];
+    const a = await client(url).post('{}', { onMessage: (c) => kinds.push(c.kind) });
+    expect(kinds).toEqual(['notification', 'response']);
+    expect(a).toMatchObject({ status: 200, messages: 2, lastEventId: 'p' });
+  });
+
   it('reports 202 and a non-2xx body for the caller to read', async () => {
     const url = await serve((req, res, body) => {
       if (body.includes('note')) return void res.writeHead(202).end();

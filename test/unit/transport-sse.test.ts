@@ -16,6 +16,20 @@ describe('SseFeed', () => {
     expect(events).toEqual([{ data: '{"a":1}', id: '2' }, { data: '{"b":2}' }]);
   });
 
+  it('at the end, dispatches an event that bare CRs ended (the parser held the last CR), and not one left incomplete', () => {
+    const done = feed(['data: {"a":1}\r\rdata: {"b":2}\r', '\r']);
+    expect(done.events).toEqual([{ data: '{"a":1}' }]);
+    done.sse.end();
+    expect(done.events).toEqual([{ data: '{"a":1}' }, { data: '{"b":2}' }]);
+    const cut = feed(['data: {"a":1}\r']);
+    cut.sse.end();
+    expect(cut.events).toEqual([]);
+    // A CRLF split after its CR is one line end, as ever.
+    const split = feed(['data: {"a":1}\r', '\n\r', '\n']);
+    split.sse.end();
+    expect(split.events).toEqual([{ data: '{"a":1}' }]);
+  });
+
   it('keeps a UTF-8 character split between two chunks whole', () => {
     const bytes = Buffer.from('data: {"text":"héllo €"}\n\n');
     const cut = bytes.indexOf(0xe2) + 1; // inside the three bytes of "€"
