@@ -142,7 +142,8 @@ function modernError(err: RpcErrorObject): ProbeVerdict | undefined {
  * dispatching anything, as it refuses the probe (digest §2.3, step 4), typically with a 400
  * and an id-less error ("Mcp-Session-Id header is required", "Unsupported protocol version").
  * That is an id-less (or null-id) JSON-RPC error that is no modern signal with a 4xx, or a 400,
- * 404 or 405 with no JSON-RPC answer to the request. Not: a response naming the request (its
+ * 404 or 405 with no JSON-RPC answer to the request. So is a -32022 whose `supported` lacks
+ * 2026-07-28, whatever id it names: a server that no longer speaks it (a newer revision only). Not: a response naming the request (its
  * answer, whatever the status: a modern 404 + -32601 is one), a modern error (-32020, -32021,
  * a -32022 listing 2026-07-28: about the request, not the era), 401/403 (auth), 408/429 (load),
  * 413 (size) or 5xx. Returns what the server said, or undefined. `body`: the answer's body, `id`
@@ -152,6 +153,13 @@ export function refusedAsModern(status: number, body: string | undefined, id: Id
   if (status < 400 || status >= 500 || status === 401 || status === 403 || status === 408 || status === 413 || status === 429) return undefined;
   const c = body ? parseFrame(body) : undefined;
   if (c?.kind === 'response') {
+    // The server no longer speaks 2026-07-28 (a -32022 whose `supported` lacks it): the era, or
+    // the version, the hub holds of it is out of date, whatever id it names (SDK v2 servers
+    // echo the request's). It refuses before dispatch, so the request did not run.
+    if ('error' in c.msg && isObj(c.msg.error)) {
+      const v = fromUnsupportedVersion(c.msg.error);
+      if (v !== undefined && v.kind !== 'modern-retry') return `HTTP ${status} ${said(c.msg.error)} (it speaks ${redactErrorText((c.msg.error.data as { supported: string[] }).supported.join(', ').slice(0, 200))})`;
+    }
     const rid = c.msg.id;
     if (rid === undefined || rid === null) {
       if (!('error' in c.msg) || !isObj(c.msg.error)) return undefined;

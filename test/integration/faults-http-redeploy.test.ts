@@ -254,6 +254,30 @@ describe('an HTTP upstream found modern, redeployed legacy-only at the same URL'
     expect((await u.request('tools/call', { name: 'echo', arguments: {} })).content).toEqual([{ type: 'text', text: 'fine' }]);
   });
 
+  it('a modern server that comes to answer -32022 without 2026-07-28 (a newer revision only), naming the request: not ready, saying what it speaks; ready again once it speaks it', async () => {
+    let newer = false;
+    const port = await rawUpstream((msg, json) => {
+      // As an SDK v2 server answers a version it does not speak: 400, the request's id echoed.
+      if (newer) return json(400, { jsonrpc: '2.0', id: msg.id ?? null, error: { code: -32022, message: 'Unsupported protocol version', data: { supported: ['2027-03-01'], requested: '2026-07-28' } } });
+      if (msg.method === 'server/discover') return json(200, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: {} } } });
+      json(200, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', content: [{ type: 'text', text: 'fine' }] } });
+    });
+    const u = upstreamAt('newer', port);
+    await u.start();
+    expect(u.era).toBe('2026-07-28');
+    newer = true;
+    const refused = await u.request('tools/call', { name: 'echo', arguments: {} }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(TransportError);
+    expect((refused as TransportError).notDelivered).toBe(true);
+    expect((refused as Error).message).toMatch(/HTTP 400 -32022 Unsupported protocol version \(it speaks 2027-03-01\)\), so it did not run/);
+    expect(u.state).not.toBe('ready');
+    await waitFor(() => /speaks only protocol versions 2027-03-01/.test(u.lastError ?? ''), 10_000, 'the probe saying what it speaks');
+    expect(u.state).not.toBe('ready');
+    newer = false;
+    expect(await u.whenReady(10_000)).toBe(true);
+    expect((await u.request('tools/call', { name: 'echo', arguments: {} })).content).toEqual([{ type: 'text', text: 'fine' }]);
+  });
+
   it('a modern server that answers the hub\'s listen with a bare 404 is left on its TTLs: no reconnect, not asked again', async () => {
     let discovers = 0;
     let listens = 0;

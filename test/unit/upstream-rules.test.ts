@@ -108,6 +108,12 @@ describe('a modern request refused as no request of that era', () => {
     ['400, null-id -32020 header mismatch', 400, body(null, { code: -32020, message: 'mismatch' }), false],
     ['400, null-id -32021 missing capability', 400, body(null, { code: -32021, message: 'cap' }), false],
     ['400, null-id -32022 listing 2026-07-28', 400, body(null, { code: -32022, message: 'v', data: { supported: ['2026-07-28'] } }), false],
+    ['400, -32022 for the request listing 2026-07-28', 400, body(7, { code: -32022, message: 'v', data: { supported: ['2026-07-28', '2027-03-01'] } }), false],
+    // No longer speaking 2026-07-28, whatever id it names (SDK v2 servers echo the request's): refused before dispatch.
+    ['400, -32022 for the request listing only a newer version', 400, body(7, { code: -32022, message: 'v', data: { supported: ['2027-03-01'] } }), true],
+    ['400, null-id -32022 listing only a newer version', 400, body(null, { code: -32022, message: 'v', data: { supported: ['2027-03-01'] } }), true],
+    ['400, -32022 for the request listing only legacy versions', 400, body(7, { code: -32022, message: 'v', data: { supported: ['2025-11-25'] } }), true],
+    ['400, -32022 for the request without a supported list', 400, body(7, { code: -32022, message: 'v' }), false],
     // No era evidence.
     ['401', 401, body(null, noSession), false],
     ['403', 403, undefined, false],
@@ -126,6 +132,9 @@ describe('a modern request refused as no request of that era', () => {
   it('says what the server answered', () => {
     expect(refusedAsModern(400, body(null, noSession), 7)).toBe('HTTP 400 -32000 Bad Request: Mcp-Session-Id header is required');
     expect(refusedAsModern(405, undefined, 7)).toBe('HTTP 405 without an answer to the request');
+    expect(refusedAsModern(400, body(7, { code: -32022, message: 'Unsupported protocol version', data: { supported: ['2027-03-01'], requested: '2026-07-28' } }), 7)).toBe(
+      'HTTP 400 -32022 Unsupported protocol version (it speaks 2027-03-01)',
+    );
   });
 });
 
