@@ -9,7 +9,7 @@ import { parseFrame, type Message } from '../protocol/jsonrpc.js';
 import type { Logger } from '../log.js';
 import { timeoutSignal } from '../transport/timeout-signal.js';
 import { httpVerdict, type ProbeVerdict } from './era-probe.js';
-import { unauthorizedAdvice } from './http-answers.js';
+import { answerProblem, unauthorizedAdvice } from './http-answers.js';
 import { parseBearerChallenge, type HttpExchanges } from './oauth-client.js';
 import { errMessage } from './lifecycle.js';
 import { statusError } from './status-text.js';
@@ -18,7 +18,7 @@ import type { UpstreamSpec } from './types.js';
 /** Sends `server/discover` (request id `id`, `params` the hub's discover params) and reads the verdict. */
 export async function probeHttpEra(
   http: HttpExchanges,
-  spec: Pick<UpstreamSpec, 'id' | 'probeTimeoutMs' | 'oauth' | 'headers'>,
+  spec: Pick<UpstreamSpec, 'id' | 'url' | 'probeTimeoutMs' | 'oauth' | 'headers'>,
   id: string,
   params: Record<string, unknown>,
   log: Logger,
@@ -50,6 +50,8 @@ export async function probeHttpEra(
       const busy = statusError(a.status, a.headers);
       v = { kind: 'no-evidence', reason: busy.message, retryAfterMs: busy.retryAfterMs };
     }
+    // A redirect (never followed) says where to: a server mounted at `/mcp/` redirects `/mcp` there.
+    if (v.kind === 'no-evidence' && a.status >= 300 && a.status < 400 && spec.url !== undefined) v = { kind: 'no-evidence', reason: answerProblem(a, spec.url) ?? v.reason };
     if (v.kind === 'no-evidence' && a.status === 401 && !spec.oauth) {
       const advice = unauthorizedAdvice(parseBearerChallenge(a.headers['www-authenticate']), spec.id, spec.headers);
       if (advice) v = { kind: 'no-evidence', reason: `${v.reason} (${advice})` };

@@ -837,6 +837,15 @@ describe('probe outcomes that are not modern', () => {
     });
   }
 
+  it('redirected at its probe (a server mounted at /mcp/): not started, and the error says where to, without the query', async () => {
+    const { url, seen } = await listen((_req, res) => void res.writeHead(307, { location: '/mcp/?key=s3cret-value' }).end());
+    const u = make(spec(url));
+    await expect(u.start()).rejects.toThrow(`the upstream redirects to ${url}/; the hub does not follow redirects`);
+    expect(u.state).toBe('starting');
+    expect(u.lastError).not.toContain('s3cret');
+    expect(seen.every((s) => s.method === 'POST' && s.body.includes('server/discover'))).toBe(true);
+  });
+
   it('a call cancelled while its POST is unanswered (JSON: only at the end) holds it at most until the close', async () => {
     const { url, seen, server } = await listen((req, res, body) => {
       if (body.includes('"hold"')) return; // a JSON answer comes at the end: never, here
