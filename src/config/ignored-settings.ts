@@ -12,6 +12,20 @@ export function ignoredSettings(config: Pick<HubConfig, 'servers' | 'groups'>): 
     if (s.autoApprove === true && s.trust !== 'trusted')
       out.push(`servers.${id}.autoApprove is ignored: it applies only to a server with "trust": "trusted", so this one's changed tools are quarantined all the same (set trust, or drop autoApprove)`);
   }
+  // The HTTP client connects to the url's origin and path: a user name or password in it is
+  // never sent (nor by the MCP SDKs' clients, whose fetch refuses such a url), and the server's
+  // 401 then reads as a refused credential. Neither is quoted here: either may be the secret.
+  for (const [id, s] of Object.entries(config.servers)) {
+    if (typeof s.url !== 'string') continue;
+    let u: URL;
+    try {
+      u = new URL(s.url);
+    } catch {
+      continue;
+    }
+    if (u.username !== '' || u.password !== '')
+      out.push(`servers.${id}.url carries a user name or password, which the hub does not send: give the credential in servers.${id}.headers (e.g. "Authorization": "Basic <base64 of user:password>") and take it out of the url`);
+  }
   // Two servers under one prefix: a name both list gets a hash suffix at the later one, and
   // `x__…` no longer tells a reader (or a policy rule written for it) whose tool it is.
   const byPrefix = new Map<string, string>();

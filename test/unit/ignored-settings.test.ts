@@ -12,6 +12,17 @@ describe('ignoredSettings', () => {
     expect(said).toEqual([expect.stringMatching(/^servers\.u\.autoApprove is ignored: it applies only to a server with "trust": "trusted"/)]);
   });
 
+  it('names a server whose url carries a user name or password (never sent), without quoting either', () => {
+    const said = ignoredSettings({
+      servers: { p: server({ url: 'https://alice:s3cret@mcp.example/mcp' }), t: server({ url: 'https://tok3n@mcp.example/mcp' }), ok: server({ url: 'https://mcp.example/mcp?x=1' }), c: server({ command: 'node' }) },
+    });
+    expect(said).toEqual([
+      'servers.p.url carries a user name or password, which the hub does not send: give the credential in servers.p.headers (e.g. "Authorization": "Basic <base64 of user:password>") and take it out of the url',
+      'servers.t.url carries a user name or password, which the hub does not send: give the credential in servers.t.headers (e.g. "Authorization": "Basic <base64 of user:password>") and take it out of the url',
+    ]);
+    expect(said.join('\n')).not.toMatch(/alice|s3cret|tok3n/);
+  });
+
   it('names a server id of a group that is not configured (a disabled server is configured)', () => {
     const said = ignoredSettings({
       servers: { leg: server({}), off: server({ enabled: false }) },
