@@ -9,6 +9,7 @@ import { HttpClient, type HttpAnswer } from '../transport/http-client.js';
 import { OAuthClient, OAuthHttp, parseBearerChallenge, type HttpExchanges, type TokenSource } from './oauth-client.js';
 import { StoredTokenSource } from './oauth-stored-client.js';
 import { shellArg } from '../shell-arg.js';
+import { unauthorizedAdvice } from './http-answers.js';
 import type { UpstreamOAuthConfig } from '../config/types.js';
 import type { UpstreamSpec } from './types.js';
 
@@ -26,9 +27,11 @@ export function httpExchanges(spec: UpstreamSpec, url: string, log: Logger): Htt
 }
 
 /** What a 401 or 403 means, in words an operator can act on. */
-export function refusalText(spec: Pick<UpstreamSpec, 'id' | 'oauth'>, a: Pick<HttpAnswer, 'status' | 'headers'>): string {
+export function refusalText(spec: Pick<UpstreamSpec, 'id' | 'oauth' | 'headers'>, a: Pick<HttpAnswer, 'status' | 'headers'>): string {
   const id = spec.id;
-  if (!spec.oauth) return "the upstream refused the hub's credentials";
+  // A 401 to a hub that sent no credential (or whose credential the challenge names refused):
+  // said as the probe says it, not as "refused the hub's credentials" of none sent.
+  if (!spec.oauth) return (a.status === 401 ? unauthorizedAdvice(parseBearerChallenge(a.headers['www-authenticate']), id, spec.headers) : undefined) ?? "the upstream refused the hub's credentials";
   const c = parseBearerChallenge(a.headers['www-authenticate']);
   if (spec.oauth.grant === 'authorization_code') {
     if (a.status === 401) return `the upstream refused the stored login's token, a refreshed one too; run \`switchyard login ${id}\``;

@@ -61,6 +61,13 @@ describe('refusalText', () => {
   const refused = (status: number, challenge?: string) => ({ status, headers: challenge === undefined ? {} : { 'www-authenticate': challenge } });
   it('tells the operator what to do about a refused credential', () => {
     expect(refusalText({ id: 'a' }, refused(401))).toBe("the upstream refused the hub's credentials");
+    // A bearer challenge to a hub that sent no credential, or naming the one it sent refused.
+    expect(refusalText({ id: 'a' }, refused(401, 'Bearer realm="x", error="invalid_token"'))).toBe(
+      'the server asks for an OAuth bearer token: give the hub a client of its authorization server in servers.a.oauth, or a token in its headers',
+    );
+    expect(refusalText({ id: 'a', headers: { 'X-Api-Key': 'k' } }, refused(401, 'Bearer error="invalid_token", error_description="key k-123 expired"'))).toBe(
+      'the server refused the credential the hub sent (invalid_token: key k-123 expired): check the credential in servers.a.headers (or .credentials)',
+    );
     const login = { id: 'a', oauth: { grant: 'authorization_code' } } as Parameters<typeof refusalText>[0];
     expect(refusalText(login, refused(401))).toContain('run `switchyard login a`');
     expect(refusalText(login, refused(403, 'Bearer error="insufficient_scope", scope="read write"'))).toContain("switchyard login a --scope 'read write'");
