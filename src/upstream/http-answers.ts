@@ -72,22 +72,30 @@ export function sessionNotFound(body: string | undefined): boolean {
 const SESSION_TEXT_CHARS = 200;
 
 /**
+ * What a 400 says of a server that holds no session for the request: it does not know the
+ * session, or it is not initialized at all (a fresh process behind an old session id).
+ */
+const NO_SESSION = /session|not initiali[sz]ed/i;
+
+/**
  * Whether a 400 to a request that named a session says the server does not hold that session.
  * The spec has 404 for it (digest §6.2), but servers built on SDK v1's examples of 2025, copied
  * widely, answer an unknown session id with 400: an id-less -32000 "Bad Request: No valid
- * session ID provided" to a POST, a plain "Invalid or missing session ID" to a GET. Every
- * session of such a server is answered so once it restarts, and the hub, taking it for the
- * request's own error, failed every call until it was restarted itself. An id-less error (or a
- * bare text) is a refusal before dispatch: the request did not run.
+ * session ID provided" to a POST, a plain "Invalid or missing session ID" to a GET (older
+ * Python SDK servers: that plain text to both). One whose single SDK v1 transport is new
+ * answers "Bad Request: Server not initialized". Every session of such a server is answered so
+ * once it restarts, and the hub, taking it for the request's own error, failed every call until
+ * it was restarted itself. An id-less error (or a bare text) is a refusal before dispatch: the
+ * request did not run.
  */
 export function sessionRefused(body: string | undefined): boolean {
   if (!body) return false;
   const c = parseFrame(body);
   if (c.kind === 'response') {
     const id = c.msg.id;
-    return (id === undefined || id === null) && 'error' in c.msg && isObj(c.msg.error) && /session/i.test(String(c.msg.error.message));
+    return (id === undefined || id === null) && 'error' in c.msg && isObj(c.msg.error) && NO_SESSION.test(String(c.msg.error.message));
   }
-  return c.kind === 'invalid' && body.length <= SESSION_TEXT_CHARS && !body.trimStart().startsWith('<') && /session/i.test(body);
+  return c.kind === 'invalid' && body.length <= SESSION_TEXT_CHARS && !body.trimStart().startsWith('<') && NO_SESSION.test(body);
 }
 
 /**

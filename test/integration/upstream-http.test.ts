@@ -650,6 +650,33 @@ function rawLegacy(req: IncomingMessage, res: ServerResponse, body: string): voi
   reply({ error: { code: -32601, message: 'Method not found' } });
 }
 
+describe('legacy: an SDK v1 server of one transport, restarted', () => {
+  it('answers the old session 400 "Server not initialized": the hub initializes again, and the call runs once', async () => {
+    let runs = 0;
+    const fresh = async (): Promise<StreamableHTTPServerTransport> => {
+      const s = new McpServerV1({ name: 'one-transport', version: '1.32.2' });
+      s.registerTool('bump', { inputSchema: {} }, async () => ({ content: [{ type: 'text', text: String(++runs) }] }));
+      const t = new StreamableHTTPServerTransport({ sessionIdGenerator: () => randomUUID() });
+      await s.connect(t);
+      return t;
+    };
+    let transport = await fresh();
+    const { url, seen } = await listen((req, res, body) => transport.handleRequest(req, res, body ? JSON.parse(body) : undefined));
+    const u = make(spec(url));
+    await u.start();
+    const first = u.sessionId!;
+    expect(text(await u.request('tools/call', { name: 'bump', arguments: {} }))).toBe('1');
+    // The process restarted: its one transport is new, and knows no session.
+    const old = transport;
+    transport = await fresh();
+    await old.close();
+    expect(text(await u.request('tools/call', { name: 'bump', arguments: {} }))).toBe('2');
+    expect(u.sessionId).not.toBe(first);
+    expect(runs).toBe(2);
+    expect(rpcBodies(seen).filter((b) => b.method === 'initialize')).toHaveLength(2);
+  });
+});
+
 describe('legacy: a session renewed while the circuit is open', () => {
   it('leaves it restarting until its cool-down is over (the renewal does not say it ready)', async () => {
     let n = 0;
