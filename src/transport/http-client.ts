@@ -160,8 +160,11 @@ export class StreamCutError extends TransportError {
 
 const ERROR_BODY_LIMIT = 64 * 1024;
 const POST_ACCEPT = 'application/json, text/event-stream';
-/** Connect-phase failures: the request surely never reached the server. */
-const NOT_DELIVERED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
+/**
+ * Connect-phase failures: the request surely never reached the server. undici's connect timeout
+ * (a host gone, or a firewall that drops: no RST) too, as it is written only once connected.
+ */
+const NOT_DELIVERED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 /** A connection the other side closed (a FIN: undici's "other side closed"), reset, or that could not be written to. */
 const CONNECTION_LOST = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
 /**

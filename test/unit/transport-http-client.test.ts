@@ -9,6 +9,9 @@ import { ExchangeAbort, HttpClient } from '../../src/transport/http-client.js';
 import { deflateRawSync, gzipSync } from 'node:zlib';
 import { randomBytes } from 'node:crypto';
 import pino from 'pino';
+import { spawn } from 'node:child_process';
+import net from 'node:net';
+import { processState } from '../helpers/procs.js';
 
 const servers: http.Server[] = [];
 const clients: HttpClient[] = [];
@@ -286,6 +289,30 @@ describe('HttpClient', () => {
     await new Promise((r) => setTimeout(r, 100));
     expect(closed).toBe(true);
   });
+
+  it('marks a connection that never completes (no RST: a host gone, a firewall that drops) as not delivered, at undici\'s connect timeout', async () => {
+    // A listener whose process is stopped accepts nothing: once its accept queue is full, the
+    // kernel drops further SYNs, and a connect waits until it times out.
+    const child = spawn(process.execPath, ['-e', "const s=require('net').createServer().listen({port:0,host:'127.0.0.1',backlog:1},()=>{console.log(s.address().port);process.kill(process.pid,'SIGSTOP')})"], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      const port = await new Promise<number>((resolve) => child.stdout!.once('data', (d: Buffer) => resolve(Number(String(d).trim()))));
+      await new Promise<void>((resolve) => {
+        const check = (): void => void (processState(child.pid!) === 'T' ? resolve() : setTimeout(check, 10));
+        check();
+      });
+      const fillers = Array.from({ length: 4 }, () => net.connect(port, '127.0.0.1').on('error', () => undefined));
+      await Promise.all(fillers.slice(0, 2).map((f) => new Promise((r) => f.once('connect', r))));
+      try {
+        const err = await client(`http://127.0.0.1:${port}/mcp`).post('{}').catch((e: unknown) => e);
+        expect(err).toMatchObject({ name: 'TransportError', notDelivered: true });
+        expect((err as Error).message).toMatch(/^HTTP POST failed: Connect Timeout Error/);
+      } finally {
+        for (const f of fillers) f.destroy();
+      }
+    } finally {
+      child.kill('SIGKILL');
+    }
+  }, 30_000);
 
   it('marks connection refused as not delivered, and a broken answer as delivered', async () => {
     const url = await serve((_req, res) => {
