@@ -73,9 +73,11 @@ const SESSION_TEXT_CHARS = 200;
 
 /**
  * What a 400 says of a server that holds no session for the request: it does not know the
- * session, or it is not initialized at all (a fresh process behind an old session id).
+ * session (not found, invalid, expired…), or it is not initialized at all (a fresh process
+ * behind an old session id). Not that a session id is required: the server did not see the one
+ * sent (a proxy dropped it), and a new session would not help.
  */
-const NO_SESSION = /session|not initiali[sz]ed/i;
+const NO_SESSION = /\b(?:no valid|invalid|unknown|expired)\b[^.]{0,40}\bsession|\bsession\b[^.]{0,40}\b(?:not found|expired|invalid|unknown|terminated|closed)|\bnot initiali[sz]ed/i;
 
 /**
  * Whether a 400 to a request that named a session says the server does not hold that session.

@@ -3,6 +3,7 @@ import { getStreamWaitMs, resumeWaitMs } from '../../src/upstream/stream-waits.j
 import { legacySessionHeaders, legacySessionVersion, modernRequestHeaders } from '../../src/upstream/request-headers.js';
 import { ParamHeaderIndex } from '../../src/upstream/param-headers.js';
 import { refusalText } from '../../src/upstream/http-credentials.js';
+import { sessionRefused } from '../../src/upstream/http-answers.js';
 
 describe('resumeWaitMs', () => {
   it("waits what the server's retry asked, else 1 s, longer after resumptions that brought nothing, 30 s at most", () => {
@@ -71,5 +72,28 @@ describe('refusalText', () => {
     const login = { id: 'a', oauth: { grant: 'authorization_code' } } as Parameters<typeof refusalText>[0];
     expect(refusalText(login, refused(401))).toContain('run `switchyard login a`');
     expect(refusalText(login, refused(403, 'Bearer error="insufficient_scope", scope="read write"'))).toContain("switchyard login a --scope 'read write'");
+  });
+});
+
+describe('sessionRefused (a 400 to a request that named a session)', () => {
+  const error = (message: string, id: unknown = null) => JSON.stringify({ jsonrpc: '2.0', id, error: { code: -32000, message } });
+  it.each([
+    // The session unknown to the server, or the server not initialized: a new session helps.
+    ['SDK v1 examples, POST', error('Bad Request: No valid session ID provided'), true],
+    ['id-less', JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' } }), true],
+    ['a new SDK v1 transport', error('Bad Request: Server not initialized'), true],
+    ['SDK v1 examples, GET (plain text)', 'Invalid or missing session ID', true],
+    ['older Python SDK (plain text)', 'Bad Request: No valid session ID provided', true],
+    ['expired', error('Session expired, please reinitialize'), true],
+    // Not so: the request's own error, a session id the server did not get, another trouble, a page.
+    ['an error naming the request', error('Bad Request: No valid session ID provided', 7), false],
+    ['a session id required (the server did not see it)', error('Bad Request: Mcp-Session-Id header is required'), false],
+    ['a busy session', error('Too many requests for this session'), false],
+    ['another id-less error', error('Parse error'), false],
+    ['an HTML page', '<html><body>Invalid session</body></html>', false],
+    ['a long text', `${'x'.repeat(300)} invalid session`, false],
+    ['no body', undefined, false],
+  ] as const)('%s → %s', (_what, body, renew) => {
+    expect(sessionRefused(body)).toBe(renew);
   });
 });
