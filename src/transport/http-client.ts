@@ -27,6 +27,7 @@ import { SseFeed } from './sse.js';
 import { ACCEPT_ENCODING, codingOf, decodable, decoderFor, type Coding } from './content-coding.js';
 import type { Transform } from 'node:stream';
 import type { Signal } from '../cancel.js';
+import { VERSION } from '../version.js';
 
 export interface HttpClientOptions {
   url: string;
@@ -159,6 +160,7 @@ export class StreamCutError extends TransportError {
 }
 
 const ERROR_BODY_LIMIT = 64 * 1024;
+const USER_AGENT = `switchyard/${VERSION}`;
 const POST_ACCEPT = 'application/json, text/event-stream';
 /**
  * Connect-phase failures: the request surely never reached the server. undici's connect timeout
@@ -293,6 +295,10 @@ export class HttpClient {
     this.path = this.url.pathname + this.url.search;
     this.base = {};
     for (const [k, v] of Object.entries(opts.headers ?? {})) this.base[k.toLowerCase()] = v;
+    // RFC 9110 §10.1.5: a client should say what it is. Firewalls in common use in front of
+    // remote servers refuse a request without one (AWS WAF's common rules: NoUserAgent_HEADER,
+    // a 403 that read as a refused credential). A configured one is kept.
+    this.base['user-agent'] ??= USER_AGENT;
     this.maxFrameBytes = opts.maxFrameBytes;
     this.log = opts.log;
   }

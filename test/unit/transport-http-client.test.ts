@@ -58,7 +58,21 @@ describe('HttpClient', () => {
       'mcp-method': 'ping',
       // No compressed answers asked for (transport/content-coding.ts).
       'accept-encoding': 'identity',
+      // Firewalls in front of remote servers refuse a request without one.
+      'user-agent': expect.stringMatching(/^switchyard\/\d+\.\d+\.\d+/),
     });
+  });
+
+  it('sends a configured User-Agent instead of its own', async () => {
+    let seen: IncomingMessage | undefined;
+    const url = await serve((req, res) => {
+      seen = req;
+      res.writeHead(202).end();
+    });
+    const c = new HttpClient({ url, headers: { 'User-Agent': 'corp-gateway/2' }, maxFrameBytes: 1 << 20, log: silentLogger });
+    clients.push(c);
+    await c.post('{}');
+    expect(seen!.headers['user-agent']).toBe('corp-gateway/2');
   });
 
   it('reads an SSE answer carrying notifications and a request before the response', async () => {
