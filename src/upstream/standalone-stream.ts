@@ -143,8 +143,10 @@ export class StandaloneStream {
           return again('closed by the server', from, from !== undefined && a.messages > 0 ? a.retryMs : undefined);
         }
         // A server unwell, busy (429, as long as its Retry-After asks, up to the longest backoff)
-        // or slow (408): the stream is wanted still. Given up, no notification would come.
-        if (a.status >= 500 || a.status === 429 || a.status === 408) return again(`HTTP ${a.status}`, lastEventId, undefined, (retryAfterSeconds(a.headers) ?? 0) * 1000);
+        // or slow (408), or holding the stream that was cut as still open (409: SDK v1 allows one
+        // a session, and lets the old one go only once it finds its connection closed): the
+        // stream is wanted still. Given up, no notification would come.
+        if (a.status >= 500 || a.status === 429 || a.status === 408 || a.status === 409) return again(`HTTP ${a.status}`, lastEventId, undefined, (retryAfterSeconds(a.headers) ?? 0) * 1000);
         // Only while ready: otherwise the lifecycle is reconnecting (an open circuit keeps its cooldown).
         if ((a.status === 404 || (a.status === 400 && sessionRefused(a.body))) && session !== undefined && this.worked === session && this.host.state === 'ready') {
           // The session is gone (digest §6.2: initialize again; a 400 saying so, of servers

@@ -1039,6 +1039,20 @@ describe('legacy: whether list changes can reach the hub (the standalone stream)
     expect(gaps).toBe(1);
   });
 
+  it('a GET stream answered 409 (SDK v1: "only one SSE stream is allowed per session", the one cut not yet let go): asked again later, not given up', async () => {
+    let gets = 0;
+    const url = await legacyServer((res) => {
+      gets++;
+      if (gets === 1) return void res.writeHead(200, { 'content-type': 'text/event-stream' }).end(); // cut
+      if (gets === 2) return void res.writeHead(409, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'Conflict: Only one SSE stream is allowed per session' } }));
+      res.writeHead(200, { 'content-type': 'text/event-stream' }); // stays open
+    });
+    const u = make(spec(url));
+    await u.start();
+    await waitFor(() => gets === 3, 8000, 'the GET stream asked for again after the 409');
+    expect(u.hearsNotifications).toBe(true);
+  });
+
   it('a GET stream the server ends with no event id: reopened, and the hub is told what came meanwhile is lost', async () => {
     let gets = 0;
     const url = await legacyServer((res) => {
