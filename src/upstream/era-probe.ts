@@ -137,6 +137,22 @@ function modernError(err: RpcErrorObject): ProbeVerdict | undefined {
 }
 
 /**
+ * Whether a legacy request's non-2xx answer says the server no longer speaks `version`, the one
+ * its session was opened with: a -32022 whose `supported` lacks it (whatever id it names). A
+ * server redeployed modern-only at the same URL (SDK v2's `legacy: 'reject'`) answers every
+ * legacy request so, the request's id echoed, and was taken for that call's own error, relayed
+ * at every call. It refuses before dispatch. Returns what the server said, or undefined.
+ */
+export function refusedAsLegacy(status: number, body: string | undefined, version: string): string | undefined {
+  if (status < 400 || status >= 500 || !body) return undefined;
+  const c = parseFrame(body);
+  if (c.kind !== 'response' || !('error' in c.msg) || !isObj(c.msg.error) || c.msg.error.code !== UNSUPPORTED_PROTOCOL_VERSION || !isObj(c.msg.error.data)) return undefined;
+  const supported = stringList(c.msg.error.data.supported);
+  if (supported === undefined || supported.includes(version)) return undefined;
+  return `HTTP ${status} ${said(c.msg.error)} (it speaks ${redactErrorText(supported.join(', ').slice(0, 200))})`;
+}
+
+/**
  * Whether a 2026-07-28 request's non-2xx answer says the server did not take it as one at
  * all: a server redeployed legacy-only (2025-11-25) at the same URL refuses it before
  * dispatching anything, as it refuses the probe (digest §2.3, step 4), typically with a 400

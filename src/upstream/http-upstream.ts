@@ -11,14 +11,14 @@
  * http-credentials.ts, standalone-stream.ts (the legacy GET stream), stream-waits.ts,
  * untaken-cancels.ts and http-notice.ts (legacy cancellations and notices); the work a close waits for is ../pending-work.ts.
  */
-import { LEGACY, LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
+import { LEGACY, LEGACY_VERSIONS, MODERN, type Era } from '../protocol/era.js';
 import { CancelledError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { Classified } from '../protocol/jsonrpc.js';
 import type { Logger } from '../log.js';
 import { ExchangeAbort, StreamCutError, type HttpAnswer } from '../transport/http-client.js';
 import { LEGACY_CLIENT_CAPABILITIES } from './envelope.js';
 import { legacySessionHeaders, legacySessionVersion, modernRequestHeaders } from './request-headers.js';
-import { refusedAsModern, type ProbeVerdict } from './era-probe.js';
+import { refusedAsLegacy, refusedAsModern, type ProbeVerdict } from './era-probe.js';
 import { probeHttpEra } from './http-probe.js';
 import { evidenceOf, FailureStreak, type CircuitState } from './breaker.js';
 import { ParamHeaderIndex } from './param-headers.js';
@@ -58,9 +58,9 @@ const ANSWERED_STREAM_LINGER_MS = 1_000;
  */
 const RETIRED_LISTEN_MS = 1_000;
 /**
- * After a refused modern request had the era probed again and the server was found modern
- * still, its refusals are relayed as plain errors this long before another one reconnects: a
- * modern server that refuses some request that way is not reconnected to at each such call.
+ * After a request refused as of another era had the era probed again and the server was found
+ * in the same era still, its refusals are relayed as plain errors this long before another one
+ * reconnects: a server that refuses some request that way is not reconnected to at each such call.
  */
 const REFUSAL_REPROBE_MS = 30_000;
 
@@ -91,10 +91,10 @@ export class HttpUpstream extends HandshakingUpstream {
   private internalIds = 0;
   private readonly streak: FailureStreak;
   private tripped = false;
-  /** The reconnect under way was caused by a modern request the server refused (refusedModern). */
-  private refusalReconnect = false;
-  /** When such a reconnect last found the server modern still (monotonicNow(): see REFUSAL_REPROBE_MS). */
-  private stillModernAt = -Infinity;
+  /** The reconnect under way was caused by a request the server refused as of an era it no longer speaks (refusedEra): the era then. */
+  private refusalReconnect: Era | undefined;
+  /** When such a reconnect last found the server in the same era still (monotonicNow(): see REFUSAL_REPROBE_MS). */
+  private stillSameEraAt = -Infinity;
   /** When a call last ended or the server became ready (monotonicNow()): idle since. */
   private activeAt = 0;
 
@@ -232,10 +232,10 @@ export class HttpUpstream extends HandshakingUpstream {
   protected async connect(): Promise<void> {
     await this.handshake();
     const refused = this.refusalReconnect;
-    this.refusalReconnect = false;
-    if (refused && this._era === MODERN) {
-      this.stillModernAt = monotonicNow();
-      this.log.warn(`the era probed again is still ${MODERN}: for ${REFUSAL_REPROBE_MS / 1000} s such refusals are relayed as errors`);
+    this.refusalReconnect = undefined;
+    if (refused !== undefined && this._era === refused) {
+      this.stillSameEraAt = monotonicNow();
+      this.log.warn(`the era probed again is still ${refused}: for ${REFUSAL_REPROBE_MS / 1000} s such refusals are relayed as errors`);
     }
   }
 
@@ -438,9 +438,9 @@ export class HttpUpstream extends HandshakingUpstream {
     if (p.session !== undefined && this._era === LEGACY && !p.retried && ((s === 404 && (!answers(a.body, p) || sessionNotFound(a.body))) || (s === 400 && sessionRefused(a.body)))) return this.renewSession(p);
     // The hub's own listen stream is no call: a server without one may refuse it with a bare 404
     // or 405 (ListenManager then leaves it be), which says nothing about the era of its calls.
-    if (this._era === MODERN && this.spec.era === 'auto' && !p.listen && monotonicNow() - this.stillModernAt >= REFUSAL_REPROBE_MS) {
-      const why = refusedAsModern(s, a.body, p.id);
-      if (why !== undefined) return this.refusedModern(p, s, why);
+    if (this.spec.era === 'auto' && !p.listen && monotonicNow() - this.stillSameEraAt >= REFUSAL_REPROBE_MS) {
+      const why = this._era === MODERN ? refusedAsModern(s, a.body, p.id) : refusedAsLegacy(s, a.body, this._protocolVersion ?? LEGACY);
+      if (why !== undefined) return this.refusedEra(p, s, why);
     }
     if (s === 401 || s === 403) {
       const refused = new TransportError(`HTTP ${s}: ${refusalText(this.spec, a)}`, s);
@@ -460,7 +460,9 @@ export class HttpUpstream extends HandshakingUpstream {
   /**
    * A server found modern refused a request as no 2026-07-28 one (refusedAsModern): redeployed
    * legacy-only at the same URL, it answers every call so (a legacy "no session" 400), answers
-   * that are no JSON-RPC error of the call's and so would never make the hub connect again.
+   * that are no JSON-RPC error of the call's and so would never make the hub connect again. So
+   * for a legacy session's request refused with a -32022 that lacks its version (refusedAsLegacy:
+   * a server redeployed modern-only).
    * The request was refused before dispatch (an answer naming no request, or none at all), so it
    * did not run: the call fails as not delivered, which frees its idempotency key and lets the
    * hub's retry policy send it once more when the server is back (with the default retry, the
@@ -468,16 +470,18 @@ export class HttpUpstream extends HandshakingUpstream {
    * again at once (calls in flight are left to finish), and its handshake probes the era, as
    * every reconnect of a modern server does (digest §2.3: re-probe if the cached assumption fails).
    */
-  private refusedModern(p: Pending, status: number, why: string): void {
+  private refusedEra(p: Pending, status: number, why: string): void {
+    const era = this._era ?? LEGACY;
+    const version = era === MODERN ? MODERN : (this._protocolVersion ?? LEGACY);
     if (this._state === 'ready') {
-      this.log.warn({ why }, `a ${MODERN} request was refused as no request of that era; connecting again to probe the era`);
-      this.refusalReconnect = true;
+      this.log.warn({ why }, `a ${version} request was refused as no request of that era; connecting again to probe the era`);
+      this.refusalReconnect = era;
       // Before the call ends: its failure is not counted against the circuit, which would wait out a cooldown.
-      this.trip(`a ${MODERN} request was refused (${why}); probing the era again`, 0);
+      this.trip(`a ${version} request was refused (${why}); probing the era again`, 0);
     }
     this.failCall(
       p,
-      new TransportError(`server "${this.id}" did not take the request as a ${MODERN} one (${why}), so it did not run; the server may now speak another protocol era, and the hub is connecting again to find out: try again`, status, true),
+      new TransportError(`server "${this.id}" did not take the request as a ${version} one (${why}), so it did not run; the server may now speak another protocol era, and the hub is connecting again to find out: try again`, status, true),
     );
   }
 

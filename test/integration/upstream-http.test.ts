@@ -17,7 +17,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { silentLogger } from '../../src/log.js';
 import { LEGACY, MODERN } from '../../src/protocol/era.js';
-import { CancelledError, RpcError } from '../../src/protocol/errors.js';
+import { CancelledError, RpcError, TransportError } from '../../src/protocol/errors.js';
 import type { ProgressInfo } from '../../src/protocol/types.js';
 import { createUpstream, type HttpUpstream } from '../../src/upstream/index.js';
 import type { Upstream, UpstreamSpec, UpstreamState } from '../../src/upstream/types.js';
@@ -463,7 +463,12 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
 
 /** Serves a web-standard fetch handler on node:http (what @modelcontextprotocol/node would do). */
 async function serveFetch(fetchHandler: (r: Request) => Promise<Response>): Promise<{ url: string; seen: Seen[] }> {
-  return listen(async (req, res, body) => {
+  return listen(fetchAdapter(fetchHandler));
+}
+
+/** A web-standard fetch handler (SDK v2's createMcpHandler) as a node:http one. */
+function fetchAdapter(fetchHandler: (r: Request) => Promise<Response>): Handler {
+  return async (req, res, body) => {
     const ctl = new AbortController();
     res.on('close', () => {
       if (!res.writableFinished) ctl.abort();
@@ -487,7 +492,7 @@ async function serveFetch(fetchHandler: (r: Request) => Promise<Response>): Prom
       // the client went away
     }
     res.end();
-  });
+  };
 }
 
 describe('modern: SDK v2 createMcpHandler with legacy rejected', () => {
@@ -674,6 +679,50 @@ describe('legacy: an SDK v1 server of one transport, restarted', () => {
     expect(u.sessionId).not.toBe(first);
     expect(runs).toBe(2);
     expect(rpcBodies(seen).filter((b) => b.method === 'initialize')).toHaveLength(2);
+  });
+});
+
+describe('legacy: redeployed modern-only at the same URL, with no downtime', () => {
+  it('a legacy request refused -32022 naming it (SDK v2, legacy: reject) fails as not run, the era is probed again, and calls go on in 2026-07-28', async () => {
+    let modern = false;
+    const sessions = new Map<string, StreamableHTTPServerTransport>();
+    const v2 = fetchAdapter(
+      createMcpHandler(
+        () => {
+          const s = new McpServer({ name: 'v2-http', version: '2.4.0' }, { capabilities: { tools: {} } });
+          s.registerTool('echo', { inputSchema: z.object({ text: z.string() }) }, async ({ text }) => ({ content: [{ type: 'text', text: `v2:${text}` }] }));
+          return s;
+        },
+        { legacy: 'reject' },
+      ).fetch,
+    );
+    // The new deployment takes new requests; the old one keeps the connections it has (its GET stream).
+    const { url } = await listen(async (req, res, body) => {
+      if (modern) return v2(req, res, body);
+      const parsed = body ? JSON.parse(body) : undefined;
+      const known = sessions.get(req.headers['mcp-session-id'] as string);
+      if (known) return known.handleRequest(req, res, parsed);
+      if (req.method === 'POST' && isInitializeRequest(parsed)) {
+        const server = new McpServerV1({ name: 'v1-http', version: '1.32.2' });
+        server.registerTool('echo', { inputSchema: { text: z.string() } }, async ({ text }) => ({ content: [{ type: 'text', text: `v1:${text}` }] }));
+        const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => randomUUID(), onsessioninitialized: (id) => void sessions.set(id, transport) });
+        await server.connect(transport);
+        return transport.handleRequest(req, res, parsed);
+      }
+      res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message: 'Bad Request: Mcp-Session-Id header is required' }, id: null }));
+    });
+    const u = make(spec(url));
+    await u.start();
+    expect(u.era).toBe(LEGACY);
+    expect(text(await u.request('tools/call', { name: 'echo', arguments: { text: 'a' } }))).toBe('v1:a');
+    modern = true;
+    const refused = await u.request('tools/call', { name: 'echo', arguments: { text: 'b' } }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(TransportError);
+    expect((refused as TransportError).notDelivered).toBe(true);
+    expect((refused as Error).message).toMatch(/did not take the request as a 2025-11-25 one \(HTTP 400 -32022 Unsupported protocol version: 2025-11-25 \(it speaks 2026-07-28\)\), so it did not run/);
+    expect(await u.whenReady(10_000)).toBe(true);
+    expect(u.era).toBe(MODERN);
+    expect(text(await u.request('tools/call', { name: 'echo', arguments: { text: 'c' } }))).toBe('v2:c');
   });
 });
 

@@ -5,7 +5,7 @@ import { MODERN } from '../../src/protocol/era.js';
 import type { Message } from '../../src/protocol/jsonrpc.js';
 import { RestartPolicy } from '../../src/upstream/backoff.js';
 import { encodeHeaderValue, legacyMeta, mcpNameFor, modernMeta, withMeta } from '../../src/upstream/envelope.js';
-import { httpVerdict, refusedAsModern, stdioVerdict } from '../../src/upstream/era-probe.js';
+import { httpVerdict, refusedAsLegacy, refusedAsModern, stdioVerdict } from '../../src/upstream/era-probe.js';
 import { ParamHeaderIndex } from '../../src/upstream/param-headers.js';
 
 const discover = { supportedVersions: [MODERN], capabilities: { tools: {} }, resultType: 'complete', ttlMs: 0, cacheScope: 'public' };
@@ -135,6 +135,22 @@ describe('a modern request refused as no request of that era', () => {
     expect(refusedAsModern(400, body(7, { code: -32022, message: 'Unsupported protocol version', data: { supported: ['2027-03-01'], requested: '2026-07-28' } }), 7)).toBe(
       'HTTP 400 -32022 Unsupported protocol version (it speaks 2027-03-01)',
     );
+  });
+});
+
+describe('refusedAsLegacy (a legacy request refused as of a version the server no longer speaks)', () => {
+  const body = (id: unknown, error: Record<string, unknown>) => JSON.stringify({ jsonrpc: '2.0', id, error });
+  const v = (supported: unknown) => ({ code: -32022, message: 'Unsupported protocol version: 2025-11-25', data: { supported, requested: '2025-11-25' } });
+  it.each([
+    ['-32022 naming the request, listing only 2026-07-28 (SDK v2, legacy: reject)', 400, body(7, v(['2026-07-28'])), true],
+    ['null-id -32022 listing only 2026-07-28', 400, body(null, v(['2026-07-28'])), true],
+    ['-32022 listing the session\'s version', 400, body(7, v(['2025-11-25', '2026-07-28'])), false],
+    ['-32022 without a supported list', 400, body(7, { code: -32022, message: 'v' }), false],
+    ['another error', 400, body(null, { code: -32000, message: 'Bad Request' }), false],
+    ['a 5xx', 500, body(7, v(['2026-07-28'])), false],
+    ['no body', 400, undefined, false],
+  ] as const)('%s → %s', (_what, status, b, refused) => {
+    expect(refusedAsLegacy(status, b, '2025-11-25') !== undefined).toBe(refused);
   });
 });
 
