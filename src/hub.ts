@@ -496,7 +496,7 @@ export class Hub implements HubCore {
   }
 
   private applyPolicy(p: PolicyConfig): void {
-    this.gate.setLimiter(new RateLimiter(p.rateLimit));
+    this.gate.setLimits(p.rateLimit);
     this.router.setConfirmer(new Confirmer(p as ConfirmPolicy));
     this.catalog.setPolicy({ pinning: p.pinning, poisoning: p.poisoning });
   }

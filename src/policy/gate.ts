@@ -6,7 +6,7 @@ import { META_PROTOCOL_VERSION } from '../protocol/meta.js';
 import { spanOfMeta } from '../protocol/trace-context.js';
 import type { Logger } from '../log.js';
 import { monotonicNow } from '../monotonic.js';
-import { TokenBuckets, type BucketSpec, type RateLimiter } from './rate-limit.js';
+import { TokenBuckets, type BucketSpec, type RateLimiter, type RateLimitSpec } from './rate-limit.js';
 import { requestIdText } from '../ledger/request-id.js';
 
 /** A refusal at the edge, with the status the HTTP transport sends (403 step-up, 429). */
@@ -69,9 +69,9 @@ export class EdgeGate {
     private readonly log?: Logger,
   ) {}
 
-  /** A reloaded `policy.rateLimit`: new buckets, full (what the old ones had taken is forgotten). */
-  setLimiter(limiter: RateLimiter): void {
-    this.limiter = limiter;
+  /** A reloaded `policy.rateLimit`, over the buckets as they are (RateLimiter.withSpec). */
+  setLimits(spec: RateLimitSpec | undefined): void {
+    this.limiter = this.limiter.withSpec(spec);
   }
 
   /**

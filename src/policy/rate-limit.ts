@@ -87,10 +87,24 @@ export class RateLimiter {
 
   constructor(
     private readonly spec: RateLimitSpec = {},
-    now: () => number = monotonicNow,
+    private readonly now: () => number = monotonicNow,
+    buckets?: TokenBuckets,
   ) {
-    this.buckets = new TokenBuckets(now);
+    this.buckets = buckets ?? new TokenBuckets(now);
     this.toolTable = new GlobTable(spec.tools ?? {});
+  }
+
+  /**
+   * The limits of a reloaded `policy` over the buckets this one filled: a reload neither refills
+   * nor drains what a principal has taken (a bucket holds at most the new burst, and fills at the
+   * new rate from then on). New buckets each time, any policy edit (a `confirm` glob added)
+   * gave every principal its whole burst again. Keyed by principal and tool, not by spec, a
+   * bucket carries over whichever limit now applies to it.
+   */
+  withSpec(spec: RateLimitSpec = {}): RateLimiter {
+    const next = new RateLimiter(spec, this.now, this.buckets);
+    // No limit left: nothing will read them, so they are not kept.
+    return next.enabled ? next : new RateLimiter(spec, this.now);
   }
 
   get enabled(): boolean {

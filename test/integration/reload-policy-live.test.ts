@@ -77,3 +77,37 @@ describe('policy reloaded while the hub runs', () => {
     expect(limited.status).toBe(429);
   });
 });
+
+describe('rate limits across a policy reload', () => {
+  let limited: HubProcess;
+  const rateLimit = { perPrincipal: { burst: 2, perSecond: 0.001 } };
+  beforeAll(async () => {
+    limited = await startHub({ policy: { rateLimit }, servers: { m: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern' }) } });
+  }, 60_000);
+  afterAll(async () => void (await limited?.stop()));
+
+  async function reloaded(policy: Json): Promise<void> {
+    const before = limited.logs.filter((l) => l.includes('config reload: policy replaced')).length;
+    const config = JSON.parse(readFileSync(limited.configFile, 'utf8')) as Json;
+    writeFileSync(limited.configFile, JSON.stringify({ ...config, policy }));
+    await until('the reload', () => limited.logs.filter((l) => l.includes('config reload: policy replaced')).length > before);
+  }
+
+  it('keep what each principal took: another policy edit, or a larger burst, refills no bucket', async () => {
+    expect((await modernPost(limited.url, ++id, 'tools/list')).status).toBe(200);
+    expect((await modernPost(limited.url, ++id, 'tools/list')).status).toBe(200);
+    expect((await modernPost(limited.url, ++id, 'tools/list')).status).toBe(429);
+    // A confirmation glob added: the rate limits are as they were. (Each reload made new, full
+    // buckets, so the principal had its whole burst again.)
+    await reloaded({ rateLimit, confirm: ['m__add'] });
+    expect((await modernPost(limited.url, ++id, 'tools/list')).status).toBe(429);
+    // A larger burst holds at most that many; what was taken stays taken.
+    await reloaded({ rateLimit: { perPrincipal: { burst: 50, perSecond: 0.001 } }, confirm: ['m__add'] });
+    expect((await modernPost(limited.url, ++id, 'tools/list')).status).toBe(429);
+    // No limit, then one again: nothing was kept meanwhile, the principal starts full.
+    await reloaded({ confirm: ['m__add'] });
+    expect((await modernPost(limited.url, ++id, 'tools/list')).status).toBe(200);
+    await reloaded({ rateLimit, confirm: ['m__add'] });
+    expect((await modernPost(limited.url, ++id, 'tools/list')).status).toBe(200);
+  });
+});
