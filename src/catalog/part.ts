@@ -122,6 +122,23 @@ function withoutUpstreamFlags(item: Record<string, unknown>): { item: Record<str
   return { item: { ...item, _meta: rest }, flags };
 }
 
+/**
+ * An item as a plugin's onList left it, held to what an upstream's item is held to above (a
+ * client must be able to read it, a tool's schema must be usable, a tool names no task support),
+ * with the name (URI, template) the hub routes and pins it by unchanged: a resource's URI
+ * rewritten was listed where no read could reach, and a renamed tool went on under its old name.
+ */
+function pluginLeft(kind: ListKind, left: Record<string, unknown>, was: Record<string, unknown>): { item: Record<string, unknown> } | { problem: string } {
+  const field = NAME_FIELD[kind];
+  const name = JSON.stringify(String(was[field]).slice(0, 128));
+  if (left[field] !== was[field]) return { problem: `${name}: its ${field} was changed, which the hub routes by` };
+  const readable = readableItem(kind, left);
+  if ('problem' in readable) return { problem: `${name}: ${readable.problem}` };
+  if (kind !== 'tools') return readable;
+  const problem = toolSchemaProblem(readable.item) ?? paramHeaderAnnotationProblem(readable.item.inputSchema);
+  return problem ? { problem: `${name}: ${problem}` } : { item: withoutTaskSupport({ ...readable.item }) };
+}
+
 export async function buildPart(kind: ListKind, s: PartServer, items: readonly Record<string, unknown>[], deps: PartDeps): Promise<PartRecord[]> {
   const field = NAME_FIELD[kind];
   const records: PartRecord[] = [];
@@ -205,7 +222,10 @@ export async function buildPart(kind: ListKind, s: PartServer, items: readonly R
   }
 
   if (deps.plugins && live.length) {
-    const out = await deps.plugins.list(kind, { id: s.id, trust: s.config.trust, era: s.era }, live.map((r) => r.item));
+    const out = await deps.plugins.list(kind, { id: s.id, trust: s.config.trust, era: s.era }, live.map((r) => r.item), (left, was, i) =>
+      // One the hub hides already (dropped for its shape, quarantined) goes nowhere, whatever a plugin left of it.
+      live[i]!.hidden ? { item: left } : pluginLeft(kind, left, was),
+    );
     live.forEach((r, i) => {
       r.item = out.items[i];
       const fl = out.flags.get(i);

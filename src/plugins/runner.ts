@@ -29,6 +29,13 @@ export const DEFAULT_HOOK_TIMEOUT_MS = 5_000;
  */
 export const HUB_PLUGINS = new WeakSet<Plugin>();
 
+/**
+ * Whether an item a plugin's onList left can go downstream in place of `was` (the item as the
+ * hook was given it): the item as it goes, or why not. The catalog's (catalog/part.ts): the
+ * same checks an upstream's items meet, and the name it routes by unchanged.
+ */
+export type ListItemCheck = (left: Record<string, unknown>, was: Record<string, unknown>, index: number) => { item: Record<string, unknown> } | { problem: string };
+
 /** What the onList hooks made of one upstream list, by item index. */
 export interface ListOutcome {
   items: Record<string, unknown>[];
@@ -199,7 +206,7 @@ export class PluginRunner {
     }
   }
 
-  async list(kind: ListKind, server: PluginServer, items: Record<string, unknown>[]): Promise<ListOutcome> {
+  async list(kind: ListKind, server: PluginServer, items: Record<string, unknown>[], check?: ListItemCheck): Promise<ListOutcome> {
     await this.ready;
     const out: ListOutcome = { items, flags: new Map(), hidden: new Map() };
     const listing = this.plugins.filter((p) => p.onList);
@@ -241,7 +248,17 @@ export class PluginRunner {
           if (own && replaced.length === 0) return undefined;
           const next = given.slice();
           for (const [i, item] of replaced) next[i] = item;
-          return own ? next : jsonCopy(next);
+          const out = own ? next : jsonCopy(next);
+          // What clients would get, checked as an upstream's items are: one a client cannot read
+          // failed their whole list (an SDK client's listTools threw, every server's tools with it).
+          if (check)
+            for (let i = 0; i < out.length; i++) {
+              if (out[i] === current[i]) continue;
+              const c = check(out[i]!, current[i]!, i);
+              if ('problem' in c) throw new Error(`left an item that cannot go downstream: ${c.problem}`);
+              out[i] = c.item;
+            }
+          return out;
         };
         const done = p.onList!(ctx);
         return isThenable(done) ? done.then(left) : left();
