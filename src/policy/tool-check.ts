@@ -17,9 +17,12 @@ export function argsRefusal(v: SchemaValidator | undefined, hubName: string, ite
   return { result, message: String((result.content as { text: string }[])[0].text) };
 }
 
-/** The result, or an isError result in its place when structuredContent breaks the outputSchema. */
-export function checkedOutput(v: SchemaValidator | undefined, hubName: string, item: ToolItem, result: Result): Result {
+/**
+ * The result, or an isError result in its place when structuredContent breaks the outputSchema.
+ * `byPlugins`: the result is what afterCall hooks made of the upstream's (checked before them).
+ */
+export function checkedOutput(v: SchemaValidator | undefined, hubName: string, item: ToolItem, result: Result, byPlugins = false): Result {
   if (!v) return result;
   const verdict = v.checkOutput(hubName, item, result);
-  return verdict.ok ? result : outputErrorResult(hubName, verdict);
+  return verdict.ok ? result : outputErrorResult(hubName, verdict, byPlugins);
 }

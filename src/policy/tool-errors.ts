@@ -53,9 +53,11 @@ export function argsErrorResult(hubName: string, v: Exclude<ArgsVerdict, { ok: t
   );
 }
 
-export function outputErrorResult(hubName: string, v: Exclude<OutputVerdict, { ok: true }>): Record<string, unknown> {
+/** `byPlugins`: the result as afterCall hooks left it failed, not the upstream's own. */
+export function outputErrorResult(hubName: string, v: Exclude<OutputVerdict, { ok: true }>, byPlugins = false): Record<string, unknown> {
+  const whose = byPlugins ? `'s result as plugin hooks left it does not match` : ' returned a result that does not match';
   return hubToolError(
-    { code: 'EOUTPUT', message: `Tool ${hubName} returned a result that does not match its outputSchema: structuredContent${v.pointer} ${v.reason}`, retryable: false, pointer: v.pointer },
+    { code: 'EOUTPUT', message: `Tool ${hubName}${whose} its outputSchema: structuredContent${v.pointer} ${v.reason}`, retryable: false, pointer: v.pointer },
     true,
   );
 }

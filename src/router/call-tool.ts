@@ -483,10 +483,18 @@ export class ToolCall {
         const isFinal = raw.resultType === undefined || raw.resultType === 'complete';
         const checked = isFinal ? checkedOutput(this.opts.validator, hubName, routed.item, raw) : raw;
         let result = checked;
+        // The hub's verdict in place of a result: the row says so.
+        let refused = checked !== raw ? checked : undefined;
         if (isFinal && plugins && pluginTool && plan) {
           // Hooks that return at once (redact-secrets') give the result at once: no turn for it.
           const after = plugins.afterCall(pluginTool, principal, ctx.group, plan, result);
           result = after instanceof Promise ? await after : after;
+          // A replacement is held to the outputSchema as the upstream's answer was: a client
+          // checks it too (an SDK client's callTool threw on one a plugin made).
+          if (result !== checked) {
+            const held = checkedOutput(this.opts.validator, hubName, routed.item, result, true);
+            if (held !== result) refused = result = held;
+          }
         }
         // Icons of the resources it links: an untrusted server's, screened as its listed items' are.
         if (isFinal && server.config.trust !== 'trusted') result = withScreenedContentIcons(result, server.config.url);
@@ -494,7 +502,7 @@ export class ToolCall {
         if (isFinal) this.catalog.links.note(server.id, principal, result);
         const row = endOf(this.ledger, result);
         // The hub's verdict on the upstream's result, not the upstream's own error: the row says so.
-        if (checked !== raw) Object.assign(row, { errorKind: 'policy', errorMessage: firstText(checked) });
+        if (refused) Object.assign(row, { errorKind: 'policy', errorMessage: firstText(refused) });
         // An input_required turn is no outcome yet: the key is freed for the client's retry; so
         // is a refusal for a capability the client did not declare, which its retry may declare.
         const rowDone = finishRan(row, isFinal && !isCapabilityRefusal(raw) ? { result } : undefined, false);
