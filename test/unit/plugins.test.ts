@@ -109,6 +109,22 @@ describe('redact-secrets plugin', () => {
     const out = await runner.afterCall(tool, 'alice', undefined, plan, { content: [{ type: 'text', text: 'xxy INTERNAL-1234' }] });
     expect((out.content as { text: string }[])[0].text).toBe('xxy [redacted:custom]');
   });
+
+  it('skips an extra pattern that backtracks polynomially, with a warning: it runs on the hub\'s thread over hostile results', async () => {
+    const warned: unknown[] = [];
+    const log = { ...silentLogger, warn: (o: unknown, msg?: string) => void warned.push([o, msg]) } as typeof silentLogger;
+    const email = String.raw`\S+@\S+\.\S+`;
+    const p = await (redactSecrets as (s: { options: Record<string, unknown>; log: typeof silentLogger }) => Plugin)({ options: { patterns: [email, 'INTERNAL-[0-9]{4}'] }, log });
+    expect(warned).toEqual([[{ pattern: email, why: 'several unbounded quantifiers' }, "redact-secrets: skipped a pattern that can take time growing with a power of a result's length"]]);
+    const runner = new PluginRunner([p], silentLogger, () => {});
+    const plan = await runner.beforeCall(tool, 'alice', undefined, {});
+    // An upstream's answer of 3,000 such characters held the hub's thread for seconds (8,000 for minutes: cubic in them).
+    const hostile = `${'a@'.repeat(1500)} INTERNAL-1234`;
+    const started = performance.now();
+    const out = await runner.afterCall(tool, 'alice', undefined, plan, { content: [{ type: 'text', text: hostile }] });
+    expect(performance.now() - started).toBeLessThan(1_000);
+    expect((out.content as { text: string }[])[0].text).toBe(`${'a@'.repeat(1500)} [redacted:custom]`);
+  });
 });
 
 describe('plugin runner', () => {
