@@ -106,13 +106,21 @@ async function importPlugin(file: string): Promise<PluginModule> {
   return mod;
 }
 
+/** The plugins folder: `plugins.dir`, or `plugins`, next to the config file. */
+function folderOf(config: PluginsConfig | undefined, configFile: string | undefined): string {
+  return resolve(configFile ? dirname(configFile) : process.cwd(), config?.dir ?? 'plugins');
+}
+
+function isFolder(path: string): boolean {
+  return existsSync(path) && statSync(path).isDirectory();
+}
+
 /** The operator's plugin files a `plugins` section names, in load order: the folder's, then `paths`. */
 function userPluginFiles(config: PluginsConfig | undefined, configFile: string | undefined): { file: string; options?: Record<string, unknown> }[] {
   const base = configFile ? dirname(configFile) : process.cwd();
   const out: { file: string; options?: Record<string, unknown> }[] = [];
-  const dir = resolve(base, config?.dir ?? 'plugins');
-  if (existsSync(dir) && statSync(dir).isDirectory())
-    for (const f of readdirSync(dir).sort()) if (LOADABLE.has(extname(f))) out.push({ file: join(dir, f) });
+  const dir = folderOf(config, configFile);
+  if (isFolder(dir)) for (const f of readdirSync(dir).sort()) if (LOADABLE.has(extname(f))) out.push({ file: join(dir, f) });
   for (const entry of config?.paths ?? []) {
     const rel = typeof entry === 'string' ? entry : entry.path;
     out.push({ file: isAbsolute(rel) ? rel : resolve(base, rel), options: typeof entry === 'string' ? undefined : entry.options });
@@ -126,9 +134,10 @@ function userPluginFiles(config: PluginsConfig | undefined, configFile: string |
  * when the section itself is unchanged.
  */
 export function pluginSources(config: PluginsConfig | undefined, configFile: string | undefined): string {
-  return userPluginFiles(config, configFile)
-    .map(({ file }) => `${file}\t${digestOf(file)}`)
-    .join('\n');
+  const files = userPluginFiles(config, configFile).map(({ file }) => `${file}\t${digestOf(file)}`);
+  // A folder the config names that is missing is reported by each load: made since, even empty, it is news.
+  if (config?.dir !== undefined) files.unshift(`${folderOf(config, configFile)}\t${isFolder(folderOf(config, configFile)) ? 'folder' : 'missing'}`);
+  return files.join('\n');
 }
 
 /**
@@ -191,6 +200,15 @@ export async function loadPlugins(
   for (const [name, mod] of Object.entries(BUNDLED)) {
     if (disabled.has(name)) continue;
     await add(`bundled:${name}`, async () => mod, optionsOf(name), true);
+  }
+  // The default folder may well be absent; one the config names is meant to be there. A typo
+  // in it loaded nothing, said nothing (no log line, `reload` exit 0), and left the hub without
+  // the plugins the operator counted on, a plugin that denies calls among them.
+  const named = config?.dir === undefined ? undefined : folderOf(config, configFile);
+  if (named !== undefined && !isFolder(named)) {
+    const f: PluginFailure = { plugin: named, hook: 'load', message: `plugins.dir ${existsSync(named) ? 'is not a folder' : 'does not exist'}` };
+    log.error(f, 'plugin could not be loaded; the hub runs without it');
+    onFailure(f);
   }
   for (const { file, options } of userPluginFiles(config, configFile)) {
     // Disabled by its file's name: not imported at all, so none of its code runs.

@@ -287,6 +287,26 @@ describe('plugin runner', () => {
     expect(failures[1].message).toMatch(/did not finish within 100 ms/);
   });
 
+  it('a plugins.dir the config names that is missing, or no folder, is reported as a plugin not loaded (the default folder may be absent)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sy-plugins-dir-'));
+    const config = join(dir, 'hub.config.json');
+    writeFileSync(join(dir, 'a-file'), '');
+    const failures: PluginFailure[] = [];
+    await loadPlugins({ dir: './plugin' }, config, silentLogger, (f) => failures.push(f));
+    await loadPlugins({ dir: './a-file' }, config, silentLogger, (f) => failures.push(f));
+    await loadPlugins({}, config, silentLogger, (f) => failures.push(f));
+    expect(failures.map((f) => [f.plugin, f.hook, f.message])).toEqual([
+      [join(dir, 'plugin'), 'load', 'plugins.dir does not exist'],
+      [join(dir, 'a-file'), 'load', 'plugins.dir is not a folder'],
+    ]);
+    // Made since (empty or not): a reload loads again, and finds it.
+    const before = pluginSources({ dir: './plugin' }, config);
+    const { mkdirSync } = await import('node:fs');
+    mkdirSync(join(dir, 'plugin'));
+    expect(pluginSources({ dir: './plugin' }, config)).not.toBe(before);
+    expect(pluginSources({}, config)).toBe('');
+  });
+
   it('a deny stops the call', async () => {
     const runner = new PluginRunner([{ name: 'no', beforeCall: () => ({ deny: 'not allowed here' }) }], silentLogger, () => {});
     expect((await runner.beforeCall(tool, 'alice', undefined, {})).deny).toEqual({ plugin: 'no', reason: 'not allowed here' });
