@@ -428,9 +428,13 @@ const jsonCopy = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
  * the ones it returned, or else its own copy as it left it. A `deny` that is there but is not
  * text (`true`, `{reason}`) still denies, with a reason saying so: a deny never turns into an
  * allow. Only `undefined`, `null` and `false` are no deny. An `arguments` that is there but
- * is not an object fails the hook.
+ * is not an object fails the hook, as an answer that is neither nothing (undefined, null,
+ * false) nor an object does.
  */
 function beforeOutcome(v: unknown, given: Record<string, unknown>): { deny: string } | { arguments: string } {
+  // A hook that returns its reason bare (`return 'not on Fridays'`) meant a deny: silently let
+  // through, the call ran with nothing said. Not guessed at either: the hook failed, reported.
+  if (v !== undefined && v !== null && v !== false && !isObj(v)) throw new Error(`returned ${Array.isArray(v) ? 'an array' : typeof v === 'string' ? 'text' : `a ${typeof v}`}, not {deny} or {arguments}`);
   if (isObj(v)) {
     const deny = v.deny;
     if (typeof deny === 'string') return { deny };

@@ -307,6 +307,25 @@ describe('plugin runner', () => {
     expect(pluginSources({}, config)).toBe('');
   });
 
+  it('a beforeCall answer that is neither nothing nor an object (a bare reason) fails the hook, reported; it was let through unsaid', async () => {
+    const answers: [unknown, string | undefined][] = [
+      ['not on Fridays', 'returned text, not {deny} or {arguments}'],
+      [true, 'returned a boolean, not {deny} or {arguments}'],
+      [42, 'returned a number, not {deny} or {arguments}'],
+      [['x'], 'returned an array, not {deny} or {arguments}'],
+      [undefined, undefined],
+      [null, undefined],
+      [false, undefined],
+    ];
+    for (const [answer, message] of answers) {
+      const failures: PluginFailure[] = [];
+      const runner = new PluginRunner([{ name: 'bare', beforeCall: () => answer as undefined }], silentLogger, (f) => failures.push(f), 100);
+      const plan = await runner.beforeCall(tool, 'alice', undefined, { a: 1 });
+      expect([answer, plan.deny, plan.arguments]).toEqual([answer, undefined, { a: 1 }]);
+      expect([answer, failures.map((f) => f.message)]).toEqual([answer, message ? [message] : []]);
+    }
+  });
+
   it('a deny stops the call', async () => {
     const runner = new PluginRunner([{ name: 'no', beforeCall: () => ({ deny: 'not allowed here' }) }], silentLogger, () => {});
     expect((await runner.beforeCall(tool, 'alice', undefined, {})).deny).toEqual({ plugin: 'no', reason: 'not allowed here' });
