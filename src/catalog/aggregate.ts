@@ -40,6 +40,11 @@ export interface Built extends GroupView {
   /** Resource URIs some server lists but the hub hides (policy, poisoning): never routed by a template either. */
   hidden?: Set<string>;
   /**
+   * Templates the hub hides (a plugin's hide, pinning, poisoning), by server: a URI one matches
+   * is not read from that server through a link its tool gave either (Catalog.routeUri).
+   */
+  hiddenTemplates?: { matcher: TemplateMatcher; server: string }[];
+  /**
    * Resources (templates) a server listed first in the config took the URI of: a group without
    * that server shows the first of these it has instead.
    */
@@ -74,6 +79,7 @@ export function assemble(
   const all: Built['all'] = [];
   const templates: Built['templates'] = [];
   let hidden: Set<string> | undefined;
+  let hiddenTemplates: Built['hiddenTemplates'];
   let shadowed: Built['shadowed'];
   if (kind === 'tools' || kind === 'prompts') {
     const nameKind = kind === 'tools' ? 'tool' : 'prompt';
@@ -103,6 +109,11 @@ export function assemble(
         all.push({ hubName: r.upstreamName, h, record: r });
         if (r.hidden) {
           if (kind === 'resources') (hidden ??= new Set()).add(uriKey(r.upstreamName));
+          else {
+            // One not routed (malformed, too long) was warned of when shown; hidden, it routes nothing anyway.
+            const matcher = templateMatcher(r.upstreamName, () => undefined);
+            if (matcher) (hiddenTemplates ??= []).push({ matcher, server: h.id });
+          }
           continue;
         }
         const uri = r.upstreamName;
@@ -124,7 +135,7 @@ export function assemble(
       }
     }
   }
-  return { key, scopes, items, byHubName, all, templates, hidden, shadowed, parts, failed, views: new Map(), epoch };
+  return { key, scopes, items, byHubName, all, templates, hidden, hiddenTemplates, shadowed, parts, failed, views: new Map(), epoch };
 }
 
 /** What one group shows of an aggregate (memoised with it). */

@@ -525,11 +525,14 @@ export class Catalog extends EventEmitter {
     const templates = (await lastValid('resourceTemplates', view.principal, this.routeSources)) ?? (await this.builds.build('resourceTemplates', view.principal));
     for (const t of templates.templates) if (t.matcher.test(uri) && ok(t.routed.server)) return t.routed.server;
     // Neither listed nor templated: a link a tool of a server gave this principal (a server that
-    // offers resources, ready, shown to this view; a URI its list hides was refused above).
+    // offers resources, ready, shown to this view; a URI its list hides was refused above, and
+    // so is one a template of its that the hub hides matches: a link made the URIs of a
+    // template a plugin hid readable again, though a read without one was refused).
     const linked = this.links.serverOf(view.principal ?? '', uri);
     const h = linked === undefined ? undefined : this.servers().find((x) => x.id === linked);
-    if (h && h.upstream.state === 'ready' && offers(h.upstream.capabilities, 'resources') && ok(h)) return h;
-    return undefined;
+    if (!h || h.upstream.state !== 'ready' || !offers(h.upstream.capabilities, 'resources') || !ok(h)) return undefined;
+    if (templates.hiddenTemplates?.some((t) => t.server === h.id && t.matcher.test(uri))) return undefined;
+    return h;
   }
 
   /**
