@@ -377,8 +377,12 @@ export class PluginRunner {
     await this.ready;
     for (const p of this.plugins) {
       if (!p.onNotification) continue;
+      // The upstream's own params, which the hub acts on after the hooks (the URI it tells
+      // subscribers of): an operator's plugin gets a copy, so what it changes there, failing or
+      // not, changes nothing. They came in as JSON: they can be copied.
+      const given = HUB_PLUGINS.has(p) ? params : structuredClone(params);
       const r = await this.guard(p, 'onNotification', { server: server.id }, () =>
-        p.onNotification!({ server, method, params, log: this.logOf(p) }),
+        p.onNotification!({ server, method, params: given, log: this.logOf(p) }),
       );
       if (r.ok && r.value && (r.value as { drop?: unknown }).drop === true) return false;
     }

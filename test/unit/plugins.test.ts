@@ -326,6 +326,26 @@ describe('plugin runner', () => {
     }
   });
 
+  it("onNotification hooks get their own copy of the params: what they change there, failing or not, is not what the hub acts on", async () => {
+    const failures: PluginFailure[] = [];
+    const seen: unknown[] = [];
+    const runner = new PluginRunner(
+      [
+        { name: 'rewrites', onNotification: (ctx) => void ((ctx.params as Record<string, unknown>).uri = 'mut://elsewhere') },
+        { name: 'rewrites-and-fails', onNotification: (ctx) => { (ctx.params as Record<string, unknown>)._meta = { x: 1 }; throw new Error('failed'); } },
+        { name: 'sees', onNotification: (ctx) => void seen.push(structuredClone(ctx.params)) },
+      ],
+      silentLogger,
+      (f) => failures.push(f),
+      100,
+    );
+    const params = { uri: 'mut://doc' };
+    expect(await runner.notification(server, 'notifications/resources/updated', params)).toBe(true);
+    expect(params).toEqual({ uri: 'mut://doc' });
+    expect(failures.map((f) => [f.plugin, f.message])).toEqual([['rewrites-and-fails', 'failed']]);
+    expect(seen).toEqual([{ uri: 'mut://doc' }]);
+  });
+
   it('a deny stops the call', async () => {
     const runner = new PluginRunner([{ name: 'no', beforeCall: () => ({ deny: 'not allowed here' }) }], silentLogger, () => {});
     expect((await runner.beforeCall(tool, 'alice', undefined, {})).deny).toEqual({ plugin: 'no', reason: 'not allowed here' });
