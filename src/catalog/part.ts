@@ -155,7 +155,9 @@ export async function buildPart(kind: ListKind, s: PartServer, items: readonly R
       r.hidden = 'not allowed by servers.' + s.id + '.tools allow/deny';
     } else if (kind === 'tools') {
       const eff = effectiveAnnotations(trusted, it.annotations, s.config.tools.byName[name]?.annotations);
-      r.annotations = eff.annotations;
+      // Frozen: the same object is the listed tool's and every call's `ctx.tool.annotations`
+      // (no copy per call), and a plugin that wrote there changed what every client was shown.
+      r.annotations = Object.freeze(eff.annotations);
       r.annotationSource = eff.source;
       r.item = withoutTaskSupport({ ...it, annotations: eff.annotations });
       // A client could not read the list it is in: dropped, so the rest of the list reaches clients.
