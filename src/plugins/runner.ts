@@ -222,6 +222,7 @@ export class PluginRunner {
       const flags: [number, ItemFlag][] = [];
       const hidden: [number, string][] = [];
       const replaced: [number, Record<string, unknown>][] = [];
+      const unusable: string[] = [];
       const r = await this.guard(p, 'onList', { server: server.id }, () => {
         // Items came in as JSON, and replacements leave as JSON: they can be copied.
         const given = own ? current : current.map((it) => structuredClone(it));
@@ -251,12 +252,16 @@ export class PluginRunner {
           const out = own ? next : jsonCopy(next);
           // What clients would get, checked as an upstream's items are: one a client cannot read
           // failed their whole list (an SDK client's listTools threw, every server's tools with it).
+          // Such an item goes on as the hook was given it, and the rest of what the hook did (its
+          // hides among it) stands: failing the whole hook would show what it hid.
           if (check)
             for (let i = 0; i < out.length; i++) {
               if (out[i] === current[i]) continue;
               const c = check(out[i]!, current[i]!, i);
-              if ('problem' in c) throw new Error(`left an item that cannot go downstream: ${c.problem}`);
-              out[i] = c.item;
+              if ('problem' in c) {
+                unusable.push(c.problem);
+                out[i] = current[i]!;
+              } else out[i] = c.item;
             }
           return out;
         };
@@ -264,6 +269,7 @@ export class PluginRunner {
         return isThenable(done) ? done.then(left) : left();
       });
       if (!r.ok) continue; // a failing plugin changes nothing, not even what it flagged before failing
+      for (const problem of unusable) this.fail({ plugin: p.name, hook: 'onList', message: `left an item that cannot go downstream, which goes on as it was given: ${problem}`, server: server.id });
       for (const [i, f] of flags) {
         const list = out.flags.get(i) ?? [];
         list.push({ ...f, plugin: p.name });

@@ -1,8 +1,8 @@
 /**
  * What an onList hook leaves goes downstream only if a client can read it and the hub can still
  * route it: held to the checks an upstream's own items meet (catalog/part.ts), its name or URI
- * unchanged. One that fails them is the hook's failure (logged, audited, no effect), as an
- * afterCall replacement that is no result is. The real built hub, a real stdio upstream, an
+ * unchanged. One that fails them goes on as the hook was given it, reported (logged, audited),
+ * as an afterCall replacement that is no result is; the rest of what the hook did stands. The real built hub, a real stdio upstream, an
  * SDK v1 client, plugin files of the test's own.
  */
 import { writeFileSync } from 'node:fs';
@@ -17,11 +17,11 @@ import { waitForRows } from './ledger-helpers.js';
 
 let hub: HubProcess;
 
-// A description no client reads as one, beside a change that alone would be fine.
+// A description no client reads as one, beside a hide, which stands.
 const UNREADABLE = `export default { name: 'unreadable', onList(ctx) {
   for (const t of ctx.items) {
     if (t.name === 'echo') ctx.replace(t, { ...t, description: 42 });
-    if (t.name === 'add') t.description = 'SHOULD NOT SHOW';
+    if (t.name === 'leak') ctx.hide(t, 'not for clients');
   }
 } };`;
 // The resource's URI rewritten: listed where no read could reach.
@@ -44,7 +44,7 @@ beforeAll(async () => {
 afterAll(async () => void (await hub?.stop()));
 
 describe('items an onList hook left', () => {
-  it('that no client could read, or whose name or URI changed, are the hook failing: nothing of it goes downstream', async () => {
+  it('that no client could read, or whose name or URI changed, go on as given, reported; the rest of the hook stands', async () => {
     const client = new Client({ name: 'sdk1', version: '1.0.0' });
     await client.connect(new StreamableHTTPClientTransport(new URL(hub.url)));
     try {
@@ -52,6 +52,7 @@ describe('items an onList hook left', () => {
       const { tools } = await client.listTools();
       const byName = new Map(tools.map((t) => [t.name, t]));
       expect(byName.get('m__echo')?.description).toBe('Echo the text back');
+      expect(byName.has('m__leak')).toBe(false);
       expect(byName.get('m__add')?.description).toBe('adds two numbers');
       expect(byName.get('m__add')?.execution).toBeUndefined();
       const { resources } = await client.listResources();
