@@ -77,6 +77,9 @@ export class Hub implements HubCore {
   get keepsIdempotencyKeys(): boolean {
     return this.ledger.enabled !== false;
   }
+  get maxBodyBytes(): number {
+    return this.config.listen.maxBodyBytes;
+  }
   readonly events = new EventEmitter();
   readonly handles = new ServerHandles();
   /**

@@ -1,6 +1,4 @@
 import type { Argv, CommandModule } from 'yargs';
-import { INVALID_REQUEST, RpcError } from '../protocol/errors.js';
-import { errorResponse } from '../protocol/jsonrpc.js';
 import { createLogger, redactLogText } from '../log.js';
 import { HttpBridge } from '../transport/http-bridge.js';
 import { LineReader } from '../transport/line-reader.js';
@@ -9,13 +7,19 @@ import { notEmpty } from './given-once.js';
 import { lastFlush } from './last-flush.js';
 import { envMs } from '../env-ms.js';
 import { FarBehind } from '../downstream/far-behind.js';
-import { lineText } from '../downstream/stdio-lines.js';
+import { lineText, tooLargeLine } from '../downstream/stdio-lines.js';
 
 interface ConnectArgs {
   url: string;
   key?: string;
 }
 
+/**
+ * The longest line read before the hub says its own limit (listen.maxBodyBytes, on its answer to
+ * initialize or server/discover), or when it is lower: a line up to this goes to the hub, which
+ * refuses one past its limit (413, with its row) and is answered with the line's id; a longer one
+ * is never buffered whole (tooLong).
+ */
 const MAX_LINE_BYTES = 64 * 1024 * 1024;
 
 export const connectCommand: CommandModule<object, ConnectArgs> = {
@@ -79,7 +83,17 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
     // SWITCHYARD_STREAM_RETRY_MS: the longest wait before trying the notification stream again
     // while the daemon is away (default 3 s): less hears of changes sooner after a restart.
     const streamRetryMaxMs = envMs('SWITCHYARD_STREAM_RETRY_MS', 3_000);
-    const bridge = new HttpBridge({ url: url.href, headers: key ? { authorization: `Bearer ${key}` } : undefined, streamRetryMaxMs, log }, write);
+    const bridge = new HttpBridge(
+      {
+        url: url.href,
+        headers: key ? { authorization: `Bearer ${key}` } : undefined,
+        streamRetryMaxMs,
+        log,
+        // A hub that takes larger bodies than the bridge's own bound gets lines that large.
+        onMaxBody: (bytes) => void (reader.maxBytes = Math.max(MAX_LINE_BYTES, bytes)),
+      },
+      write,
+    );
     const reader = new LineReader(
       MAX_LINE_BYTES,
       // Read as `stdio` reads a line (a trailing CR and a leading byte order mark dropped): a
@@ -88,7 +102,8 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
         const text = lineText(line);
         if (text !== undefined) bridge.line(text);
       },
-      () => write(errorResponse(undefined, new RpcError(INVALID_REQUEST, `message too large: the limit is ${MAX_LINE_BYTES} bytes per line`))),
+      // Read as `stdio` reads one (tooLargeLine): a request's id at either end gets its answer.
+      (ends) => bridge.tooLong(tooLargeLine(ends, reader.maxBytes, bridge.openQuestions), reader.maxBytes),
     );
     let ending = false;
     const end = async (drainMs: number, signal?: string) => {
@@ -104,9 +119,13 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
       // The last answers reach a client that still reads; one that stopped reading stdout gets
       // a few seconds, then the process exits anyway (it waited for that write for good).
       await lastFlush(process.stdout, log, 'connect: stdout');
-      if (bridge.neverReached) {
-        process.stderr.write(`switchyard connect: the hub at ${redactLogText(url.href)} was never reachable; is the daemon running (switchyard start)?\n`);
-        process.exit(1);
+      // Exit 3, as every command that finds no daemon (README, CLI: exit codes).
+      const why = bridge.neverReached;
+      if (why !== undefined) {
+        process.stderr.write(
+          `switchyard connect: no switchyard daemon answered at ${redactLogText(url.href)} (${why}): start one (switchyard start), or give its endpoint with --url or SWITCHYARD_URL\n`,
+        );
+        process.exit(3);
       }
       process.exit(0);
     };

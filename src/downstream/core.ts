@@ -13,6 +13,8 @@ export interface HubCore {
    * takes effect on a restart only). Said to HTTP clients in a header (KEYS_KEPT_HEADER).
    */
   readonly keepsIdempotencyKeys?: boolean;
+  /** listen.maxBodyBytes, as the hub started with it: said to HTTP clients on a handshake (MAX_BODY_HEADER). */
+  readonly maxBodyBytes?: number;
   /**
    * The union over upstreams (those an endpoint group shows, when given: what its handshake
    * offers), waiting (bounded) for ones still starting (of those, in the start-up grace).

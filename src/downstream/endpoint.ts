@@ -11,10 +11,11 @@ import {
   INTERNAL_ERROR,
   INVALID_REQUEST,
   METHOD_NOT_FOUND,
+  NOT_INITIALIZED,
   RpcError,
 } from '../protocol/errors.js';
 import { BATCH_VERSION, errorResponse, NOT_A_MESSAGE, idKey, resultResponse, type Classified, type Id, type Notification, type Request } from '../protocol/jsonrpc.js';
-import { KEYS_KEPT_HEADER } from '../protocol/meta.js';
+import { KEYS_KEPT_HEADER, MAX_BODY_HEADER } from '../protocol/meta.js';
 import { LOG_LEVELS, type ClientCapabilities, type Implementation, type LoggingLevel, type ServerCapabilities } from '../protocol/types.js';
 import type { CallContext } from '../router/context.js';
 import { classifyEra, unsupportedLegacyVersion, type EraVerdict } from './classify.js';
@@ -208,7 +209,7 @@ export class Endpoint {
       const instructions = this.core.instructions(ex.group);
       if (instructions) result.instructions = instructions;
       await this.core.recordLocal(req.method, ctx, { outcome: 'ok' });
-      ex.reply(resultResponse(req.id, toModernResult(req.method, result, this.core.serverInfo)), 200, this.keysKept(ex));
+      ex.reply(resultResponse(req.id, toModernResult(req.method, result, this.core.serverInfo)), 200, this.handshakeHeaders(ex));
       return;
     }
     if (req.method === 'subscriptions/listen') {
@@ -348,7 +349,7 @@ export class Endpoint {
       }
       const err =
         sid === undefined
-          ? new RpcError(INVALID_REQUEST, ex.transport === 'http' ? 'Bad Request: Mcp-Session-Id header is required' : 'not initialized: send initialize first')
+          ? new RpcError(INVALID_REQUEST, ex.transport === 'http' ? 'Bad Request: Mcp-Session-Id header is required' : NOT_INITIALIZED)
           : new RpcError(-32001, 'Session not found');
       await recordRefused(this.core, c.msg, ex, err, LEGACY);
       return ex.reply(errorResponse(c.msg.id, err), sid === undefined ? 400 : 404);
@@ -588,12 +589,19 @@ export class Endpoint {
     const instructions = this.core.instructions(ex.group);
     if (instructions) result.instructions = instructions;
     await this.core.recordLocal('initialize', ctx, { outcome: 'ok' });
-    ex.reply(resultResponse(req.id, result), 200, stdio ? undefined : { 'mcp-session-id': session.id, ...this.keysKept(ex) });
+    ex.reply(resultResponse(req.id, result), 200, stdio ? undefined : { 'mcp-session-id': session.id, ...this.handshakeHeaders(ex) });
   }
 
-  /** The header saying idempotency keys are honoured (KEYS_KEPT_HEADER), for an HTTP handshake's answer. */
-  private keysKept(ex: Exchange): Record<string, string> | undefined {
-    return ex.transport === 'http' && this.core.keepsIdempotencyKeys === true ? { [KEYS_KEPT_HEADER]: 'kept' } : undefined;
+  /**
+   * What an HTTP handshake's answer says of the hub besides: that idempotency keys are honoured
+   * (KEYS_KEPT_HEADER), and the largest body it reads (MAX_BODY_HEADER).
+   */
+  private handshakeHeaders(ex: Exchange): Record<string, string> | undefined {
+    if (ex.transport !== 'http') return undefined;
+    const h: Record<string, string> = {};
+    if (this.core.keepsIdempotencyKeys === true) h[KEYS_KEPT_HEADER] = 'kept';
+    if (this.core.maxBodyBytes !== undefined) h[MAX_BODY_HEADER] = String(this.core.maxBodyBytes);
+    return h;
   }
 
   private async legacyRequest(session: LegacySession, req: Request, ex: Exchange): Promise<void> {

@@ -17,6 +17,9 @@ export const UNSUPPORTED_PROTOCOL_VERSION = -32022;
 /** Implementation-defined, used by SDK 1.x for "session not found"; only ever read, never emitted. */
 export const SDK_SESSION_NOT_FOUND = -32001;
 
+/** A legacy request before initialize on a pipe (`switchyard stdio`, and `connect`, which says it as `stdio` does). */
+export const NOT_INITIALIZED = 'not initialized: send initialize first';
+
 /**
  * The code a client sees for an error the core raised with `code`: resource-not-found is
  * -32002 for legacy clients and -32602 for modern ones (the core uses -32002).

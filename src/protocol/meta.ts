@@ -16,6 +16,11 @@ export const META_IDEMPOTENCY_KEY = 'dev.switchyard/idempotency-key';
  * lost kept-alive connection only then, since a hub that keeps no keys would run it twice.
  */
 export const KEYS_KEPT_HEADER = 'switchyard-idempotency-keys';
+/**
+ * The largest request body the hub reads (listen.maxBodyBytes), said on its HTTP handshake answers:
+ * `switchyard connect` reads its client's lines up to it (beyond its own 64 MiB), as `stdio` does.
+ */
+export const MAX_BODY_HEADER = 'switchyard-max-body-bytes';
 
 /** Keys the edges own: they are rewritten per hop, never passed through. */
 const ENVELOPE_KEYS = new Set([

@@ -10,10 +10,10 @@
  */
 import { redactLogText, type Logger } from '../log.js';
 import { LEGACY } from '../protocol/era.js';
-import { INTERNAL_ERROR, PARSE_ERROR, RpcError } from '../protocol/errors.js';
+import { INTERNAL_ERROR, INVALID_REQUEST, NOT_INITIALIZED, PARSE_ERROR, RpcError } from '../protocol/errors.js';
 import { encodeHeaderValue } from '../protocol/header-value.js';
 import { batchOf, classify, errorResponse, parseFrame, resultResponse, type Classified, type Id } from '../protocol/jsonrpc.js';
-import { KEYS_KEPT_HEADER, META_CLIENT_CAPABILITIES, META_IDEMPOTENCY_KEY, META_PROTOCOL_VERSION } from '../protocol/meta.js';
+import { KEYS_KEPT_HEADER, MAX_BODY_HEADER, META_CLIENT_CAPABILITIES, META_IDEMPOTENCY_KEY, META_PROTOCOL_VERSION } from '../protocol/meta.js';
 import { ParamHeaderIndex } from '../upstream/param-headers.js';
 import { replayable } from '../upstream/retry.js';
 import { HttpClient, type HttpAnswer } from './http-client.js';
@@ -29,6 +29,8 @@ export interface BridgeOptions {
   /** The longest wait between attempts to reopen the notification stream (default 3000 ms). */
   streamRetryMaxMs?: number;
   log: Logger;
+  /** The hub said the largest request body it reads (listen.maxBodyBytes), on a handshake's answer. */
+  onMaxBody?: (bytes: number) => void;
 }
 
 // Looked up by the method a client named: no prototype (methodTable).
@@ -49,6 +51,12 @@ function keyedCall(method: string, params: Record<string, unknown> | undefined):
   const key = (params?._meta as Record<string, unknown> | undefined)?.[META_IDEMPOTENCY_KEY];
   return typeof key === 'string' && key !== '';
 }
+
+/**
+ * The request whose answer stream carried a question of the hub's (`answers`: where its answer
+ * goes, a batch member's), or a batch's stream (`live`: its members still running).
+ */
+type Carrier = { id: Id; f: Inflight; answers?: object[] } | { batch: { live(): { id: Id; f: Inflight }[]; answers: object[] } };
 
 interface Inflight {
   id: Id;
@@ -72,7 +80,7 @@ export class HttpBridge {
    * carried it (none: the notification stream, or a batch's). At stdin EOF they can never be
    * answered (inputEnded); a line of only such an id is the client's malformed answer (line).
    */
-  private readonly questions = new Map<string, { method: string; carrier?: { id: Id; f: Inflight } }>();
+  private readonly questions = new Map<string, { id: Id; method: string; carrier?: Carrier }>();
   /** Lines wait while an initialize is in flight, so they carry its session id. */
   private gate: Promise<void> = Promise.resolve();
   private closed = false;
@@ -85,9 +93,9 @@ export class HttpBridge {
   private initBody: string | undefined;
   private renewing: Promise<boolean> | undefined;
   private renewals = 0;
-  /** Whether the hub ever answered over HTTP, and whether a request failed for want of one. */
+  /** Whether the hub ever answered over HTTP, and why the last message that could not reach it did not. */
   private reached = false;
-  private missed = false;
+  private missed: string | undefined;
   /**
    * The hub's last handshake (initialize, server/discover) said it honours idempotency keys
    * (KEYS_KEPT_HEADER). Until one says so, a keyed tools/call is not sent again after a lost
@@ -96,11 +104,12 @@ export class HttpBridge {
   private keysKept = false;
 
   /**
-   * A request failed because the hub was not reachable, and it never was: how `connect` exits
-   * (non-zero, so an IDE's log shows a failed server rather than one that ended normally).
+   * A message failed because the hub was not reachable, and it never was: why (the connection's
+   * error), else undefined. How `connect` exits (3, no daemon, as the CLI's other commands: an
+   * IDE's log shows a failed server rather than one that ended normally).
    */
-  get neverReached(): boolean {
-    return this.missed && !this.reached;
+  get neverReached(): string | undefined {
+    return this.reached ? undefined : this.missed;
   }
 
   constructor(
@@ -126,18 +135,39 @@ export class HttpBridge {
     }
     const c = parseFrame(text);
     if (c.kind === 'invalid') {
-      if (c.error.code === PARSE_ERROR || c.id === undefined) this.emit(errorResponse(undefined, c.error));
-      else this.emit(errorResponse(c.id, c.error));
-      // Only the id of a question the hub asked (no result, error or method): the client's
-      // answer to it, malformed. The hub is given it too, which fails the question at once, as
-      // `stdio` does, rather than waiting out policy.inputTimeoutMs for an answer given.
-      if (c.methodless && this.questions.delete(inflightKey(c.id))) this.pending.add(this.gate.then(() => this.notify(text, this.legacyHeaders(), true)));
+      // A malformed answer (or only the id) of a question the hub asked: the client answered it.
+      if ((c.methodless || c.response) && this.questions.size > 0) this.questions.delete(inflightKey(c.id));
+      this.pending.add(this.gate.then(() => this.forwardInvalid(c, text)));
       return;
     }
     if (c.kind === 'response' && this.questions.size > 0) this.questions.delete(inflightKey(c.msg.id));
     const p = this.gate.then(() => this.forward(c, text)).catch((err) => this.opts.log.error({ err: String(err) }, 'bridge: forwarding failed'));
     this.pending.add(p);
     if (c.kind === 'request' && c.msg.method === 'initialize') this.gate = p;
+  }
+
+  /**
+   * A line longer than the bridge reads, never read whole (`c`: what its ends say, tooLargeLine):
+   * it cannot be sent on. A request (or what may be one) is answered with the error and the id
+   * an end shows, as `stdio` answers it, so its client does not wait on it; the client's answer
+   * to a question is given to the hub as an error answer, which fails the question at once
+   * rather than leaving it open for policy.inputTimeoutMs. The hub never sees the line, so it
+   * has no row there: the bridge's log says what was refused.
+   */
+  tooLong(c: Extract<Classified, { kind: 'invalid' }>, maxBytes: number): void {
+    if (this.closed) return;
+    this.opts.log.warn({ id: c.id, method: c.method, response: c.response === true, maxBytes }, 'bridge: a line larger than the bridge reads was refused unread (not sent to the hub)');
+    if (!c.response) return this.emit(errorResponse(c.id, c.error));
+    const q = c.id === undefined ? undefined : this.questions.get(inflightKey(c.id));
+    if (!q) return;
+    this.questions.delete(inflightKey(c.id));
+    const answer = errorResponse(q.id, new RpcError(INVALID_REQUEST, `the client's answer was a line larger than switchyard connect reads (${maxBytes} bytes)`));
+    this.pending.add(this.gate.then(() => this.notify(JSON.stringify(answer), this.legacyHeaders())));
+  }
+
+  /** The ids of the hub's questions not answered yet (the one a too-long answer with no id shown answers, when it is the only one). */
+  get openQuestions(): string[] {
+    return [...this.questions.values()].map((q) => String(q.id));
   }
 
   /**
@@ -150,11 +180,27 @@ export class HttpBridge {
   inputEnded(): void {
     for (const [key, q] of this.questions) {
       this.questions.delete(key);
-      const c = q.carrier;
+      const reason = `the client closed its input (stdin) while it was asked ${q.method}, so no answer can come`;
+      let c = q.carrier;
+      if (c && 'batch' in c) {
+        // A 2025-03-26 batch's stream carried it: the member that asked is the one still running
+        // when only one is, and it ends as a lone request would, its error among the batch's
+        // answers (as `stdio` answers it). With several, which asked is not said on the wire:
+        // the question itself is answered with the reason, which fails it at the hub at once, the
+        // others left to run. Either way it held the exit for the whole drain.
+        const running = c.batch.live();
+        if (running.length !== 1) {
+          const answer = errorResponse(q.id, new RpcError(INTERNAL_ERROR, reason));
+          this.pending.add(this.notify(JSON.stringify(answer), this.legacyHeaders()));
+          continue;
+        }
+        c = { ...running[0]!, answers: c.batch.answers };
+      }
       if (!c || c.f.answered || c.f.cancelled || c.f.modern) continue;
       c.f.cancelled = true;
-      const reason = `the client closed its input (stdin) while it was asked ${q.method}, so no answer can come`;
-      this.emit(errorResponse(c.id, new RpcError(INTERNAL_ERROR, reason)));
+      const error = errorResponse(c.id, new RpcError(INTERNAL_ERROR, reason));
+      if (c.answers) c.answers.push(error);
+      else this.emit(error);
       const cancel = { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: c.id, reason } };
       this.pending.add(this.notify(JSON.stringify(cancel), this.legacyHeaders()));
     }
@@ -179,8 +225,8 @@ export class HttpBridge {
    * A message from the hub for the local client; `carrier`: the request whose answer stream it
    * came on. A request is a question to the client, kept until it is answered or withdrawn.
    */
-  private heard(m: Exclude<Classified, { kind: 'invalid' }>, carrier?: { id: Id; f: Inflight }): void {
-    if (m.kind === 'request') this.questions.set(inflightKey(m.msg.id), { method: m.msg.method, carrier });
+  private heard(m: Exclude<Classified, { kind: 'invalid' }>, carrier?: Carrier): void {
+    if (m.kind === 'request') this.questions.set(inflightKey(m.msg.id), { id: m.msg.id, method: m.msg.method, carrier });
     else if (m.kind === 'notification' && m.msg.method === 'notifications/cancelled' && this.questions.size > 0) this.questions.delete(inflightKey(m.msg.params?.requestId));
     this.emit(m.msg);
   }
@@ -231,6 +277,9 @@ export class HttpBridge {
       return this.notify(body, this.legacyHeaders());
     }
     if (modern && c.kind === 'notification') return;
+    // A legacy notification or answer before initialize: dropped, as `stdio` drops it (no session
+    // asked anything); the hub refused it (400) and the bridge logged that refusal as a fault.
+    if (!modern && c.kind !== 'request' && this.legacyVersion === undefined) return this.opts.log.debug({ kind: c.kind }, 'bridge: a notification or answer before initialize dropped');
     // Before initialize a client may send ping, and only ping (digest §2.1), which `stdio`
     // answers: the daemon, with no session of ours to put it in, refused it as a request
     // without an Mcp-Session-Id (400), an HTTP matter a stdio client cannot mend.
@@ -280,8 +329,8 @@ export class HttpBridge {
       }
     } catch (err) {
       if (!f.cancelled && !this.closed) {
-        this.missed = true;
-        this.fail(id, `the hub at ${this.shownUrl} is not reachable: ${redactLogText((err as Error).message)}`);
+        this.missed = redactLogText((err as Error).message);
+        this.fail(id, `the hub at ${this.shownUrl} is not reachable: ${this.missed}`);
       }
       return;
     } finally {
@@ -300,7 +349,12 @@ export class HttpBridge {
       return;
     }
     // Told already that nothing (more) comes for it: cancelled, or its session replaced.
-    if (!f.cancelled) this.forwardHttpError(id, a);
+    if (f.cancelled) return;
+    // Before initialize (or after one the hub refused) there is no session to put it in: said as
+    // `stdio` says it (the row the hub wrote names the HTTP reason). "Mcp-Session-Id header is
+    // required" sent a stdio client looking for a header it cannot send.
+    if (!modern && usedSession === undefined && a.status === 400 && c.msg.method !== 'initialize' && refusedAs(a, INVALID_REQUEST)) return this.fail(id, NOT_INITIALIZED, INVALID_REQUEST);
+    this.forwardHttpError(id, a);
   }
 
   /**
@@ -325,9 +379,11 @@ export class HttpBridge {
       replay &&= replayable(c.msg.method, undefined);
     }
     const answers: object[] = [];
+    const live = () => requests.filter((q) => !q.f.answered && !q.f.cancelled);
+    const carrier: Carrier = { batch: { live, answers } };
     const onMessage = (m: Classified): void => {
       if (m.kind === 'invalid') return;
-      if (m.kind !== 'response') return this.heard(m);
+      if (m.kind !== 'response') return this.heard(m, carrier);
       // Every answer on this exchange is a member's: one naming no request (an id-less error for
       // a member that was none) goes in the array too.
       const id = m.msg.id;
@@ -336,7 +392,6 @@ export class HttpBridge {
       if (!r?.f.cancelled) answers.push(m.msg);
     };
     const usedSession = this.sessionId;
-    const live = () => requests.filter((q) => !q.f.answered && !q.f.cancelled);
     let a: HttpAnswer;
     try {
       a = await this.http.post(body, { headers: this.legacyHeaders(), signal: ac.signal, onMessage, replay, batch: true });
@@ -345,14 +400,15 @@ export class HttpBridge {
       }
     } catch (err) {
       if (!this.closed) {
-        this.missed = true;
-        const message = `the hub at ${this.shownUrl} is not reachable: ${redactLogText((err as Error).message)}`;
+        this.missed = redactLogText((err as Error).message);
+        const message = `the hub at ${this.shownUrl} is not reachable: ${this.missed}`;
         const failed = live().map((q) => errorResponse(q.id, new RpcError(INTERNAL_ERROR, message)));
         if (failed.length > 0) this.emit(failed);
       }
       return;
     } finally {
       for (const q of requests) if (this.inflight.get(q.key) === q.f) this.inflight.delete(q.key);
+      if (this.questions.size > 0) for (const [k, q] of this.questions) if (q.carrier === carrier) this.questions.delete(k);
     }
     this.reached = true;
     if (a.status >= 300) {
@@ -365,17 +421,42 @@ export class HttpBridge {
   }
 
   /**
-   * A notification or a response of the local client, to its legacy session. `refusedOk`: a
-   * malformed answer, which the hub is expected to refuse (400, -32600; the client was told).
+   * A line that is no JSON-RPC message (not JSON, a message of the wrong shape, a malformed answer
+   * to a question): sent to the hub as it is, which answers and records it as `switchyard stdio`
+   * does (an `(invalid)` row, or the request's own under its id and method; a malformed answer
+   * fails the question it answers at once, or is dropped, never answered). Answered here, it had
+   * no row, and a malformed answer got an error JSON-RPC never gives. The hub out of reach: the
+   * line's own error, as before (an answer: nothing).
    */
-  private async notify(body: string, headers: Record<string, string>, refusedOk = false): Promise<void> {
+  private async forwardInvalid(c: Extract<Classified, { kind: 'invalid' }>, body: string): Promise<void> {
+    // Harmless twice: the hub refuses it either way.
+    let why = '';
+    const a = await this.http.post(body, { headers: this.legacyHeaders(), replay: true }).catch((err: Error) => {
+      why = redactLogText(err.message);
+      return undefined;
+    });
+    if (!a) {
+      if (this.closed) return;
+      this.missed = why;
+      if (!c.response) this.emit(errorResponse(c.error.code === PARSE_ERROR ? undefined : c.id, c.error));
+      return;
+    }
+    this.reached = true;
+    if (a.status < 300 || c.response) return;
+    this.forwardHttpError(c.id, a);
+  }
+
+  /**
+   * A notification or a response of the local client, to its legacy session.
+   */
+  private async notify(body: string, headers: Record<string, string>): Promise<void> {
     // A notification or an answer: harmless twice.
     const a = await this.http.post(body, { headers, replay: true }).catch((err: Error) => {
       this.opts.log.warn({ err: err.message }, 'bridge: could not deliver a notification or response');
       return undefined;
     });
     if (a) this.reached = true;
-    if (a && a.status >= 300 && !(refusedOk && a.status === 400)) this.opts.log.warn({ status: a.status, body: a.body?.slice(0, 200) }, 'bridge: the hub refused a notification or response');
+    if (a && a.status >= 300) this.opts.log.warn({ status: a.status, body: a.body?.slice(0, 200) }, 'bridge: the hub refused a notification or response');
   }
 
   /** After a -32020 about Mcp-Param-*: list the tools to learn their x-mcp-header arguments. */
@@ -407,7 +488,7 @@ export class HttpBridge {
    * A non-2xx answer: pass on its JSON-RPC error (with the request's id), or describe the
    * status; either way with what to do about a 401 or a 404 (the bridge is where they are fixed).
    */
-  private forwardHttpError(id: Id, a: HttpAnswer): void {
+  private forwardHttpError(id: Id | undefined, a: HttpAnswer): void {
     const hint =
       a.status === 401
         ? ' (pass --key, or set SWITCHYARD_API_KEY)'
@@ -454,13 +535,15 @@ export class HttpBridge {
     return true;
   }
 
-  private fail(id: Id, message: string): void {
-    this.emit(errorResponse(id, new RpcError(INTERNAL_ERROR, message)));
+  private fail(id: Id | undefined, message: string, code = INTERNAL_ERROR): void {
+    this.emit(errorResponse(id, new RpcError(code, message)));
   }
 
   /** Whether the hub honours idempotency keys, as its answer to a handshake says (keysKept). */
   private learnKeys(a: HttpAnswer): void {
     this.keysKept = a.headers[KEYS_KEPT_HEADER] === 'kept';
+    const max = Number(a.headers[MAX_BODY_HEADER]);
+    if (Number.isSafeInteger(max) && max > 0) this.opts.onMaxBody?.(max);
   }
 
   private initialized(a: HttpAnswer, version: string | undefined): void {
@@ -515,6 +598,12 @@ export class HttpBridge {
       await new Promise((r) => setTimeout(r, Math.min(wait, this.opts.streamRetryMaxMs ?? wait)).unref());
     }
   }
+}
+
+/** Whether the hub's non-2xx answer is a JSON-RPC error of `code`. */
+function refusedAs(a: HttpAnswer, code: number): boolean {
+  const c = a.body ? parseFrame(a.body) : undefined;
+  return c?.kind === 'response' && 'error' in c.msg && c.msg.error.code === code;
 }
 
 /** A request id as a map key that keeps its type: the string "7" and the number 7 are two ids. */

@@ -12,7 +12,8 @@ export class LineReader {
   private skipping: BodyEnds | undefined;
 
   constructor(
-    private readonly maxBytes: number,
+    /** Changed while reading (`connect` learning the hub's limit), it holds from the next line part read. */
+    public maxBytes: number,
     private readonly onLine: (line: Buffer) => void,
     private readonly onTooLong: (ends: BodyEnds) => void,
   ) {}

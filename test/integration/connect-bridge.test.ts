@@ -307,7 +307,8 @@ describe('connect bridges a modern client (SDK v2, auto negotiation)', () => {
   });
 
   // It exited 0 however the session went: an IDE's log showed a server that ended normally.
-  it('exits 1, saying why, when the daemon was never reachable; 0 once it answered', async () => {
+  // Then 1, where every other command that finds no daemon exits 3 (README, exit codes).
+  it('exits 3, saying why and what to do, when the daemon was never reachable; 0 once it answered', async () => {
     const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'exit', version: '1' } } };
     const run = async (url: string) => {
       const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
@@ -321,12 +322,12 @@ describe('connect bridges a modern client (SDK v2, auto negotiation)', () => {
     };
     const nowhere = await run('http://127.0.0.1:1/mcp');
     expect(nowhere.r.error.message).toMatch(/not reachable/);
-    expect(nowhere.code).toBe(1);
-    expect(nowhere.stderr).toContain('switchyard connect: the hub at http://127.0.0.1:1/mcp was never reachable');
+    expect(nowhere.code).toBe(3);
+    expect(nowhere.stderr).toMatch(/switchyard connect: no switchyard daemon answered at http:\/\/127\.0\.0\.1:1\/mcp \(.*ECONNREFUSED.*\): start one \(switchyard start\), or give its endpoint with --url or SWITCHYARD_URL\n/);
     const there = await run(hub.url);
     expect(there.r.result.protocolVersion).toBe('2025-11-25');
     expect(there.code).toBe(0);
-    expect(there.stderr).not.toContain('never reachable');
+    expect(there.stderr).not.toContain('no switchyard daemon');
   });
 
   // The address was echoed whole in every error to the client, a password or token in it too.

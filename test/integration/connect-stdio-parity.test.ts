@@ -1,0 +1,169 @@
+/**
+ * `switchyard connect` answers what it reads as `switchyard stdio` answers the same lines, and
+ * what reached the daemon has its row there: a request before initialize, lines that are no
+ * JSON-RPC message, an over-long line, a question on a 2025-03-26 batch's stream at stdin EOF.
+ * Real processes: the built daemon, `connect` and `stdio`, raw lines over their pipes.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { BIN, nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { LineClient } from '../helpers/line-client.js';
+import { queryRows, waitForReady, waitForRows } from './ledger-helpers.js';
+
+const TL = 'test/fixtures/translation/legacy-server.mjs';
+const ENV = { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' };
+
+let hub: HubProcess;
+/** A config of its own for `switchyard stdio` (its own ledger: the daemon holds its one). */
+let stdioConfig: string;
+
+const connect = (url = hub.url) => new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', url], { cwd: ROOT, env: ENV }));
+const stdio = () => new LineClient(spawn(process.execPath, [BIN, 'stdio', '-c', stdioConfig], { cwd: ROOT, env: ENV }));
+const init = (id: string, v = '2025-11-25', capabilities: object = {}) => ({
+  jsonrpc: '2.0',
+  id,
+  method: 'initialize',
+  params: { protocolVersion: v, capabilities, clientInfo: { name: 'parity', version: '1' } },
+});
+
+beforeAll(async () => {
+  hub = await startHub({ servers: { tl: nodeServer(TL) } });
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-stdio-'));
+  stdioConfig = join(dir, 'hub.config.json');
+  writeFileSync(stdioConfig, JSON.stringify({ ledger: { path: join(dir, 'ledger.db') }, servers: { tl: nodeServer(TL) } }));
+  await waitForReady(hub.url, ['tl']);
+}, 60_000);
+
+afterAll(async () => {
+  await hub?.stop();
+});
+
+describe('connect answers as stdio does', () => {
+  // The daemon's HTTP words ("Mcp-Session-Id header is required") sent a stdio client looking
+  // for a header it cannot send.
+  it('a request before initialize: -32600 "not initialized", with its id and a row at the daemon; a notification before it is dropped quietly', async () => {
+    const early = { jsonrpc: '2.0', id: 'early-list', method: 'tools/list' };
+    const answers: Record<string, unknown>[] = [];
+    for (const c of [stdio(), connect()]) {
+      try {
+        c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+        answers.push(await c.request(early, 20_000));
+        expect((await c.request(init('i'), 20_000)).result.protocolVersion).toBe('2025-11-25');
+        c.endInput();
+        expect(await c.exited).toBe(0);
+        expect(c.stderr).toBe('');
+      } finally {
+        c.kill();
+      }
+    }
+    expect(answers[0]).toEqual({ jsonrpc: '2.0', id: 'early-list', error: { code: -32600, message: 'not initialized: send initialize first' } });
+    expect(answers[1]).toEqual(answers[0]);
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': 'early-list' });
+    expect(rows.map((r) => [r.method, r.outcome])).toEqual([['tools/list', 'rpc_error']]);
+  }, 40_000);
+
+  // They were answered by connect itself: no row anywhere, and a malformed answer got an error
+  // JSON-RPC never gives (stdio drops it).
+  it('lines that are no JSON-RPC message: the same answers, and each reached the daemon, with its row', async () => {
+    const lines = ['this is no json', JSON.stringify({ jsonrpc: '2.0', id: 'bad-method', method: 7 }), JSON.stringify({ jsonrpc: '2.0', id: 'bad-answer', result: 7 })];
+    const seen: Record<string, unknown>[][] = [];
+    for (const c of [stdio(), connect()]) {
+      try {
+        await c.request(init('i'), 20_000);
+        c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+        for (const l of lines) c.send(l);
+        // Lines are served concurrently: the ping answered last says the others were.
+        await c.next((m) => m.error?.code === -32700);
+        await c.next((m) => m.id === 'bad-method');
+        await c.request({ jsonrpc: '2.0', id: 'after', method: 'ping' });
+        seen.push(c.received.filter((m) => m.error !== undefined).sort((a, b) => String(a.id).localeCompare(String(b.id))));
+      } finally {
+        c.kill();
+      }
+    }
+    expect(seen[0]).toEqual([
+      { jsonrpc: '2.0', id: 'bad-method', error: { code: -32600, message: 'not a request, notification or response' } },
+      { jsonrpc: '2.0', error: { code: -32700, message: 'parse error: invalid JSON' } },
+    ]);
+    expect(seen[1]).toEqual(seen[0]);
+    const db = join(hub.dir, 'ledger.db');
+    const rows = await waitForRows(db, { method: '(invalid)' }, (r) => r.length >= 2);
+    expect(rows.map((r) => [r.requestId, r.errorMessage]).sort()).toEqual([
+      ['', 'parse error: invalid JSON'],
+      ['bad-method', 'not a request, notification or response'],
+    ]);
+    // The malformed answer answers no question: dropped, no row (as stdio).
+    expect(await queryRows(db, { 'request-id': 'bad-answer' })).toEqual([]);
+  }, 40_000);
+
+  // It answered such a line with no id: a request's client waited out its own timeout.
+  it("a line longer than connect reads is answered with the id one of its ends shows, as stdio answers one past listen.maxBodyBytes", async () => {
+    const c = connect();
+    try {
+      await c.request(init('i'), 20_000);
+      const limit = 64 * 1024 * 1024;
+      const huge = `{"jsonrpc":"2.0","id":"huge","method":"tools/call","params":{"name":"tl__echo","arguments":{"text":"${'x'.repeat(limit)}"}}}`;
+      const answer = c.next((m) => m.id === 'huge' || (m.error !== undefined && m.id === undefined), 30_000);
+      c.send(huge);
+      expect(await answer).toEqual({ jsonrpc: '2.0', id: 'huge', error: { code: -32600, message: `message too large: the limit is ${limit} bytes per line` } });
+      // Read on after it.
+      expect((await c.request({ jsonrpc: '2.0', id: 'after', method: 'ping' })).result).toEqual({});
+      expect(c.stderr).toContain('refused unread');
+    } finally {
+      c.kill();
+    }
+  }, 60_000);
+});
+
+describe('connect and a question on a 2025-03-26 batch stream', () => {
+  // As `stdio` ends it: the answer could only come on stdin. connect waited out its 5 s drain.
+  it('at stdin EOF ends the member that asked at once, its error among the batch answers, recorded cancelled', async () => {
+    const c = connect();
+    try {
+      await c.request(init('i', '2025-03-26', { elicitation: {} }), 20_000);
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      c.send(JSON.stringify([{ jsonrpc: '2.0', id: 'batch-asks', method: 'tools/call', params: { name: 'tl__elicit_form', arguments: { who: 'batch-eof' } } }]));
+      await c.next((m) => m.method === 'elicitation/create' && String(m.params?.message).includes('batch-eof'), 20_000);
+      const t0 = Date.now();
+      c.endInput();
+      expect(await c.exited).toBe(0);
+      expect(Date.now() - t0).toBeLessThan(4_000);
+      const batch = c.nonProtocolLines.filter((l) => l.startsWith('[')).map((l) => JSON.parse(l));
+      expect(batch).toEqual([
+        [{ jsonrpc: '2.0', id: 'batch-asks', error: { code: -32603, message: 'the client closed its input (stdin) while it was asked elicitation/create, so no answer can come' } }],
+      ]);
+      const rows = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': 'batch-asks' }, (r) => r.some((x) => x.outcome !== 'in_flight'));
+      expect(rows.map((r) => [r.outcome, r.errorMessage])).toEqual([['cancelled', expect.stringContaining('closed its input')]]);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+});
+
+describe('connect and a daemon taking bodies larger than its own bound', () => {
+  let big: HubProcess;
+  beforeAll(async () => {
+    big = await startHub({ listen: { maxBodyBytes: 80 * 1024 * 1024 }, servers: {} });
+  }, 60_000);
+  afterAll(async () => {
+    await big?.stop();
+  });
+
+  // It refused every line past 64 MiB, whatever listen.maxBodyBytes said.
+  it('reads lines up to the limit the daemon said on its initialize answer (listen.maxBodyBytes)', async () => {
+    const c = connect(big.url);
+    try {
+      await c.request(init('i'), 20_000);
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      const line = `{"jsonrpc":"2.0","id":"large","method":"ping","params":{"pad":"${'y'.repeat(65 * 1024 * 1024)}"}}`;
+      const answer = c.next((m) => m.id === 'large', 60_000);
+      c.send(line);
+      expect(await answer).toEqual({ jsonrpc: '2.0', id: 'large', result: {} });
+    } finally {
+      c.kill();
+    }
+  }, 90_000);
+});
