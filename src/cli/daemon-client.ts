@@ -100,6 +100,9 @@ export function socketOf(base: string): string | undefined {
  */
 export function daemonBase(url: string | undefined, configFile: string): string {
   if (url !== undefined) {
+    // `--url` as the last word (or before another option), or a script's unset variable: yargs
+    // reads it as ''. Said as a URL that is none ('got ""'), it sent the user looking for a value no one typed.
+    if (url === '') throw new UsageError("--url needs a value: the daemon's address, such as http://127.0.0.1:7410 (or unix: and the admin socket's path); leave the option out to read it from the config");
     if (url.startsWith(UNIX_BASE) && url.length > UNIX_BASE.length) {
       const path = resolve(url.slice(UNIX_BASE.length));
       // A connect cuts a longer path short and finds nothing there: "no daemon", wrongly.

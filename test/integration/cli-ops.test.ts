@@ -774,4 +774,26 @@ describe('servers, doctor and tools against a running daemon', () => {
       expect(r.stdout).toBe('');
     }
   });
+
+  // It said `--url must be an http(s) URL …, got ""` of a value no one typed.
+  it('a --url with no value after it (or an empty one) is a usage error saying it needs one, for every command that takes it', async () => {
+    const args = [
+      ['servers', '--url'],
+      ['servers', '--url', '--json'],
+      ['tools', '--url='],
+      ['reload', '--url', ''],
+      ['doctor', '--url'],
+      ['servers', 'restart', 'x', '--url'],
+    ];
+    const runs = [await run(args[0]!), ...(await runCliBatch(args.slice(1).map((a) => ({ args: a }))))];
+    for (const a of args) {
+      const r = runs.shift()!;
+      const cmd = a.slice(0, a[0] === 'servers' && a[1] === 'restart' ? 2 : 1).join(' ');
+      expect(r.code, a.join(' ')).toBe(2);
+      expect(r.stderr.trim(), a.join(' ')).toBe(
+        `switchyard ${cmd}: --url needs a value: the daemon's address, such as http://127.0.0.1:7410 (or unix: and the admin socket's path); leave the option out to read it from the config`,
+      );
+      expect(r.stdout).toBe('');
+    }
+  });
 });
