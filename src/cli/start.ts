@@ -131,8 +131,17 @@ export const startCommand: CommandModule<object, StartArgs> = {
       process.exit(1);
     }
     await stopIfAsked();
-    recordAddress(argv.config, config, addr, adminAt, log);
-    const watcher = watchConfig(argv.config, log, (next) => hub.reload(next), { watchFile: argv.watch, loadedText });
+    const recordAt = recordAddress(argv.config, config, addr, adminAt, log);
+    const watcher = watchConfig(
+      argv.config,
+      log,
+      (next) => {
+        // ledger.path waits for a restart, but the CLI reads the file as it is now.
+        recordAt(next);
+        return hub.reload(next);
+      },
+      { watchFile: argv.watch, loadedText },
+    );
     hub.reloadConfigFile = () => watcher.reloadNow('POST /admin/reload');
     // Before the line that says the hub listens: a supervisor may act on it at once.
     signals.onStop(async (signal) => {
@@ -161,7 +170,7 @@ export const startCommand: CommandModule<object, StartArgs> = {
  * which only a restart applies, the CLI finds it there rather than at the address the file names
  * now. A record that cannot be written costs only that: the hub serves all the same.
  */
-function recordAddress(configFile: string, config: HubConfig, addr: AddressInfo, adminAt: string | undefined, log: Logger): void {
+function recordAddress(configFile: string, config: HubConfig, addr: AddressInfo, adminAt: string | undefined, log: Logger): (next: HubConfig) => void {
   const admin = config.listen.admin;
   let adminAddress: { path: string } | { host: string; port: number } | undefined;
   if (admin && 'path' in admin) adminAddress = { path: admin.path };
@@ -169,10 +178,23 @@ function recordAddress(configFile: string, config: HubConfig, addr: AddressInfo,
     const u = new URL(adminAt);
     adminAddress = { host: u.hostname.replace(/^\[|\]$/g, ''), port: Number(u.port) };
   }
-  const file = daemonRecordFile(config.ledger.path, config.file ?? configFile);
-  try {
-    writeDaemonRecord(file, { config: resolve(config.file ?? configFile), listen: { host: addr.address, port: addr.port }, fileListen: { host: config.listen.host, port: config.listen.port }, admin: adminAddress });
-  } catch (err) {
-    log.warn({ file, err: (err as Error).message }, 'could not record where the daemon listens: after an edit of listen, the CLI finds it only at the address the config names (or with --url)');
-  }
+  const record = { config: resolve(config.file ?? configFile), listen: { host: addr.address, port: addr.port }, fileListen: { host: config.listen.host, port: config.listen.port }, admin: adminAddress };
+  const written = new Set<string>();
+  const writeAt = (file: string): void => {
+    if (written.has(file)) return;
+    written.add(file);
+    try {
+      writeDaemonRecord(file, record);
+    } catch (err) {
+      log.warn({ file, err: (err as Error).message }, 'could not record where the daemon listens: after an edit of listen, the CLI finds it only at the address the config names (or with --url)');
+    }
+  };
+  writeAt(daemonRecordFile(config.ledger.path, config.file ?? configFile));
+  /**
+   * A reloaded file naming another ledger.path (applied at the next restart): the record is
+   * written beside that ledger too, where the CLI reading the file now looks for it. Only beside
+   * the old one, an edit of ledger.path with one of listen (or a port 0 daemon) left the CLI
+   * saying no daemon was running (exit 3) while one was. Each is removed when the daemon exits.
+   */
+  return (next) => writeAt(daemonRecordFile(next.ledger.path, next.file ?? configFile));
 }

@@ -95,6 +95,27 @@ describe('a daemon whose config names another port since it started', () => {
     }
   }, 60_000);
 
+  // ledger.path, like listen, waits for a restart: its record stayed beside the old ledger, and
+  // the CLI, reading the file as edited, looked beside the new one and said no daemon ran (exit 3).
+  it('whose ledger.path was edited too (applied at its restart) is still found: a reload writes its record beside the new ledger as well, both removed when it stops', async () => {
+    const hub = await startHub({ listen: { port: 0 }, servers: {} }, { args: ['--no-watch'] });
+    const moved = join(hub.dir, 'moved', 'ledger.db');
+    try {
+      const c = JSON.parse(readFileSync(hub.configFile, 'utf8')) as { ledger: { path: string } };
+      c.ledger.path = moved;
+      writeFileSync(hub.configFile, JSON.stringify(c, null, 2));
+      const seen = hub.logs.length;
+      hub.proc.kill('SIGHUP');
+      await expect.poll(() => hub.logs.slice(seen).some((l) => l.includes('change only on a restart')), { timeout: 10_000 }).toBe(true);
+      const [r] = await runCliBatch([{ args: ['servers', '--json', '-c', hub.configFile], env: ENV }]);
+      expect([r!.code, r!.stderr]).toEqual([0, '']);
+      expect(JSON.parse(r!.stdout)).toEqual([]);
+    } finally {
+      await hub.stop();
+    }
+    expect([existsSync(join(hub.dir, 'ledger.db.daemon')), existsSync(`${moved}.daemon`)]).toEqual([false, false]);
+  }, 60_000);
+
   it("two daemons whose ledgers share a folder keep a record each: the one stopping first leaves the other's", async () => {
     const [p1, p2, q1] = [await freePortInRange(), await freePortInRange(), await freePortInRange()];
     const first = await startHub({ listen: { port: p1 }, servers: {} }, { port: p1 });
