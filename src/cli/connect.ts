@@ -105,15 +105,31 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
       // Read as `stdio` reads one (tooLargeLine): a request's id at either end gets its answer.
       (ends) => bridge.tooLong(tooLargeLine(ends, reader.maxBytes, bridge.openQuestions), reader.maxBytes),
     );
-    let ending = false;
+    /**
+     * How the stop under way began: stdin EOF lets what is in flight answer for up to 5 s, a stop
+     * signal ends it at once (answered, cancelled at the hub: stopNow). The first signal after
+     * EOF is the client's next step, not a second signal (the SDK's stdio client closes stdin,
+     * waits 2 s, then sends SIGTERM): it ends what still runs, as in `stdio`; it exited 1 saying
+     * "second stop signal", the calls unanswered and running on at the hub. A second signal exits 1 at once.
+     */
+    let ending: 'eof' | 'signal' | undefined;
+    const stopped = (signal: string) =>
+      bridge.stopNow(`switchyard connect was stopped (${signal}) while the request was in flight: it was cancelled at the hub (it may have been carried out in part)`);
     const end = async (drainMs: number, signal?: string) => {
       if (ending) {
         if (!signal) return;
-        log.warn({ signal }, 'connect: second stop signal; exiting now');
-        log.flush();
-        process.exit(1);
+        if (ending === 'signal') {
+          log.warn({ signal }, 'connect: second stop signal; exiting now');
+          log.flush();
+          process.exit(1);
+        }
+        ending = 'signal';
+        log.info({ signal }, 'connect: stop signal after stdin closed: ending what still runs now');
+        stopped(signal);
+        return;
       }
-      ending = true;
+      ending = signal ? 'signal' : 'eof';
+      if (signal) stopped(signal);
       await bridge.close(drainMs);
       log.flush();
       // The last answers reach a client that still reads; one that stopped reading stdout gets
@@ -130,8 +146,9 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
       process.exit(0);
     };
     process.stdout.on('error', () => void end(0)); // the client went away
-    process.on('SIGTERM', () => void end(0, 'SIGTERM'));
-    process.on('SIGINT', () => void end(0, 'SIGINT'));
+    // A second of the drain for the cancellations to reach the hub before the session ends.
+    process.on('SIGTERM', () => void end(1_000, 'SIGTERM'));
+    process.on('SIGINT', () => void end(1_000, 'SIGINT'));
     process.stdin.on('data', (c: Buffer) => reader.push(c));
     process.stdin.on('end', () => {
       // The last line first (one without its newline may be an answer to a question).

@@ -60,6 +60,8 @@ type Carrier = { id: Id; f: Inflight; answers?: object[] } | { batch: { live(): 
 
 interface Inflight {
   id: Id;
+  /** A batch member's: where its answer goes (the batch's array), not a line of its own. */
+  answers?: object[];
   ac: Canceller;
   answered: boolean;
   cancelled: boolean;
@@ -231,6 +233,30 @@ export class HttpBridge {
     this.emit(m.msg);
   }
 
+  /**
+   * The bridge is stopped (a signal): what still runs is ended now, as `stdio` ends it: each
+   * request its client waits on is answered with `reason` (a batch member's among its batch's
+   * answers) and cancelled at the hub (a legacy one by notifications/cancelled, recorded
+   * cancelled with the reason and its upstream told; a modern one by closing its stream). Left to
+   * close(), they got no answer, and a legacy call ran on at the hub, its session open until
+   * it idled out if the process exited first.
+   */
+  stopNow(reason: string): void {
+    for (const f of this.inflight.values()) {
+      if (f.answered || f.cancelled) continue;
+      f.cancelled = true;
+      const error = errorResponse(f.id, new RpcError(INTERNAL_ERROR, reason));
+      if (f.answers) f.answers.push(error);
+      else this.emit(error);
+      if (f.modern) {
+        f.ac.abort();
+        continue;
+      }
+      const cancel = { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: f.id, reason } };
+      this.pending.add(this.notify(JSON.stringify(cancel), this.legacyHeaders()));
+    }
+  }
+
   /** The local client is gone: let answers in flight finish (bounded), then end the session. */
   async close(drainMs = 5_000): Promise<void> {
     if (this.closed) return;
@@ -368,17 +394,17 @@ export class HttpBridge {
   private async forwardBatch(members: unknown[], body: string): Promise<void> {
     const ac = new Canceller();
     const requests: { id: Id; key: string; f: Inflight }[] = [];
+    const answers: object[] = [];
     let replay = true;
     for (const m of members) {
       const c = classify(m);
       if (c.kind !== 'request') continue;
-      const f: Inflight = { id: c.msg.id, ac, answered: false, cancelled: false, modern: false };
+      const f: Inflight = { id: c.msg.id, ac, answered: false, cancelled: false, modern: false, answers };
       const key = inflightKey(c.msg.id);
       requests.push({ id: c.msg.id, key, f });
       this.inflight.set(key, f);
       replay &&= replayable(c.msg.method, undefined);
     }
-    const answers: object[] = [];
     const live = () => requests.filter((q) => !q.f.answered && !q.f.cancelled);
     const carrier: Carrier = { batch: { live, answers } };
     const onMessage = (m: Classified): void => {

@@ -14,6 +14,7 @@ import { LineClient } from '../helpers/line-client.js';
 import { queryRows, waitForReady, waitForRows } from './ledger-helpers.js';
 
 const TL = 'test/fixtures/translation/legacy-server.mjs';
+const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
 const ENV = { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' };
 
 let hub: HubProcess;
@@ -30,11 +31,11 @@ const init = (id: string, v = '2025-11-25', capabilities: object = {}) => ({
 });
 
 beforeAll(async () => {
-  hub = await startHub({ servers: { tl: nodeServer(TL) } });
+  hub = await startHub({ servers: { tl: nodeServer(TL), legacy: nodeServer(SDK1) } });
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-stdio-'));
   stdioConfig = join(dir, 'hub.config.json');
   writeFileSync(stdioConfig, JSON.stringify({ ledger: { path: join(dir, 'ledger.db') }, servers: { tl: nodeServer(TL) } }));
-  await waitForReady(hub.url, ['tl']);
+  await waitForReady(hub.url, ['tl', 'legacy']);
 }, 60_000);
 
 afterAll(async () => {
@@ -116,6 +117,35 @@ describe('connect answers as stdio does', () => {
       c.kill();
     }
   }, 60_000);
+});
+
+describe('connect stopped by a signal', () => {
+  // The official stdio client closes stdin, waits 2 s, then sends SIGTERM: connect took that
+  // first signal for a second one, exited 1 at once, the call unanswered and running on at the
+  // daemon, its session left open. `stdio` ends what still runs then, answered, and exits 0.
+  it('after stdin EOF, the first SIGTERM ends what still runs at once: answered, cancelled at the daemon, exit 0', async () => {
+    const c = connect();
+    try {
+      await c.request(init('i'), 20_000);
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'slow-at-stop', method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 30_000 }, _meta: { progressToken: 'p' } } }));
+      await c.next((m) => m.method === 'notifications/progress' && m.params?.progressToken === 'p', 20_000);
+      c.endInput();
+      // Still draining (the call has 30 s to go): the client's next step.
+      await new Promise((r) => setTimeout(r, 300));
+      c.proc.kill('SIGTERM');
+      expect(await c.exited).toBe(0);
+      expect(c.received.find((m) => m.id === 'slow-at-stop')?.error).toEqual({
+        code: -32603,
+        message: 'switchyard connect was stopped (SIGTERM) while the request was in flight: it was cancelled at the hub (it may have been carried out in part)',
+      });
+      expect(c.stderr).not.toContain('second stop signal');
+      const rows = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': 'slow-at-stop' }, (r) => r.some((x) => x.outcome !== 'in_flight'));
+      expect(rows.map((r) => [r.outcome, r.errorMessage])).toEqual([['cancelled', expect.stringContaining('switchyard connect was stopped (SIGTERM)')]]);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
 });
 
 describe('connect and a question on a 2025-03-26 batch stream', () => {
