@@ -143,6 +143,11 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
         );
         process.exit(3);
       }
+      const refused = bridge.keyNeverTaken;
+      if (refused !== undefined) {
+        process.stderr.write(`switchyard connect: the daemon at ${redactLogText(url.href)} refused this bridge's credential (${redactLogText(refused)}): pass --key, or set SWITCHYARD_API_KEY\n`);
+        process.exit(1);
+      }
       process.exit(0);
     };
     process.stdout.on('error', () => void end(0)); // the client went away

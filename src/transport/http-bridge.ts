@@ -98,6 +98,9 @@ export class HttpBridge {
   /** Whether the hub ever answered over HTTP, and why the last message that could not reach it did not. */
   private reached = false;
   private missed: string | undefined;
+  /** Whether the hub served a request of ours, and what its last refusal of our credential (401) said. */
+  private served = false;
+  private keyRefused: string | undefined;
   /**
    * The hub's last handshake (initialize, server/discover) said it honours idempotency keys
    * (KEYS_KEPT_HEADER). Until one says so, a keyed tools/call is not sent again after a lost
@@ -112,6 +115,15 @@ export class HttpBridge {
    */
   get neverReached(): string | undefined {
     return this.reached ? undefined : this.missed;
+  }
+
+  /**
+   * The hub refused the bridge's credential (401) and served none of its requests: what it said,
+   * else undefined. `connect` exits 1 saying so: it exited 0, an IDE's log showing a server that
+   * ended normally, its key wrong or missing.
+   */
+  get keyNeverTaken(): string | undefined {
+    return this.served ? undefined : this.keyRefused;
   }
 
   constructor(
@@ -366,6 +378,7 @@ export class HttpBridge {
     }
     this.reached = true;
     if (a.status >= 200 && a.status < 300) {
+      this.served = true;
       if (c.msg.method === 'server/discover' && f.answered) this.learnKeys(a);
       if (c.msg.method === 'initialize' && !modern) {
         this.initBody = body; // what a renewed session is opened with: the initialize the hub took
@@ -522,6 +535,7 @@ export class HttpBridge {
           ? ` (is --url the hub's MCP endpoint? it ends in /mcp, or /mcp/<group>: ${redactLogText(new URL('/mcp', this.opts.url).href)})`
           : '';
     const c = a.body ? parseFrame(a.body) : undefined;
+    if (a.status === 401) this.keyRefused = c?.kind === 'response' && 'error' in c.msg ? c.msg.error.message : 'HTTP 401';
     if (c?.kind === 'response' && 'error' in c.msg) {
       this.emit(errorResponse(id, hint ? { ...c.msg.error, message: `${c.msg.error.message}${hint}` } : c.msg.error));
       return;

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { BIN, nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { LineClient } from '../helpers/line-client.js';
 import { queryRows, waitForReady, waitForRows } from './ledger-helpers.js';
+import { sha256Hex } from '../helpers/auth.js';
 
 const TL = 'test/fixtures/translation/legacy-server.mjs';
 const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
@@ -196,4 +197,36 @@ describe('connect and a daemon taking bodies larger than its own bound', () => {
       c.kill();
     }
   }, 90_000);
+});
+
+describe('connect and a daemon that refuses its key', () => {
+  let authed: HubProcess;
+  beforeAll(async () => {
+    authed = await startHub({ auth: { apiKeys: [{ principal: 'me', sha256: sha256Hex('the-right-key') }] }, servers: {} });
+  }, 60_000);
+  afterAll(async () => {
+    await authed?.stop();
+  });
+
+  // It exited 0: an IDE's log showed a server that ended normally, its key wrong or missing.
+  it('exits 1 saying the credential was refused when the daemon served none of its requests; 0 with the right key', async () => {
+    const run = async (key: string) => {
+      const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', authed.url], { cwd: ROOT, env: { ...ENV, SWITCHYARD_API_KEY: key } }));
+      try {
+        const r = await c.request(init('i'), 20_000);
+        c.endInput();
+        return { r, code: await c.exited, stderr: c.stderr };
+      } finally {
+        c.kill();
+      }
+    };
+    const wrong = await run('not-the-key');
+    expect(wrong.r.error.message).toContain('(pass --key, or set SWITCHYARD_API_KEY)');
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toBe(`switchyard connect: the daemon at ${authed.url} refused this bridge's credential (${wrong.r.error.message.replace(' (pass --key, or set SWITCHYARD_API_KEY)', '')}): pass --key, or set SWITCHYARD_API_KEY\n`);
+    expect(wrong.stderr).not.toContain('not-the-key');
+    const right = await run('the-right-key');
+    expect(right.r.result.protocolVersion).toBe('2025-11-25');
+    expect([right.code, right.stderr]).toEqual([0, '']);
+  }, 40_000);
 });
