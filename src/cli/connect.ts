@@ -113,9 +113,10 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
      * "second stop signal", the calls unanswered and running on at the hub. A second signal exits 1 at once.
      */
     let ending: 'eof' | 'signal' | undefined;
-    const stopped = (signal: string) =>
-      bridge.stopNow(`switchyard connect was stopped (${signal}) while the request was in flight: it was cancelled at the hub (it may have been carried out in part)`);
-    const end = async (drainMs: number, signal?: string) => {
+    const stoppedBy = (signal: string) => `switchyard connect was stopped (${signal}) while the request was in flight: it was cancelled at the hub (it may have been carried out in part)`;
+    const stopped = (signal: string) => bridge.stopNow(stoppedBy(signal));
+    /** `unfinished`: why a request still running once the drain ran out ends (Bridge.close). */
+    const end = async (drainMs: number, signal?: string, unfinished = signal === undefined ? undefined : stoppedBy(signal)) => {
       if (ending) {
         if (!signal) return;
         if (ending === 'signal') {
@@ -130,7 +131,7 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
       }
       ending = signal ? 'signal' : 'eof';
       if (signal) stopped(signal);
-      await bridge.close(drainMs);
+      await bridge.close(drainMs, unfinished);
       log.flush();
       // The last answers reach a client that still reads; one that stopped reading stdout gets
       // a few seconds, then the process exits anyway (it waited for that write for good).
@@ -150,7 +151,8 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
       }
       process.exit(0);
     };
-    process.stdout.on('error', () => void end(0)); // the client went away
+    // The client went away: nobody hears an answer, but what runs for it is cancelled at the hub.
+    process.stdout.on('error', () => void end(0, undefined, 'the client went away (it closed its end of stdout) while the request was in flight: it was cancelled at the hub'));
     // A second of the drain for the cancellations to reach the hub before the session ends.
     process.on('SIGTERM', () => void end(1_000, 'SIGTERM'));
     process.on('SIGINT', () => void end(1_000, 'SIGINT'));
@@ -159,7 +161,7 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
       // The last line first (one without its newline may be an answer to a question).
       reader.end();
       bridge.inputEnded();
-      void end(5_000);
+      void end(5_000, undefined, `the client closed switchyard connect's stdin, and the request was still in flight 5 s later: it was cancelled at the hub (it may have been carried out in part)`);
     });
   },
 };

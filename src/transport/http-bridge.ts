@@ -269,10 +269,19 @@ export class HttpBridge {
     }
   }
 
-  /** The local client is gone: let answers in flight finish (bounded), then end the session. */
-  async close(drainMs = 5_000): Promise<void> {
+  /**
+   * The local client is gone: let answers in flight finish (bounded), then end the session.
+   * `unfinished`: what a request still running once the drain ran out is answered with, and
+   * cancelled at the hub with (stopNow); cut off, it got no answer and its row no reason.
+   */
+  async close(drainMs = 5_000, unfinished?: string): Promise<void> {
     if (this.closed) return;
     await this.pending.within(drainMs);
+    if (unfinished !== undefined && this.inflight.size > 0) {
+      this.stopNow(unfinished);
+      // The cancellations reach the hub before the session's end does.
+      await this.pending.within(1_000);
+    }
     this.closed = true;
     for (const f of this.inflight.values()) f.ac.abort();
     this.getStream?.abort();

@@ -113,7 +113,8 @@ describe('connect answers as stdio does', () => {
       expect(await answer).toEqual({ jsonrpc: '2.0', id: 'huge', error: { code: -32600, message: `message too large: the limit is ${limit} bytes per line` } });
       // Read on after it.
       expect((await c.request({ jsonrpc: '2.0', id: 'after', method: 'ping' })).result).toEqual({});
-      expect(c.stderr).toContain('refused unread');
+      // Its log line (written asynchronously) says what was refused, the daemon never seeing it.
+      await expect.poll(() => c.stderr, { timeout: 5_000 }).toContain('refused unread');
     } finally {
       c.kill();
     }
@@ -143,6 +144,28 @@ describe('connect stopped by a signal', () => {
       expect(c.stderr).not.toContain('second stop signal');
       const rows = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': 'slow-at-stop' }, (r) => r.some((x) => x.outcome !== 'in_flight'));
       expect(rows.map((r) => [r.outcome, r.errorMessage])).toEqual([['cancelled', expect.stringContaining('switchyard connect was stopped (SIGTERM)')]]);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+});
+
+describe('connect at stdin EOF', () => {
+  // As `stdio` ends what its drain left: it was cut off with no answer, and the daemon ended it
+  // only as its session's DELETE came.
+  it('answers a request still running when its 5 s drain runs out, cancelled at the daemon with that reason', async () => {
+    const c = connect();
+    try {
+      await c.request(init('i'), 20_000);
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'slow-at-eof', method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 30_000 }, _meta: { progressToken: 'q' } } }));
+      await c.next((m) => m.method === 'notifications/progress' && m.params?.progressToken === 'q', 20_000);
+      c.endInput();
+      expect(await c.exited).toBe(0);
+      const why = "the client closed switchyard connect's stdin, and the request was still in flight 5 s later: it was cancelled at the hub (it may have been carried out in part)";
+      expect(c.received.find((m) => m.id === 'slow-at-eof')?.error).toEqual({ code: -32603, message: why });
+      const rows = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': 'slow-at-eof' }, (r) => r.some((x) => x.outcome !== 'in_flight'));
+      expect(rows.map((r) => [r.outcome, r.errorMessage])).toEqual([['cancelled', expect.stringContaining('still in flight 5 s later')]]);
     } finally {
       c.kill();
     }
