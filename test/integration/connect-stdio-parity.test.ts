@@ -121,6 +121,27 @@ describe('connect answers as stdio does', () => {
   }, 60_000);
 });
 
+describe("connect and a client's answer too long to read", () => {
+  // Left to the daemon, the question would have waited policy.inputTimeoutMs for an answer given.
+  it('fails the question it answers at once: the call that asked ends with the reason', async () => {
+    const c = connect();
+    try {
+      await c.request(init('i', '2025-11-25', { elicitation: {} }), 20_000);
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'asks', method: 'tools/call', params: { name: 'tl__elicit_form', arguments: { who: 'too-long' } } }));
+      const q = await c.next((m) => m.method === 'elicitation/create' && String(m.params?.message).includes('too-long'), 20_000);
+      const answer = `{"jsonrpc":"2.0","id":${JSON.stringify(q.id)},"result":{"action":"accept","content":{"name":"${'n'.repeat(64 * 1024 * 1024)}"}}}`;
+      const final = c.next((m) => m.id === 'asks' && m.method === undefined, 30_000);
+      c.send(answer);
+      expect(JSON.stringify(await final)).toContain("the client's answer was a line larger than switchyard connect reads (67108864 bytes)");
+      // Nothing is owed for an answer: no error line of its own.
+      expect(c.received.filter((m) => m.id === q.id && m.method === undefined)).toEqual([]);
+    } finally {
+      c.kill();
+    }
+  }, 60_000);
+});
+
 describe('connect stopped by a signal', () => {
   // The official stdio client closes stdin, waits 2 s, then sends SIGTERM: connect took that
   // first signal for a second one, exited 1 at once, the call unanswered and running on at the
