@@ -156,6 +156,10 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
     // A second of the drain for the cancellations to reach the hub before the session ends.
     process.on('SIGTERM', () => void end(1_000, 'SIGTERM'));
     process.on('SIGINT', () => void end(1_000, 'SIGINT'));
+    // The terminal or the session that ran it went away: a stop as any other. It killed the
+    // process (Node's default), the calls in flight unanswered and running on at the daemon, the
+    // session left open there until it idled out (an hour). Nothing here to reload.
+    process.on('SIGHUP', () => void end(1_000, 'SIGHUP'));
     process.stdin.on('data', (c: Buffer) => reader.push(c));
     process.stdin.on('end', () => {
       // The last line first (one without its newline may be an answer to a question).

@@ -171,6 +171,25 @@ describe('connect stopped by a signal', () => {
   }, 40_000);
 });
 
+describe('connect hung up on', () => {
+  it('SIGHUP stops it as SIGTERM does: what runs is answered and cancelled at the daemon, exit 0', async () => {
+    const c = connect();
+    try {
+      await c.request(init('i'), 20_000);
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'slow-at-hup', method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 30_000 }, _meta: { progressToken: 'h' } } }));
+      await c.next((m) => m.method === 'notifications/progress' && m.params?.progressToken === 'h', 20_000);
+      c.proc.kill('SIGHUP');
+      expect(await c.exited).toBe(0);
+      expect(c.received.find((m) => m.id === 'slow-at-hup')?.error?.message).toContain('switchyard connect was stopped (SIGHUP)');
+      const rows = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': 'slow-at-hup' }, (r) => r.some((x) => x.outcome !== 'in_flight'));
+      expect(rows.map((r) => r.outcome)).toEqual(['cancelled']);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+});
+
 describe('connect at stdin EOF', () => {
   // As `stdio` ends what its drain left: it was cut off with no answer, and the daemon ended it
   // only as its session's DELETE came.
