@@ -740,6 +740,15 @@ describe('switchyard ledger CLI', () => {
     const all = await cli(['ledger', 'prune', '--db', t.db, '--before', later, '--allow-future']);
     expect(all).toMatchObject({ code: 0, err: '', out: expect.stringMatching(new RegExp(`^pruned 6 rows older than ${later.replace(/\./g, '\\.')}\nanchor: 6:[0-9a-f]{64}\n$`)) });
     expect(ledger!.query({ outcome: 'in_flight' })).toHaveLength(1);
+    // It said "(chain seq 7..6)".
+    expect((await cli(['ledger', 'verify', '--db', t.db])).out).toMatch(/^ok: 0 rows verified \(none after seq 6, where it was pruned\)\nhead: 6:[0-9a-f]{64}\n$/);
+  });
+
+  // It said "(chain seq 1..0)" of a fresh hub's ledger.
+  it('verify of a ledger with no row yet says so', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    expect(await cli(['ledger', 'verify', '--db', t.db])).toEqual({ out: `ok: 0 rows verified (no row written yet)\nhead: 0:${'0'.repeat(64)}\n`, err: '', code: 0 });
   });
 
   // Every count was `${n} rows`: "pruned 1 rows", "ok: 1 rows verified", doctor's "(1 rows)".

@@ -26,7 +26,9 @@ export function verifyLines(r: VerifyResult, json: boolean): string[] {
   }
   if (r.ok) {
     const held = r.witnesses ? `, ${counted(r.witnesses, 'witness', 'witnesses')} held` : '';
-    return [`ok: ${counted(r.rows, 'row')} verified (chain seq ${r.anchorSeq + 1}..${r.headSeq})${held}\n`, `head: ${formatWitness({ seq: r.headSeq, hash: r.headHash })}\n`];
+    // No row in the chain: "chain seq 1..0" (7..6 once pruned) read as a range gone wrong.
+    const span = r.rows > 0 ? `chain seq ${r.anchorSeq + 1}..${r.headSeq}` : r.anchorSeq > 0 ? `none after seq ${r.anchorSeq}, where it was pruned` : 'no row written yet';
+    return [`ok: ${counted(r.rows, 'row')} verified (${span})${held}\n`, `head: ${formatWitness({ seq: r.headSeq, hash: r.headHash })}\n`];
   }
   const where = r.rowId === null && r.seq === null ? '' : ` at row ${r.rowId ?? '-'} (seq ${r.seq ?? '-'})`;
   return [screenText(`FAILED${where}: ${r.reason}`) + '\n'];
