@@ -106,9 +106,16 @@ export class UpstreamWatch {
    */
   private warm(h: ServerHandle): Promise<void> {
     if (!offers(h.upstream.capabilities, 'tools') || this.o.listAtReady?.(h) === false) return Promise.resolve();
-    return this.parts.partFor('tools', h, { credential: '', upstream: h.upstream }).then(
+    const upstream = h.upstream;
+    return this.parts.partFor('tools', h, { credential: '', upstream }).then(
       () => undefined,
-      (err: unknown) => this.log.warn({ server: h.id, err: String((err as Error)?.message ?? err) }, 'tools list (server ready, or its tools changed) failed'),
+      (err: unknown) => {
+        // Its connection closed meanwhile (the hub stopping, a restart or reload replacing it):
+        // no fault of the server's. A warning said so at every quick exit of `switchyard stdio`
+        // (a client that closes stdin right after initialize), in the client's log.
+        const level = upstream.state === 'stopped' ? 'debug' : 'warn';
+        this.log[level]({ server: h.id, err: String((err as Error)?.message ?? err) }, 'tools list (server ready, or its tools changed) failed');
+      },
     );
   }
 

@@ -43,6 +43,26 @@ afterAll(async () => {
   await hub?.stop();
 });
 
+describe('stdio at stdin EOF', () => {
+  // Its own stop closed the server while the hub listed its tools: "tools list … failed" at
+  // warning level went to the client's log at every quick exit.
+  it('says nothing at warning level of a tools list its own stop cut short', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-stdio-'));
+    const config = join(dir, 'hub.config.json');
+    const slow = nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'legacy', LIST_DELAY_MS: '5000' });
+    writeFileSync(config, JSON.stringify({ ledger: { path: join(dir, 'ledger.db') }, servers: { slow } }));
+    const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '-c', config], { cwd: ROOT, env: ENV }));
+    try {
+      expect((await c.request(init('i'), 20_000)).result.protocolVersion).toBe('2025-11-25');
+      c.endInput();
+      expect(await c.exited).toBe(0);
+      expect(c.stderr, c.stderr).toBe('');
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+});
+
 describe('connect answers as stdio does', () => {
   // The daemon's HTTP words ("Mcp-Session-Id header is required") sent a stdio client looking
   // for a header it cannot send.
@@ -56,7 +76,7 @@ describe('connect answers as stdio does', () => {
         expect((await c.request(init('i'), 20_000)).result.protocolVersion).toBe('2025-11-25');
         c.endInput();
         expect(await c.exited).toBe(0);
-        expect(c.stderr).toBe('');
+        expect(c.stderr, c.stderr).toBe("");
       } finally {
         c.kill();
       }
