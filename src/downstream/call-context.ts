@@ -101,8 +101,13 @@ export function legacyContext(session: LegacySession, req: Request, ex: Exchange
     idempotencyKey: idem?.key,
     idempotencyClash: idem?.clash,
     onLog: (p) => levelAtLeast(p.level, session.logLevel) && sink.send({ jsonrpc: '2.0', method: 'notifications/message', params: p }),
-    // A URL-mode elicitation relayed to this client, completed upstream (digest §5.2).
-    onElicitationComplete: (p) => sink.send({ jsonrpc: '2.0', method: 'notifications/elicitation/complete', params: p }),
+    // A URL-mode elicitation relayed to this client (or a -32042's step), completed upstream
+    // (digest §5.2): on the call's stream while it is open, else on the session's own (its GET
+    // stream, stdout), for a step done after the call; nowhere once the session has ended.
+    onElicitationComplete: (p) => {
+      const to = !sink.closed ? sink : session.stream;
+      if (!session.ended && to !== undefined && !to.closed) to.send({ jsonrpc: '2.0', method: 'notifications/elicitation/complete', params: p });
+    },
     askClient: (r, withdrawn) =>
       session.ask(sink, r, {
         signal,

@@ -44,6 +44,7 @@ import { EndedListens, isListenId, listenHandle, listenOf, refusedListen } from 
 import { logTargets } from './log-targets.js';
 import { OpenAsks, WITHDRAWN_BY_SERVER } from './open-asks.js';
 import { progressInfo } from './progress-info.js';
+import { UrlCompletions } from './url-completions.js';
 import { HOLDS_OWN_SLOT, HOLDS_SLOT, hubsOwn, isList, nextToken, type Pending } from './pending-call.js';
 
 export { errMessage, type UpstreamOptions } from './lifecycle.js';
@@ -63,6 +64,8 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private readonly serverAsks = new OpenAsks();
   /** The client that last said its roots changed, which answers roots/list sent outside any call (rootsChanged). */
   private readonly roots = new RootsRelay();
+  /** Where a URL-mode elicitation's completion goes once the call that asked it (or said -32042) has ended. */
+  private readonly urlCompletions = new UrlCompletions();
   readonly limiter: Limiter = this.spec.limiter ?? new Limiter(this.spec.maxConcurrent ?? Infinity, this.spec.maxQueue ?? 0);
   /** Whether the server takes calls without answering them: the row of those left unanswered, its probation once back. */
   private readonly hang = new HangWatch(
@@ -450,12 +453,14 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   protected resolveCall(p: Pending, result: Record<string, unknown>): void {
     if (!this.settle(p)) return;
     this.ended(p, undefined);
+    if (p.urlElicitations) this.urlCompletions.ended(p, undefined);
     p.resolve(result);
   }
 
   protected failCall(p: Pending, err: Error): void {
     if (!this.settle(p)) return;
     this.ended(p, err);
+    this.urlCompletions.ended(p, err);
     p.reject(err);
   }
 
@@ -659,6 +664,16 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
         if (!p.urlElicitations?.has(params.elicitationId)) continue;
         try {
           p.opts?.onElicitationComplete?.(params);
+        } catch (err) {
+          this.log.warn({ err: errMessage(err) }, 'elicitation-complete handler threw');
+        }
+        return;
+      }
+      // Its call has ended (a -32042's steps are always done after it): to the same client still.
+      const late = this.urlCompletions.take(params.elicitationId);
+      if (late !== undefined) {
+        try {
+          late(params);
         } catch (err) {
           this.log.warn({ err: errMessage(err) }, 'elicitation-complete handler threw');
         }

@@ -1,0 +1,108 @@
+/**
+ * URL-mode elicitation between a legacy (2025-11-25) upstream and legacy clients, through the
+ * real built hub: the upstream's notifications/elicitation/complete for a step finished after
+ * its call ended (after a -32042, always) still reaches the client that was given the step, on
+ * its session's standalone stream; and a client that did not declare URL elicitation is never
+ * sent a -32042 it said it cannot take. The relay fixture (SDK v1) over stdio and HTTP; SDK v1
+ * clients over HTTP.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ElicitationCompleteNotificationSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
+import { streamWatchingFetch, waitForReady, type Json } from '../helpers/wire.js';
+
+const RELAY = 'test/fixtures/translation/legacy-relay.mjs';
+let hub: HubProcess;
+let fixture: HttpFixture;
+
+beforeAll(async () => {
+  fixture = await startHttpFixture(RELAY);
+  hub = await startHub({ servers: { rs: nodeServer(RELAY), rh: { url: fixture.url } } });
+  await waitForReady(hub.url, ['rs', 'rh']);
+}, 60_000);
+
+afterAll(async () => {
+  await hub?.stop();
+  await fixture?.stop();
+});
+
+/** An SDK v1 client declaring `capabilities`, its GET stream open; `completed` resolves with each elicitationId completed to it. */
+async function client(capabilities: Json) {
+  const completed = new Map<string, () => void>();
+  const heard: string[] = [];
+  const c = new ClientV1({ name: 'url-legacy', version: '1.0.0' }, { capabilities });
+  c.setNotificationHandler(ElicitationCompleteNotificationSchema, (n) => {
+    heard.push(n.params.elicitationId);
+    completed.get(n.params.elicitationId)?.();
+  });
+  if ((capabilities.elicitation as Json | undefined) !== undefined) c.setRequestHandler(ElicitRequestSchema, async () => ({ action: 'accept' }));
+  const watch = streamWatchingFetch();
+  await c.connect(new TransportV1(new URL(hub.url), { fetch: watch.fetch }));
+  await watch.streamOpen;
+  return {
+    c,
+    heard,
+    /** Resolves once `id` was completed to this client. */
+    completion: (id: string) => (heard.includes(id) ? Promise.resolve() : new Promise<void>((r) => completed.set(id, r))),
+  };
+}
+
+const URL_CAPS = { elicitation: { form: {}, url: {} } };
+
+describe('notifications/elicitation/complete after the call ended', () => {
+  it.each(['rs', 'rh'])('%s: a -32042’s step completed after the call reaches the client that got the -32042', async (up) => {
+    const { c, completion } = await client(URL_CAPS);
+    try {
+      const err = await c.callTool({ name: `${up}__url_required_late`, arguments: {} }).then(
+        () => undefined,
+        (e: { code?: number; data?: { elicitations?: { elicitationId?: string }[] } }) => e,
+      );
+      expect(err?.code).toBe(-32042);
+      const eid = err!.data!.elicitations![0]!.elicitationId!;
+      expect(eid).toMatch(/^L-/);
+      await completion(eid);
+    } finally {
+      await c.close();
+    }
+  }, 30_000);
+
+  it.each(['rs', 'rh'])('%s: a URL elicitation accepted, the call answered, its completion after reaches the client', async (up) => {
+    const { c, completion } = await client(URL_CAPS);
+    try {
+      const r = (await c.callTool({ name: `${up}__url_accept_late`, arguments: {} })) as { content: { text: string }[] };
+      const eid = /url accept (A-\S+)/.exec(r.content[0]!.text)?.[1];
+      expect(eid, r.content[0]!.text).toBeDefined();
+      await completion(eid!);
+    } finally {
+      await c.close();
+    }
+  }, 30_000);
+
+  it('reaches only that client, not another of the same principal', async () => {
+    const a = await client(URL_CAPS);
+    const b = await client(URL_CAPS);
+    try {
+      const err = await a.c.callTool({ name: 'rh__url_required_late', arguments: {} }).then(
+        () => undefined,
+        (e: { data?: { elicitations?: { elicitationId?: string }[] } }) => e,
+      );
+      const eid = err!.data!.elicitations![0]!.elicitationId!;
+      await a.completion(eid);
+      // b's stream carries a later completion of its own: had it been sent a's, it would come first.
+      const err2 = await b.c.callTool({ name: 'rh__url_required_late', arguments: {} }).then(
+        () => undefined,
+        (e: { data?: { elicitations?: { elicitationId?: string }[] } }) => e,
+      );
+      const own = err2!.data!.elicitations![0]!.elicitationId!;
+      await b.completion(own);
+      expect(b.heard).toEqual([own]);
+      expect(a.heard).toEqual([eid]);
+    } finally {
+      await a.c.close();
+      await b.c.close();
+    }
+  }, 30_000);
+});
