@@ -7,6 +7,7 @@ import { LEGACY, MODERN } from '../protocol/era.js';
 import { isObj, type Request } from '../protocol/jsonrpc.js';
 import { META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_IDEMPOTENCY_KEY, META_LOG_LEVEL, passThroughMeta } from '../protocol/meta.js';
 import { spanOfMeta } from '../protocol/trace-context.js';
+import { elicits } from '../protocol/client-capabilities.js';
 import { LOG_LEVELS, type ClientCapabilities, type Implementation, type LoggingLevel } from '../protocol/types.js';
 import type { CallContext } from '../router/context.js';
 import type { MessageSink } from './core.js';
@@ -104,10 +105,13 @@ export function legacyContext(session: LegacySession, req: Request, ex: Exchange
     // A URL-mode elicitation relayed to this client (or a -32042's step), completed upstream
     // (digest §5.2): on the call's stream while it is open, else on the session's own (its GET
     // stream, stdout), for a step done after the call; nowhere once the session has ended.
-    onElicitationComplete: (p) => {
-      const to = !sink.closed ? sink : session.stream;
-      if (!session.ended && to !== undefined && !to.closed) to.send({ jsonrpc: '2.0', method: 'notifications/elicitation/complete', params: p });
-    },
+    // Only to a client that declared URL elicitation: one that did not is never given a step.
+    onElicitationComplete: elicits(session.capabilities, 'url')
+      ? (p) => {
+          const to = !sink.closed ? sink : session.stream;
+          if (!session.ended && to !== undefined && !to.closed) to.send({ jsonrpc: '2.0', method: 'notifications/elicitation/complete', params: p });
+        }
+      : undefined,
     askClient: (r, withdrawn) =>
       session.ask(sink, r, {
         signal,

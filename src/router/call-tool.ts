@@ -17,7 +17,7 @@ import { toolRetry } from './call-policy.js';
 import { cutOffError, outcomeOfError, outcomeSeenBy, toolErrorResult } from './outcome.js';
 import { elicits } from '../protocol/client-capabilities.js';
 import { paramHeaderProblem } from '../protocol/param-headers.js';
-import { awaitsUrlSteps, isCapabilityRefusal, UnfinishedTurnError, urlStepsNamedFor, type Mrtr } from './mrtr.js';
+import { awaitsUrlSteps, isCapabilityRefusal, UnfinishedTurnError, urlStepsNamedFor, UrlStepsUnsupportedError, type Mrtr } from './mrtr.js';
 import { firstRowEnd, type InputCollector } from './input-bridge.js';
 import { endedKey, settleIdempotency, usedForRefusal, type Settled } from './idempotency.js';
 import { argsDigestOf, type Binding } from './request-state.js';
@@ -519,6 +519,12 @@ export class ToolCall {
         const err = urlStepsNamedFor(cutOffError(caught, opts.signal), ctx, conn);
         // Asked of the user as URL steps, then issued again: the next attempt's outcome is the call's.
         if (awaitsUrlSteps(err, ctx, conn)) throw err;
+        // URL steps for a client that cannot take them: a tool error saying them; nothing ran.
+        if (err instanceof UrlStepsUnsupportedError) {
+          const r = toolErrorResult(err.message);
+          await finishRan(endOf(this.ledger, r), undefined, false);
+          return r;
+        }
         const notDelivered = neverSent(err);
         if (notDelivered) unspent?.();
         // Only a JSON-RPC answer is a known outcome worth replaying; anything else may have run or

@@ -13,7 +13,7 @@ import { Canceller, type Signal } from '../cancel.js';
 import { asTask } from './legacy-task.js';
 import { onFailure } from '../on-failure.js';
 import { setField } from '../protocol/copy.js';
-import { addRequired, requiredNames } from '../protocol/client-capabilities.js';
+import { addRequired, elicits, requiredNames } from '../protocol/client-capabilities.js';
 import { isObj } from '../protocol/jsonrpc.js';
 
 type Result = Record<string, unknown>;
@@ -378,6 +378,7 @@ function urlSteps(err: unknown): Result[] | null {
 export function urlStepsNamedFor(err: unknown, ctx: CallContext, server: ServerHandle): unknown {
   if (ctx.clientEra === MODERN || !(err instanceof RpcError) || err.code !== URL_ELICITATION_REQUIRED) return err;
   const asker = askerOf(server);
+  if (!elicits(ctx.clientCapabilities, 'url')) return new UrlStepsUnsupportedError(err, asker);
   if (asker === undefined) return err;
   const data = err.data;
   const named =
@@ -386,6 +387,32 @@ export function urlStepsNamedFor(err: unknown, ctx: CallContext, server: ServerH
       : data;
   const message = namedAsker(asker, err.message);
   return err instanceof UpstreamRpcError ? new UpstreamRpcError(err.code, message, named) : new RpcError(err.code, message, named);
+}
+
+/**
+ * A legacy upstream's -32042 for a legacy client that did not declare URL elicitation
+ * (`elicitation.url`): it is never sent an error it said it cannot take (digest §5.2, gated by
+ * what the client declared at initialize), as a modern client is never asked a URL step it did
+ * not declare. The steps, in words: the message (naming an untrusted server, as relayed steps
+ * do) and the URL, which the user may still open. A `tools/call` ends as a tool error with this
+ * text (call-tool.ts), another request with -32603. The upstream ran nothing: no outcome kept for
+ * an idempotency key, which its retry, once the user is done, may use again.
+ */
+export class UrlStepsUnsupportedError extends RpcError {
+  constructor(err: RpcError, asker: string | undefined) {
+    const list = (err.data as { elicitations?: unknown } | undefined)?.elicitations;
+    const steps = (Array.isArray(list) ? list : [])
+      .filter((e): e is Result => isObj(e) && typeof e.url === 'string')
+      .map((e) => {
+        const message = typeof e.message === 'string' && e.message !== '' ? e.message : 'Please open this URL';
+        return `${asker === undefined ? message : namedAsker(asker, message)} (${String(e.url)})`;
+      });
+    const said = asker === undefined ? err.message : namedAsker(asker, err.message);
+    super(
+      INTERNAL_ERROR,
+      `the upstream needs the user to complete ${steps.length === 1 ? 'a step at a URL' : 'steps at URLs'} first, and this client did not declare URL elicitation (elicitation.url): ${steps.length > 0 ? steps.join('; ') : said}`,
+    );
+  }
 }
 
 /**

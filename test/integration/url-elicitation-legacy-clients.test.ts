@@ -106,3 +106,51 @@ describe('notifications/elicitation/complete after the call ended', () => {
     }
   }, 30_000);
 });
+
+describe('a -32042 for a legacy client that did not declare URL elicitation', () => {
+  it.each([
+    ['rs', 'form only', { elicitation: {} }],
+    ['rh', 'form only', { elicitation: { form: {} } }],
+    ['rs', 'no elicitation', {}],
+    ['rh', 'no elicitation', {}],
+  ] as const)('%s, %s: a tool error saying the step (its message, naming the server, and its URL) in words, never the -32042, nor its completion', async (up, _label, caps) => {
+    const { c, heard } = await client(caps);
+    try {
+      const r = (await c.callTool({ name: `${up}__url_required_late`, arguments: {} })) as { isError?: boolean; content: { type: string; text: string }[] };
+      expect(r.isError).toBe(true);
+      const text = r.content[0]!.text;
+      expect(text).toMatch(/did not declare URL elicitation/);
+      expect(text).toContain(`[${up}] Sign in first`);
+      expect(text).toMatch(/\(https:\/\/auth\.example\.test\/L-\S+\)/);
+      // The step completes upstream 300 ms after the call: a URL-capable client's own completion
+      // (same upstream, after this one's) comes through, and this client heard none.
+      const other = await client(URL_CAPS);
+      try {
+        const err = await other.c.callTool({ name: `${up}__url_required_late`, arguments: {} }).then(
+          () => undefined,
+          (e: { data?: { elicitations?: { elicitationId?: string }[] } }) => e,
+        );
+        await other.completion(err!.data!.elicitations![0]!.elicitationId!);
+      } finally {
+        await other.c.close();
+      }
+      expect(heard).toEqual([]);
+    } finally {
+      await c.close();
+    }
+  }, 30_000);
+
+  it.each(['rs', 'rh'])('%s: a prompts/get gets -32603 saying the step, never -32042', async (up) => {
+    const { c } = await client({ elicitation: {} });
+    try {
+      const err = await c.getPrompt({ name: `${up}__url_prompt` }).then(
+        () => undefined,
+        (e: { code?: number; message?: string }) => e,
+      );
+      expect(err?.code).toBe(-32603);
+      expect(err?.message).toContain(`[${up}] Sign in first (https://auth.example.test/P-`);
+    } finally {
+      await c.close();
+    }
+  }, 30_000);
+});
