@@ -496,6 +496,8 @@ export class Endpoint {
     switch (n.method) {
       case 'notifications/initialized':
         session.initialized = true;
+        // stdio: its stream (stdout) is open now; HTTP: once its GET stream opens (streamOpened).
+        this.rootsChanged(session, true);
         break;
       case 'notifications/cancelled': {
         const id = n.params?.requestId;
@@ -518,15 +520,23 @@ export class Endpoint {
    * its GET stream, or stdout): a server that hears of the change asks at once, with no call of
    * the client's to carry the question, and an unanswerable ask would change nothing.
    */
-  private rootsChanged(session: LegacySession): void {
+  /**
+   * `firstClient`: the client did not say its roots changed; it can be asked for them now (stdio
+   * initialized, an HTTP GET stream opened), which a server refused them before any client could
+   * be is told (Upstream.rootsChanged).
+   */
+  rootsChanged(session: LegacySession, firstClient = false): void {
     if (!session.capabilities.roots || !this.core.rootsChanged) return;
-    if (!askable(session)) return this.log.debug({ principal: session.principal }, 'client roots changed, but it has no stream to be asked on: not passed on');
+    if (!askable(session)) {
+      if (!firstClient) this.log.debug({ principal: session.principal }, 'client roots changed, but it has no stream to be asked on: not passed on');
+      return;
+    }
     const idle = new Canceller().signal;
     this.core.rootsChanged(session.principal, session.group, (req, withdrawn) => {
       if (!askable(session)) return Promise.reject(new RpcError(INTERNAL_ERROR, 'the client that said its roots changed can no longer be asked'));
       // No call of its own: bounded by the time a client has to answer, and ends nothing else.
       return session.ask(session.stream!, req, { signal: idle, withdrawn, timeoutMs: this.limits.inputTimeoutMs, end: () => undefined });
-    });
+    }, firstClient);
   }
 
   private async initialize(req: Request, ex: Exchange, stdio?: StdioSessionSlot): Promise<void> {

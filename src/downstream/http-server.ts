@@ -679,6 +679,8 @@ export class HttpServer {
     session.streamKey = who.key;
     // Taken back by this hub after its restart: what it may have missed meanwhile is said on the stream.
     session.owedUpdates?.streamOpened(session);
+    // A client with roots can be asked for them now: a server refused them before is told.
+    this.endpoint.rootsChanged(session, true);
     // In use while the stream is open (see SessionTable.endIdleSessions); idle from when it closes.
     session.lastSeen = monotonicNow();
     this.endAtExpiry(res, who);

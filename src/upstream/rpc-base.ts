@@ -64,6 +64,12 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private readonly serverAsks = new OpenAsks();
   /** The client that last said its roots changed, which answers roots/list sent outside any call (rootsChanged). */
   private readonly roots = new RootsRelay();
+  /**
+   * The server asked roots/list outside any call and no client could answer it: it expects
+   * notifications/roots/list_changed (the hub declares roots.listChanged) once one can
+   * (rootsChanged, firstClient).
+   */
+  private rootsRefused = false;
   /** Where a URL-mode elicitation's completion goes once the call that asked it (or said -32042) has ended. */
   private readonly urlCompletions = new UrlCompletions();
   readonly limiter: Limiter = this.spec.limiter ?? new Limiter(this.spec.maxConcurrent ?? Infinity, this.spec.maxQueue ?? 0);
@@ -128,11 +134,13 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
    * is no one else's: it becomes this principal's, as by a call (a client's first change often
    * comes before its first call, and was lost: the server kept no roots of its).
    */
-  rootsChanged(principal: string, ask: AskClient): boolean {
+  rootsChanged(principal: string, ask: AskClient, firstClient = false): boolean {
     if (this._era !== LEGACY || this._state !== 'ready') return false;
+    if (firstClient && (!this.rootsRefused || this.roots.from !== undefined)) return false;
     if (this.servedFor === undefined) this.servedFor = principal;
     else if (this.servedFor !== principal) return false;
     this.roots.changed(principal, ask);
+    this.rootsRefused = false;
     this.notify('notifications/roots/list_changed');
     return true;
   }
@@ -591,6 +599,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       // calls are still its principal's alone.
       const from = this.roots.from;
       if (nobody !== undefined && via === undefined && msg.method === 'roots/list' && from !== undefined && this.servedFor === from.principal) return this.askRoots(msg, from);
+      if (nobody !== undefined && via === undefined && msg.method === 'roots/list') this.rootsRefused = true;
       if (nobody !== undefined) return this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(INTERNAL_ERROR, nobody))), via);
       return this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(METHOD_NOT_FOUND, `client does not support ${msg.method}`))), via);
     }

@@ -219,8 +219,12 @@ export interface Upstream extends EventEmitter {
    * passed on to a legacy server whose calls on this connection were that principal's alone, and
    * `ask` (that client) answers its `roots/list` sent outside any call from now on. False when
    * nothing was passed on (a modern server hears of roots only in a request's input_required).
+   * `firstClient`: not a change the client said, but a client with roots there at all (its
+   * session's stream open), passed on only where the server asked for roots outside any call
+   * when no client could answer (refused) and none answers yet: such a server (one that asks
+   * once, as it starts) would otherwise never have a client's roots until that client changed them.
    */
-  rootsChanged?(principal: string, ask: AskClient): boolean;
+  rootsChanged?(principal: string, ask: AskClient, firstClient?: boolean): boolean;
   /**
    * The server's own time limits changed (a reload): calls from now on are bounded by these,
    * and a timeout is judged the server's (breaker evidence) or a caller's own against them.

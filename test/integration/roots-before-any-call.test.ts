@@ -19,7 +19,7 @@ import { ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { BIN, nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 import { LineClient } from '../helpers/line-client.js';
-import { waitForReady } from '../helpers/wire.js';
+import { streamWatchingFetch, waitForReady } from '../helpers/wire.js';
 import { LEGACY_FIXTURE } from '../fixtures/translation/peers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'sy-roots-first-'));
@@ -102,4 +102,61 @@ describe("a legacy client's roots change before its first call", () => {
       c.kill();
     }
   }, 60_000);
+});
+
+describe('a legacy server that asked for roots before any client could answer', () => {
+  let early: HubProcess;
+  let earlyLh: HttpFixture;
+  beforeAll(async () => {
+    writeFileSync(EVENTS, '');
+    // Over HTTP it asks a second after it starts: its request outside any call goes on the hub's
+    // GET stream, and the SDK server drops one sent before that stream is open.
+    earlyLh = await startHttpFixture(LEGACY_FIXTURE, { SERVER_NAME: 'early-http', EVENTS_FILE: EVENTS, ROOTS_AT_START: '1000' });
+    early = await startHub({ servers: { ls: nodeServer(LEGACY_FIXTURE, [], { SERVER_NAME: 'early-stdio', EVENTS_FILE: EVENTS, ROOTS_AT_START: '0' }), lh: { url: earlyLh.url } } });
+    await waitForReady(early.url, ['ls', 'lh']);
+    // Both asked as they started, and were refused: no client was there.
+    await until('both servers asked at start', () => events().some((e) => e.startsWith('roots-start early-stdio refused')) && events().some((e) => e.startsWith('roots-start early-http refused')));
+  }, 60_000);
+  afterAll(async () => {
+    await early?.stop();
+    await earlyLh?.stop();
+  });
+
+  it('is told the roots changed once a client with roots is there (its GET stream open), without the client saying so, and gets its roots', async () => {
+    let asked = 0;
+    const client = new ClientV1({ name: 'roots-late', version: '1.0.0' }, { capabilities: { roots: { listChanged: true } } });
+    client.setRequestHandler(ListRootsRequestSchema, async () => {
+      asked++;
+      return { roots: [{ uri: 'file:///home/late' }] };
+    });
+    await client.connect(new TransportV1(new URL(early.url)));
+    try {
+      await until('the servers ask the client for its roots', () => events().includes('roots early-stdio file:///home/late') && events().includes('roots early-http file:///home/late'));
+      expect(asked).toBe(2);
+    } finally {
+      await client.close();
+    }
+  }, 30_000);
+
+  it('a second client with roots tells nobody again: the first answers for them', async () => {
+    const before = events().length;
+    let asked = 0;
+    const client = new ClientV1({ name: 'roots-second', version: '1.0.0' }, { capabilities: { roots: { listChanged: true } } });
+    client.setRequestHandler(ListRootsRequestSchema, async () => {
+      asked++;
+      return { roots: [{ uri: 'file:///home/second' }] };
+    });
+    const watch = streamWatchingFetch();
+    await client.connect(new TransportV1(new URL(early.url), { fetch: watch.fetch }));
+    try {
+      await watch.streamOpen;
+      // A call through each server: had either been told, its roots/list (asked at once) came first.
+      await client.callTool({ name: 'ls__echo', arguments: { text: 'x' } });
+      await client.callTool({ name: 'lh__echo', arguments: { text: 'x' } });
+      expect(asked).toBe(0);
+      expect(events().slice(before)).toEqual([]);
+    } finally {
+      await client.close();
+    }
+  }, 30_000);
 });
