@@ -341,6 +341,7 @@ export class ToolCall {
         outcome: waiting ? 'input_required' : 'denied',
         errorKind: waiting ? null : 'policy',
         errorMessage: waiting ? 'awaiting the user\'s confirmation' : String((confirmation.content as { text?: string }[])[0]?.text),
+        responseBytes: bytesOf(this.ledger, confirmation),
         latencyMs: performance.now() - t0,
       });
       return confirmation;
@@ -375,7 +376,7 @@ export class ToolCall {
     if (key) {
       const again = keyEnded ? undefined : this.askedAgain(owner, key, bind, ctx);
       if (again) {
-        await end({ outcome: 'input_required', errorKind: null, latencyMs: performance.now() - t0 });
+        await end({ outcome: 'input_required', errorKind: null, responseBytes: bytesOf(this.ledger, again), latencyMs: performance.now() - t0 });
         return again;
       }
       let settled: Awaited<ReturnType<typeof settleIdempotency>>;
@@ -414,8 +415,8 @@ export class ToolCall {
       const latencyMs = performance.now() - t0;
       // Ended while parked: this row carries the end only if no retry of its client takes it.
       const later = first?.known();
-      if (later) return later.then((f) => audit.finish(Object.assign({}, firstRowEnd(f, end), { latencyMs })));
-      return audit.finish(Object.assign({}, firstRowEnd(first?.first, end), { latencyMs }));
+      if (later) return later.then((f) => audit.finish(Object.assign({}, firstRowEnd(f, end, first?.answeredBytes), { latencyMs })));
+      return audit.finish(Object.assign({}, firstRowEnd(first?.first, end, first?.answeredBytes), { latencyMs }));
     };
     /**
      * The end of a call that was sent: answered with its own outcome even if its row cannot be

@@ -9,6 +9,7 @@ import { StateError, type Binding, type RequestStateSealer } from './request-sta
 import type { Canceller, Signal } from '../cancel.js';
 import { monotonicNow } from '../monotonic.js';
 import type { AuditEnd } from '../ledger/types.js';
+import { resultJson } from '../protocol/serialized.js';
 
 type Result = Record<string, unknown>;
 
@@ -45,6 +46,8 @@ export type FirstRequest = 'waiting' | 'asked' | 'handed-on';
 /** Where a parked call's first request stands, for the end of its row (InputCollector; Mrtr.run). */
 export interface FirstRow {
   readonly first: FirstRequest;
+  /** The size of the `input_required` the first request was answered (its row's responseBytes), once it was. */
+  readonly answeredBytes?: number;
   /**
    * Undefined when `first` is final for the row's end; while the call is parked (its request
    * answered `input_required`, no retry of its client back yet), what it is once a retry takes
@@ -57,9 +60,10 @@ export interface FirstRow {
  * The end of a parked call's first row (Mrtr.run): a round when a retry carries the call's end;
  * the call's end, and a round too, when the call ended while parked, its client not back.
  */
-export function firstRowEnd<E extends Omit<AuditEnd, 'latencyMs'>>(first: FirstRequest | undefined, end: E): E | Pick<AuditEnd, 'outcome' | 'errorKind'> {
-  if (first === 'handed-on') return { outcome: 'input_required', errorKind: null };
-  return first === 'asked' ? { ...end, answeredInputRequired: true } : end;
+export function firstRowEnd<E extends Omit<AuditEnd, 'latencyMs'>>(first: FirstRequest | undefined, end: E, answeredBytes?: number): E | Pick<AuditEnd, 'outcome' | 'errorKind' | 'responseBytes'> {
+  // Either way the request was answered the input_required: its size is the row's, not the end's.
+  if (first === 'handed-on') return { outcome: 'input_required', errorKind: null, responseBytes: answeredBytes };
+  return first === 'asked' ? { ...end, answeredInputRequired: true, responseBytes: answeredBytes } : end;
 }
 
 /**
@@ -99,6 +103,8 @@ export class InputCollector implements FirstRow {
    * that retry's row's outcome, the first row's a round.
    */
   first: FirstRequest = 'waiting';
+  /** See FirstRow.answeredBytes: set as the first request is answered `input_required` (InputBridge.park). */
+  answeredBytes: number | undefined;
 
   /** `caps`: what the request now waiting for the call declared: the first, then each retry that resumes it. */
   constructor(private caps: ClientCapabilities) {}
@@ -370,7 +376,11 @@ export class InputBridge {
     timer.unref();
     this.parked.set(id, { run, collector, abort, timer });
     run.catch(() => {});
-    return { resultType: 'input_required', inputRequests: collector.requests(), requestState: this.sealer.seal(bind, { k: 'park', id }) };
+    const answer = { resultType: 'input_required', inputRequests: collector.requests(), requestState: this.sealer.seal(bind, { k: 'park', id }) };
+    // The first request's answer, measured for its row (a retry's row measures its own). Its
+    // JSON is kept for the edge, which sends that text rather than serialise it again.
+    if (collector.answeredBytes === undefined) collector.answeredBytes = Buffer.byteLength(resultJson(answer) ?? '');
+    return answer;
   }
 
   /** The call ends refused -32021 for the capability the client lacks (`collector.missing`). */

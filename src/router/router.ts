@@ -391,8 +391,8 @@ export class Router {
     const finish = (e: AuditEnd): Promise<void> => {
       // Ended while parked: this row carries the end only if no retry of its client takes it.
       const later = first?.known();
-      if (later) return later.then((f) => audit.finish({ ...firstRowEnd(f, e), latencyMs: e.latencyMs }));
-      return audit.finish({ ...firstRowEnd(first?.first, e), latencyMs: e.latencyMs });
+      if (later) return later.then((f) => audit.finish({ ...firstRowEnd(f, e, first?.answeredBytes), latencyMs: e.latencyMs }));
+      return audit.finish({ ...firstRowEnd(first?.first, e, first?.answeredBytes), latencyMs: e.latencyMs });
     };
     // A legacy subscribe whose connection was replaced as its row was written (made in the turn an
     // unsubscribe of its URI there was answered, say) is routed again, as one replaced before it
