@@ -412,6 +412,10 @@ export class Hub implements HubCore {
     this.draining = true;
     this.stopBegun.abort(new HubStoppingError(true));
     this.listeners.stopAccepting();
+    // A parked call waits for a retry, which is a request, refused from now on (handle): it ends
+    // now, not at the drain deadline. A legacy stdio server's parked call holds its call gate
+    // alone: the calls queued behind it ran only once the drain was over, into a closed upstream.
+    this.mrtr.bridge.close();
   }
 
   /**
@@ -429,7 +433,7 @@ export class Hub implements HubCore {
     this.endpoint.close();
     this.listChanges.close();
     this.catalog.close();
-    // What waits for a client's answer (a parked call, a legacy client's question) ends now, before the upstreams close.
+    // What waits for a client's answer (a legacy client's question; a parked call ended as the stop began) ends now, before the upstreams close.
     this.mrtr.close();
     this.listeners.admin?.close();
     // The principals' own connections alongside the servers' (nothing of one waits on the other):
