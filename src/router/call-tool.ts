@@ -5,7 +5,7 @@ import { runsAsTask } from './legacy-task.js';
 import { argsHash, NestingTooDeepError } from '../ledger/canonical.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditBegin, AuditEnd, KeyOwner, StoredAnswer } from '../ledger/types.js';
-import { CancelledError, errorSeenBy, HEADER_MISMATCH, HubStoppingError, INTERNAL_ERROR, INVALID_PARAMS, notSent, MISSING_CLIENT_CAPABILITY, RpcError, TimeoutError, TransportError, UpstreamRpcError, UpstreamUnavailableError } from '../protocol/errors.js';
+import { CancelledError, errorSeenBy, HEADER_MISMATCH, HubStoppingError, INTERNAL_ERROR, INVALID_PARAMS, notSent, MISSING_CLIENT_CAPABILITY, RpcError, TimeoutError, TransportError, UpstreamRpcError, UpstreamUnavailableError, URL_ELICITATION_REQUIRED } from '../protocol/errors.js';
 import type { CallOptions } from '../upstream/types.js';
 import { notDelivered as neverSent } from '../upstream/retry.js';
 import { reasonOf, unlessAborted, unlessWanted, type Signal } from '../cancel.js';
@@ -537,7 +537,13 @@ export class ToolCall {
         // So for a turn the hub could not take further (UnfinishedTurnError).
         const capability = err instanceof RpcError && err.code === MISSING_CLIENT_CAPABILITY;
         // A 401 or 403 to the call's own request: it was not applied, so its key is free too.
-        const noOutcome = err instanceof UnfinishedTurnError || (err instanceof RpcError && failedAsking.has(err)) || (err instanceof TransportError && err.refused === true);
+        // A -32042 passed on to a legacy client: the upstream ran nothing yet, its client is to
+        // call again once the user is done at the URL (digest §5.2), with the same key: kept, that
+        // call was answered the -32042 again, for good.
+        const noOutcome =
+          err instanceof UnfinishedTurnError ||
+          (err instanceof RpcError && (failedAsking.has(err) || err.code === URL_ELICITATION_REQUIRED)) ||
+          (err instanceof TransportError && err.refused === true);
         const stored = err instanceof RpcError && !capability && !noOutcome ? storedError(err) : undefined;
         await finishRan(outcomeSeenBy(ctx.clientEra === MODERN, err), stored, capability ? err !== caught : !notDelivered && !noOutcome);
         // The hub stopping: its client gets the -32603 of a request refused while it drains (Endpoint).

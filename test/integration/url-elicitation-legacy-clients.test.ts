@@ -13,6 +13,8 @@ import { ElicitationCompleteNotificationSchema, ElicitRequestSchema } from '@mod
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 import { streamWatchingFetch, waitForReady, type Json } from '../helpers/wire.js';
+import { LEGACY_FIXTURE } from '../fixtures/translation/peers.js';
+import { META_KEY } from './ledger-helpers.js';
 
 const RELAY = 'test/fixtures/translation/legacy-relay.mjs';
 let hub: HubProcess;
@@ -20,8 +22,8 @@ let fixture: HttpFixture;
 
 beforeAll(async () => {
   fixture = await startHttpFixture(RELAY);
-  hub = await startHub({ servers: { rs: nodeServer(RELAY), rh: { url: fixture.url } } });
-  await waitForReady(hub.url, ['rs', 'rh']);
+  hub = await startHub({ servers: { rs: nodeServer(RELAY), rh: { url: fixture.url }, ls: nodeServer(LEGACY_FIXTURE) } });
+  await waitForReady(hub.url, ['rs', 'rh', 'ls']);
 }, 60_000);
 
 afterAll(async () => {
@@ -149,6 +151,24 @@ describe('a -32042 for a legacy client that did not declare URL elicitation', ()
       );
       expect(err?.code).toBe(-32603);
       expect(err?.message).toContain(`[${up}] Sign in first (https://auth.example.test/P-`);
+    } finally {
+      await c.close();
+    }
+  }, 30_000);
+});
+
+describe('a -32042 and an idempotency key (legacy client)', () => {
+  it('is no outcome kept for the key: the client, its step done, calls again with the same key and the call runs', async () => {
+    const { c } = await client(URL_CAPS);
+    try {
+      const params = { name: 'ls__elicit_url_required', arguments: { ticket: 'keyed-legacy' }, _meta: { [META_KEY]: 'url-step-key' } };
+      const err = await c.callTool(params).then(
+        () => undefined,
+        (e: { code?: number }) => e,
+      );
+      expect(err?.code).toBe(-32042);
+      const again = (await c.callTool(params)) as { content: { text: string }[] };
+      expect(again.content[0]!.text).toBe('ticket keyed-legacy authorized');
     } finally {
       await c.close();
     }
