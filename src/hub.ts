@@ -615,11 +615,11 @@ export class Hub implements HubCore {
    * directories, in place of the configured ones). A modern server asks for roots in each
    * request that needs them.
    */
-  rootsChanged(principal: string, group: string | undefined, ask: AskClient, firstClient?: boolean): void {
+  rootsChanged(principal: string, group: string | undefined, ask: AskClient, firstClient?: boolean, canAsk?: () => boolean): void {
     for (const h of this.handles.values()) {
       if (!this.catalog.groups.showsServer(group, h.id)) continue;
       const conn = this.auth.required ? this.upstreams.existing(h, principal) : h.upstream;
-      if (conn?.rootsChanged?.(principal, ask, firstClient)) this.log.debug({ server: h.id, principal, firstClient }, 'client roots changed: told the server');
+      if (conn?.rootsChanged?.(principal, ask, firstClient, canAsk)) this.log.debug({ server: h.id, principal, firstClient }, 'client roots changed: told the server');
     }
   }
 

@@ -74,9 +74,9 @@ export interface HubCore {
   /**
    * A legacy client of `principal` on endpoint `group` said its roots changed
    * (`notifications/roots/list_changed`); `ask` puts a server's roots/list to it. `firstClient`:
-   * a client with roots can be asked now (Upstream.rootsChanged's).
+   * a client with roots can be asked now; `canAsk`, whether it still can be (Upstream.rootsChanged's).
    */
-  rootsChanged?(principal: string, group: string | undefined, ask: AskClient, firstClient?: boolean): void;
+  rootsChanged?(principal: string, group: string | undefined, ask: AskClient, firstClient?: boolean, canAsk?: () => boolean): void;
   /** `shows`: the servers the caller may know of (their lines, and a server named in `reason`); undefined: all. */
   health(shows?: (server: string) => boolean, groups?: ReadonlySet<string>): { status: string; reason?: string; servers: { id: string; state: string; era: string | null; tools: number }[] };
 }

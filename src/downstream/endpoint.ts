@@ -523,7 +523,7 @@ export class Endpoint {
   /**
    * `firstClient`: the client did not say its roots changed; it can be asked for them now (stdio
    * initialized, an HTTP GET stream opened), which a server refused them before any client could
-   * be is told (Upstream.rootsChanged).
+   * be, or whose client answering them can be asked no more, is told (Upstream.rootsChanged).
    */
   rootsChanged(session: LegacySession, firstClient = false): void {
     if (!session.capabilities.roots || !this.core.rootsChanged) return;
@@ -536,7 +536,7 @@ export class Endpoint {
       if (!askable(session)) return Promise.reject(new RpcError(INTERNAL_ERROR, 'the client that said its roots changed can no longer be asked'));
       // No call of its own: bounded by the time a client has to answer, and ends nothing else.
       return session.ask(session.stream!, req, { signal: idle, withdrawn, timeoutMs: this.limits.inputTimeoutMs, end: () => undefined });
-    }, firstClient);
+    }, firstClient, () => askable(session));
   }
 
   private async initialize(req: Request, ex: Exchange, stdio?: StdioSessionSlot): Promise<void> {

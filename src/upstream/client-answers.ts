@@ -29,18 +29,23 @@ export function failureFrame(msg: Request, err: unknown): string {
  * roots/list a server sends outside any call, and its answer on the way.
  */
 export class RootsRelay {
-  /** Who said so last: their principal, and how to ask their client. */
-  from: { principal: string; ask: AskClient } | undefined;
+  /** Who said so last: their principal, how to ask their client, and whether it still can be (undefined: not known). */
+  from: { principal: string; ask: AskClient; canAsk?: () => boolean } | undefined;
   /** Its answer on the way: roots/list sent meanwhile share it, so the client is asked once at a time. */
   private answer: Promise<Record<string, unknown>> | undefined;
 
   /** `principal`'s client said its roots changed: it answers from now on. */
-  changed(principal: string, ask: AskClient): void {
-    this.from = { principal, ask };
+  changed(principal: string, ask: AskClient, canAsk?: () => boolean): void {
+    this.from = { principal, ask, canAsk };
     // A roots/list the server sends from now on is about this change: it does not share the
     // answer to one asked before it (its question still at the client, which may answer with
     // the roots it had then), or the server would keep those for good.
     this.answer = undefined;
+  }
+
+  /** The client that answers can no longer be asked (its session ended, its stream closed). */
+  get gone(): boolean {
+    return this.from?.canAsk?.() === false;
   }
 
   /** The answer to a roots/list outside any call, from `from`'s client: the one on the way, if any. */

@@ -134,12 +134,12 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
    * is no one else's: it becomes this principal's, as by a call (a client's first change often
    * comes before its first call, and was lost: the server kept no roots of its).
    */
-  rootsChanged(principal: string, ask: AskClient, firstClient = false): boolean {
+  rootsChanged(principal: string, ask: AskClient, firstClient = false, canAsk?: () => boolean): boolean {
     if (this._era !== LEGACY || this._state !== 'ready') return false;
-    if (firstClient && (!this.rootsRefused || this.roots.from !== undefined)) return false;
+    if (firstClient && !(this.rootsRefused && this.roots.from === undefined) && !this.roots.gone) return false;
     if (this.servedFor === undefined) this.servedFor = principal;
     else if (this.servedFor !== principal) return false;
-    this.roots.changed(principal, ask);
+    this.roots.changed(principal, ask, canAsk);
     this.rootsRefused = false;
     this.notify('notifications/roots/list_changed');
     return true;

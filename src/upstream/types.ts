@@ -222,9 +222,12 @@ export interface Upstream extends EventEmitter {
    * `firstClient`: not a change the client said, but a client with roots there at all (its
    * session's stream open), passed on only where the server asked for roots outside any call
    * when no client could answer (refused) and none answers yet: such a server (one that asks
-   * once, as it starts) would otherwise never have a client's roots until that client changed them.
+   * once, as it starts) would otherwise never have a client's roots until that client changed them;
+   * and where the client that answers them can no longer be asked (`canAsk` of its own, given
+   * when it became that client, says so: its session ended, its stream closed), whose roots the
+   * server would keep for good. `canAsk`: whether this client can still be asked.
    */
-  rootsChanged?(principal: string, ask: AskClient, firstClient?: boolean): boolean;
+  rootsChanged?(principal: string, ask: AskClient, firstClient?: boolean, canAsk?: () => boolean): boolean;
   /**
    * The server's own time limits changed (a reload): calls from now on are bounded by these,
    * and a timeout is judged the server's (breaker evidence) or a caller's own against them.

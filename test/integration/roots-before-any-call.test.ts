@@ -118,9 +118,13 @@ describe('a legacy server that asked for roots before any client could answer', 
     await until('both servers asked at start', () => events().some((e) => e.startsWith('roots-start early-stdio refused')) && events().some((e) => e.startsWith('roots-start early-http refused')));
   }, 60_000);
   afterAll(async () => {
+    await first?.client.close();
     await early?.stop();
     await earlyLh?.stop();
   });
+
+  /** The client that answers the servers' roots (the first test's), kept open for the second. */
+  let first: { client: ClientV1; transport: TransportV1 } | undefined;
 
   it('is told the roots changed once a client with roots is there (its GET stream open), without the client saying so, and gets its roots', async () => {
     let asked = 0;
@@ -129,16 +133,15 @@ describe('a legacy server that asked for roots before any client could answer', 
       asked++;
       return { roots: [{ uri: 'file:///home/late' }] };
     });
-    await client.connect(new TransportV1(new URL(early.url)));
-    try {
-      await until('the servers ask the client for its roots', () => events().includes('roots early-stdio file:///home/late') && events().includes('roots early-http file:///home/late'));
-      expect(asked).toBe(2);
-    } finally {
-      await client.close();
-    }
+    const transport = new TransportV1(new URL(early.url));
+    await client.connect(transport);
+    first = { client, transport };
+    await until('the servers ask the client for its roots', () => events().includes('roots early-stdio file:///home/late') && events().includes('roots early-http file:///home/late'));
+    expect(asked).toBe(2);
   }, 30_000);
 
-  it('a second client with roots tells nobody again: the first answers for them', async () => {
+  it('a second client with roots tells nobody again while the first can answer', async () => {
+    expect(first).toBeDefined();
     const before = events().length;
     let asked = 0;
     const client = new ClientV1({ name: 'roots-second', version: '1.0.0' }, { capabilities: { roots: { listChanged: true } } });
@@ -155,6 +158,24 @@ describe('a legacy server that asked for roots before any client could answer', 
       await client.callTool({ name: 'lh__echo', arguments: { text: 'x' } });
       expect(asked).toBe(0);
       expect(events().slice(before)).toEqual([]);
+    } finally {
+      await client.close();
+    }
+  }, 30_000);
+
+  it('once the client that answers is gone (its session ended), the next client with roots is told, and its roots replace the gone one’s', async () => {
+    await first!.transport.terminateSession();
+    await first!.client.close();
+    let asked = 0;
+    const client = new ClientV1({ name: 'roots-third', version: '1.0.0' }, { capabilities: { roots: { listChanged: true } } });
+    client.setRequestHandler(ListRootsRequestSchema, async () => {
+      asked++;
+      return { roots: [{ uri: 'file:///home/third' }] };
+    });
+    await client.connect(new TransportV1(new URL(early.url)));
+    try {
+      await until('the servers ask the new client for its roots', () => events().includes('roots early-stdio file:///home/third') && events().includes('roots early-http file:///home/third'));
+      expect(asked).toBe(2);
     } finally {
       await client.close();
     }
