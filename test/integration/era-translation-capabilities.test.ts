@@ -167,10 +167,12 @@ describe('a modern client of a parked legacy call', () => {
     expect((retry.body?.result?.content as Json[])[0]!.text).toBe('after progress: action=accept content={"name":"Ada"}');
     expect(progressOf(retry.messages)).toEqual(['p-retry', 'p-retry']);
     // The retry carried the call's answer to the client: its row has the call's outcome and that
-    // answer's size; the first request's row (finished when the call ended) is the round it was.
+    // answer's size; the first request's row (finished when the call ended) is the round it was,
+    // with the size of the input_required it was answered.
     await expect.poll(() => row('p-2')).toMatchObject({ outcome: 'ok', response_bytes: expect.any(Number) });
     expect(row('p-2')!.response_bytes as number).toBeGreaterThan(50);
-    expect(row('p-1')).toMatchObject({ outcome: 'input_required', response_bytes: null });
+    expect(row('p-1')).toMatchObject({ outcome: 'input_required', response_bytes: expect.any(Number) });
+    expect(row('p-1')!.response_bytes as number).toBeGreaterThan(50);
     // One call in one trace: the retry's row names the first request's span as its parent.
     expect(row('p-2')).toMatchObject({ trace_id: row('p-1')!.trace_id, parent_span_id: row('p-1')!.span_id });
   });
