@@ -117,6 +117,8 @@ export class Mrtr {
    */
   async roundTrips(method: string, server: ServerHandle, params: Result, ctx: CallContext, opts: CallOptions, bind: Binding, confirmed = false): Promise<Result> {
     let p = params;
+    /** The URL steps a legacy client accepted in the last round, by the id the hub made up for each (urlStepsDone). */
+    let accepted: UrlStep[] | undefined;
     for (let round = 0; ; round++) {
       let r: Result;
       try {
@@ -125,6 +127,10 @@ export class Mrtr {
       } catch (err) {
         if (ctx.clientEra === MODERN) throw err;
         return legacyMissingCapability(err, method);
+      }
+      if (accepted !== undefined) {
+        urlStepsDone(accepted, r, ctx);
+        accepted = undefined;
       }
       if (r.resultType !== 'input_required') {
         // Unrecognised, or an extension's the hub did not declare (a task): invalid (digest §2.2).
@@ -164,8 +170,11 @@ export class Mrtr {
         throw new UnfinishedTurnError(INTERNAL_ERROR, `server "${server.id}" asked ${asks} questions in one input_required round; the hub puts at most ${MAX_OPEN_ASKS} before a client at once`);
       if (round >= MAX_ROUNDS) throw new UnfinishedTurnError(INTERNAL_ERROR, `the upstream still needed input after ${MAX_ROUNDS} rounds`);
       let inputResponses: Result;
+      // Each URL step gets its elicitationId here, the one the client is asked with (askAll keeps it).
+      const asked = legacyInputs(relayedInputs(r.inputRequests, askerOf(server), true));
       try {
-        inputResponses = await this.askAll(relayedInputs(r.inputRequests, askerOf(server), true), ctx.askClient);
+        inputResponses = await this.askAll(asked, ctx.askClient);
+        if (ctx.onElicitationComplete !== undefined) accepted = urlStepsAccepted(asked, inputResponses);
       } catch (err) {
         if (p.task === undefined) dismissUpstream(method, server, params, r, opts);
         // Withdrawn by the hub's stop (close()), not ended by the call's own signal (its client,
@@ -467,6 +476,51 @@ function undeclared(requests: unknown, caps: CallContext['clientCapabilities']):
     if (m) need = addRequired(need ?? {}, m);
   }
   return need;
+}
+
+/** A URL step a legacy client accepted: the elicitationId the hub made up for it, and its URL. */
+interface UrlStep {
+  id: string;
+  url: unknown;
+}
+
+/** Each URL-mode elicitation of a round with its elicitationId (toLegacyInput); other requests as they are. */
+function legacyInputs(requests: unknown): unknown {
+  if (!isObj(requests)) return requests;
+  let out: Result | undefined;
+  for (const [k, req] of Object.entries(requests)) {
+    const legacy = toLegacyInput(req as InputRequest);
+    if (legacy === req) continue;
+    out ??= { ...requests };
+    setField(out, k, legacy);
+  }
+  return out ?? requests;
+}
+
+/** The URL steps of a round (legacyInputs) its client answered `accept`; undefined when none. */
+function urlStepsAccepted(asked: unknown, answers: Result): UrlStep[] | undefined {
+  if (!isObj(asked)) return undefined;
+  let steps: UrlStep[] | undefined;
+  for (const [k, req] of Object.entries(asked as Record<string, InputRequest>)) {
+    const id = req?.method === 'elicitation/create' && req.params?.mode === 'url' ? req.params.elicitationId : undefined;
+    if (typeof id === 'string' && (answers[k] as Result | undefined)?.action === 'accept') (steps ??= []).push({ id, url: req.params!.url });
+  }
+  return steps;
+}
+
+/**
+ * A modern upstream learns whether a URL step was done on the retry (digest §5.1): it answered
+ * it, and no longer asks that URL (a result, or other questions), so the step the legacy client
+ * accepted is complete, and its client is told so under the elicitationId the hub made up for
+ * it (digest §5.3 B.3), as a legacy server tells its own: a client that shows the step as under
+ * way until then, or retries on it, is not left waiting. One asked again is not done.
+ */
+function urlStepsDone(steps: UrlStep[], r: Result, ctx: CallContext): void {
+  const again = r.resultType === 'input_required' && isObj(r.inputRequests) ? Object.values(r.inputRequests) : [];
+  for (const s of steps) {
+    if (again.some((q) => isObj(q) && q.method === 'elicitation/create' && isObj(q.params) && q.params.mode === 'url' && q.params.url === s.url)) continue;
+    ctx.onElicitationComplete?.({ elicitationId: s.id });
+  }
 }
 
 /** Legacy URL-mode elicitations need an elicitationId, which modern ones do not carry. */

@@ -13,7 +13,7 @@ import { ElicitationCompleteNotificationSchema, ElicitRequestSchema } from '@mod
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 import { streamWatchingFetch, waitForReady, type Json } from '../helpers/wire.js';
-import { LEGACY_FIXTURE } from '../fixtures/translation/peers.js';
+import { LEGACY_FIXTURE, MODERN_FIXTURE } from '../fixtures/translation/peers.js';
 import { META_KEY } from './ledger-helpers.js';
 
 const RELAY = 'test/fixtures/translation/legacy-relay.mjs';
@@ -22,8 +22,8 @@ let fixture: HttpFixture;
 
 beforeAll(async () => {
   fixture = await startHttpFixture(RELAY);
-  hub = await startHub({ servers: { rs: nodeServer(RELAY), rh: { url: fixture.url }, ls: nodeServer(LEGACY_FIXTURE) } });
-  await waitForReady(hub.url, ['rs', 'rh', 'ls']);
+  hub = await startHub({ servers: { rs: nodeServer(RELAY), rh: { url: fixture.url }, ls: nodeServer(LEGACY_FIXTURE), ms: nodeServer(MODERN_FIXTURE) } });
+  await waitForReady(hub.url, ['rs', 'rh', 'ls', 'ms']);
 }, 60_000);
 
 afterAll(async () => {
@@ -40,13 +40,19 @@ async function client(capabilities: Json) {
     heard.push(n.params.elicitationId);
     completed.get(n.params.elicitationId)?.();
   });
-  if ((capabilities.elicitation as Json | undefined) !== undefined) c.setRequestHandler(ElicitRequestSchema, async () => ({ action: 'accept' }));
+  const asked: Json[] = [];
+  if ((capabilities.elicitation as Json | undefined) !== undefined)
+    c.setRequestHandler(ElicitRequestSchema, async (req) => {
+      asked.push(req.params as Json);
+      return { action: 'accept' };
+    });
   const watch = streamWatchingFetch();
   await c.connect(new TransportV1(new URL(hub.url), { fetch: watch.fetch }));
   await watch.streamOpen;
   return {
     c,
     heard,
+    asked,
     /** Resolves once `id` was completed to this client. */
     completion: (id: string) => (heard.includes(id) ? Promise.resolve() : new Promise<void>((r) => completed.set(id, r))),
   };
@@ -169,6 +175,21 @@ describe('a -32042 and an idempotency key (legacy client)', () => {
       expect(err?.code).toBe(-32042);
       const again = (await c.callTool(params)) as { content: { text: string }[] };
       expect(again.content[0]!.text).toBe('ticket keyed-legacy authorized');
+    } finally {
+      await c.close();
+    }
+  }, 30_000);
+});
+
+describe('a modern upstream’s URL step, asked of a legacy client (recipe B)', () => {
+  it('is completed to the client (notifications/elicitation/complete, the id the hub made up) once the upstream, retried with the accept, no longer asks it', async () => {
+    const { c, asked, completion } = await client(URL_CAPS);
+    try {
+      const r = (await c.callTool({ name: 'ms__elicit_url', arguments: {} })) as { content: { text: string }[] };
+      expect(r.content[0]!.text).toMatch(/^url action=accept/);
+      const eid = asked.find((p) => p.mode === 'url')?.elicitationId;
+      expect(typeof eid).toBe('string');
+      await completion(eid as string);
     } finally {
       await c.close();
     }
