@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { CancelledError, HubStoppingError, INTERNAL_ERROR, InputTimeoutError, METHOD_NOT_FOUND, ClientRpcError, RpcError } from '../protocol/errors.js';
+import { CancelledError, HubStoppingError, INTERNAL_ERROR, InputTimeoutError, ClientRpcError, RpcError } from '../protocol/errors.js';
 import { idKey, type Id, type Response } from '../protocol/jsonrpc.js';
 import type { ClientCapabilities, Implementation, InputRequest, LoggingLevel } from '../protocol/types.js';
 import type { MessageSink } from './core.js';
@@ -8,7 +8,7 @@ import { KeyedTable } from '../keyed-table.js';
 import { monotonicNow } from '../monotonic.js';
 import type { SessionStreams } from './resumable.js';
 import type { OwedUpdates } from './owed-updates.js';
-import { declares, required, requiredNames } from '../protocol/client-capabilities.js';
+import { declares, required, requiredNames, undeclaredCode } from '../protocol/client-capabilities.js';
 import { inputResultProblem, normalInputResult } from '../protocol/input-results.js';
 
 /** The call on whose behalf the hub asks its client something (LegacySession.ask). */
@@ -137,7 +137,7 @@ export class LegacySession {
    */
   ask(sink: MessageSink, req: InputRequest, call?: AskingCall): Promise<Record<string, unknown>> {
     if (!declares(this.capabilities, req.method, req.params))
-      return Promise.reject(new RpcError(METHOD_NOT_FOUND, `the client did not declare ${requiredNames(required(req.method, req.params))}, which ${req.method} needs`));
+      return Promise.reject(new RpcError(undeclaredCode(this.capabilities, req.method), `the client did not declare ${requiredNames(required(req.method, req.params))}, which ${req.method} needs`));
     if (sink.closed) return Promise.reject(new RpcError(-32603, 'the client is no longer connected'));
     // A question nobody can hear would wait for the upstream's own timeout: refused at once.
     if (sink.canStream === false)

@@ -1,6 +1,7 @@
 import type { ClientCapabilities } from './types.js';
 import { isObj } from './jsonrpc.js';
 import { setField } from './copy.js';
+import { INVALID_PARAMS, METHOD_NOT_FOUND } from './errors.js';
 
 /**
  * Whether a client declared what a server → client request needs (digest §2.1, §5.1): an
@@ -109,4 +110,17 @@ export function implementationProblem(info: unknown): string | undefined {
   if (typeof info.name !== 'string') return 'name must be a string';
   if (typeof info.version !== 'string') return 'version must be a string';
   return undefined;
+}
+
+/**
+ * The error code a client answers a server → client request it did not declare (declares is
+ * false) with, as the SDK clients do: -32602 when it declared the family but not what this
+ * request uses (an elicitation of another mode, the schema's "server requests an elicitation mode
+ * not declared in client capabilities"; sampling with tools without `sampling.tools`), -32601
+ * when it declared none of it (no `elicitation`, `sampling`, `roots`): that method is not one it
+ * serves. The hub answers an upstream so on behalf of such a client.
+ */
+export function undeclaredCode(caps: ClientCapabilities, method: string): number {
+  const family = method === 'elicitation/create' ? 'elicitation' : method === 'sampling/createMessage' ? 'sampling' : undefined;
+  return family !== undefined && isObj((caps as Record<string, unknown>)[family]) ? INVALID_PARAMS : METHOD_NOT_FOUND;
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CancelledError, InputTimeoutError, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, RpcError } from '../protocol/errors.js';
-import { addRequired, declares, required, requiredNames } from '../protocol/client-capabilities.js';
+import { addRequired, declares, required, requiredNames, undeclaredCode } from '../protocol/client-capabilities.js';
 import { INPUT_METHODS, inputResultProblem, normalInputResult } from '../protocol/input-results.js';
 import type { ClientCapabilities, InputRequest } from '../protocol/types.js';
 import type { CallOptions, Upstream } from '../upstream/types.js';
@@ -143,7 +143,7 @@ export class InputCollector implements FirstRow {
     if (need) {
       this.missing = addRequired(this.missing ?? {}, need);
       this.woken();
-      return Promise.reject(new RpcError(METHOD_NOT_FOUND, `the client did not declare ${requiredNames(need)}, which ${req.method} needs`));
+      return Promise.reject(new RpcError(undeclaredCode(this.caps, req.method), `the client did not declare ${requiredNames(need)}, which ${req.method} needs`));
     }
     return new Promise((resolve, reject) => {
       const key = `input-${++this.next}`;

@@ -195,3 +195,17 @@ describe('a modern upstream’s URL step, asked of a legacy client (recipe B)', 
     }
   }, 30_000);
 });
+
+describe('a legacy upstream’s URL elicitation for a legacy client that declared form mode only', () => {
+  it('is refused to the upstream with -32602, as the SDK client itself answers a mode it did not declare, not -32601 (its method is served)', async () => {
+    const { c, asked } = await client({ elicitation: { form: {} } });
+    try {
+      const r = (await c.callTool({ name: 'ls__elicit_url', arguments: {} })) as { isError?: boolean; content: { text: string }[] };
+      expect(r.isError).toBe(true);
+      expect(r.content[0]!.text).toMatch(/MCP error -32602: .*elicitation\.url/);
+      expect(asked).toEqual([]);
+    } finally {
+      await c.close();
+    }
+  }, 30_000);
+});
