@@ -15,7 +15,7 @@ import type { Router } from '../router/router.js';
 import type { InFlight } from '../router/inflight.js';
 import type { RequestStateSealer } from '../router/request-state.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed } from '../router/fail-mode.js';
-import { RouteReplacedError } from '../router/replaced.js';
+import { RouteReplacedError, reroutesLeft } from '../router/replaced.js';
 import { refuseDownTool } from '../router/down-tools.js';
 import { isRetry, type BeginTarget } from '../router/forwarding.js';
 import { callTimeoutMs } from '../router/call-policy.js';
@@ -153,8 +153,9 @@ export class Dispatch {
         // (hub/first-start.ts), then is routed as any (unknown if the server does not show the tool).
         const starting = h ? (onFirstAttempt(h) ? [h] : []) : this.firstStarting(params.name, ctx);
         let waited = false;
+        let firstWait = false;
         if (starting.length > 0 && !(await this.answeredFromKey(method, params, ctx))) {
-          waited = true;
+          waited = firstWait = true;
           await this.firstStarts(method, params.name, starting, ctx);
         }
         // A modern client's retry (the user answered its round) to a server restarting after a crash: a short wait for it (hub/back-soon.ts).
@@ -165,6 +166,10 @@ export class Dispatch {
           await this.backWithin(h, used, ctx);
         }
         if (waited) await this.endedWhileWaiting(method, params, ctx, h);
+        // Its server was replaced meanwhile (a reload, `servers restart`): the attempt it waited
+        // for ended with the old connection's close, not a start. Routed again, to wait for the
+        // new one, not told the old one is stopped (or that the tool is unknown).
+        if (firstWait && this.replacedWhileWaiting(starting, ctx)) return await this.routeAgain(method, params, ctx);
         // A tool of a server that is down is not listed any more, but it is not unknown either.
         // Not when the caller's own connection to it is ready (standsAlone): it needs nothing of the server's main one.
         if (h && h.upstream.state !== 'ready' && !ownReady(this.upstreams, h, ctx.principal) && !(await this.answeredFromKey(method, params, ctx))) return await refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
@@ -177,6 +182,7 @@ export class Dispatch {
           // Cancelled (or ended by the hub's stop) while it waited: its row said what the router then
           // made of it (`Unknown prompt`, the server's state), which its client never got.
           await this.endedWhileWaiting(method, params, ctx, starting.length === 1 ? starting[0] : undefined);
+          if (this.replacedWhileWaiting(starting, ctx)) return await this.routeAgain(method, params, ctx);
         }
         // A read's or a prompt's round is answered as a tool call's is (the user answered it, and
         // its state names the server): its retry waits for that server back as a tool call's does.
@@ -195,15 +201,25 @@ export class Dispatch {
         // Its server was replaced while its route was looked up (router/replaced.ts): routed again,
         // as a request that came after, nothing of it recorded or sent yet.
         this.log.debug({ method, server: err.server }, 'a server was replaced while the request was routed: routed again');
-        ctx.routedInGrace = undefined;
-        ctx.rerouted = (ctx.rerouted ?? 0) + 1;
-        return await this.route(method, params, ctx);
+        return await this.routeAgain(method, params, ctx);
       }
       if (method === 'tools/list') await this.routes.learn(result, ctx);
       return result;
     } finally {
       inflight?.leave();
     }
+  }
+
+  /** Routed again from the start, as a request that came after (nothing of it recorded or sent yet). */
+  private async routeAgain(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>> {
+    ctx.routedInGrace = undefined;
+    ctx.rerouted = (ctx.rerouted ?? 0) + 1;
+    return await this.route(method, params, ctx);
+  }
+
+  /** One of the servers a request waited for the first start of is not its server's handle any more (bounded: reroutesLeft). */
+  private replacedWhileWaiting(starting: readonly ServerHandle[], ctx: CallContext): boolean {
+    return reroutesLeft(ctx) && starting.some((s) => this.handles.get(s.id) !== s);
   }
 
   /** Until each of `starting` ends its first attempt to start, within its timeoutMs, or the request is cancelled, or the stop begins. */

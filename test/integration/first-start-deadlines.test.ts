@@ -4,11 +4,11 @@
  * that hangs does not hold the call for the longer timeoutMs of another, which is ready by
  * then. Real hub, two mutable fixture servers held starting by hold files (start-delay.mjs).
  */
-import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { modernPost, type Json } from '../helpers/wire.js';
+import { legacySession, modernPost, type Json } from '../helpers/wire.js';
 import { tmp } from './catalog-helpers.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
@@ -56,4 +56,38 @@ describe('a call by a name no route knows, while several servers without prefix 
     expect(ms).toBeGreaterThanOrEqual(SHORT_MS);
     expect(ms).toBeLessThan(SHORT_MS + 25_000);
   }, 90_000);
+});
+
+describe('a call waiting for its server’s first start when that server is replaced', () => {
+  const replacements = [
+    ['servers restart', async (h: HubProcess) => expect((await fetch(new URL('/admin/servers/a/restart', h.url), { method: 'POST' })).status).toBe(200)],
+    ['a reload that changes its environment', async (h: HubProcess) => {
+      const config = JSON.parse(readFileSync(h.configFile, 'utf8')) as { servers: { a: { env: Record<string, string> } } };
+      config.servers.a.env.SERVER_NAME = 'a2';
+      writeFileSync(h.configFile, JSON.stringify(config));
+      await expect.poll(() => h.logs.some((l) => l.includes('"restarted":["a"]')), { timeout: 10_000, interval: 20 }).toBe(true);
+    }],
+  ] as const;
+
+  it.each(replacements)('waits for the new connection (%s) and is answered by it, in either era; not "server stopped" or "Unknown tool"', async (_how, replace) => {
+    const dir = tmp();
+    const hold = join(dir, 'a.hold');
+    writeFileSync(hold, ''), holds.push(hold);
+    // Both processes hold their start while the file is there: the old one is replaced while the calls wait for it.
+    const a = heldBare(hold, 'echo', { prefix: 'a' });
+    hub = await startHub({ servers: { a: { ...a, env: { ...(a.env as Json), SERVER_NAME: 'a1' } } } }, { env: { SWITCHYARD_STARTUP_GRACE_MS: '0' } });
+    const h = hub;
+    const legacy = await legacySession(h.url);
+    const calls = [
+      modernPost(h.url, 'm', 'tools/call', { name: 'a__echo', arguments: { text: 'modern' } }),
+      legacy.request(1, 'tools/call', { name: 'a__echo', arguments: { text: 'legacy' } }),
+    ];
+    const waiting = () => h.logs.filter((l) => l.includes('waiting for the first start of its server')).length;
+    await expect.poll(waiting, { timeout: 20_000, interval: 20 }).toBe(2);
+    await replace(h);
+    rmSync(hold);
+    const [modern, old] = await Promise.all(calls);
+    expect(modern.body?.result).toMatchObject({ content: [{ type: 'text', text: 'echo:modern' }] });
+    expect(old.body?.result).toMatchObject({ content: [{ type: 'text', text: 'echo:legacy' }] });
+  }, 60_000);
 });
