@@ -1,11 +1,12 @@
 /**
  * Reloading the config of a running hub: on SIGHUP (the caller wires it to `reloadNow`) and
  * when the file changes. The folder is watched rather than the file, because editors save by
- * writing a new file and renaming it over the old one; events are debounced, and a save that
+ * writing a new file and renaming it over the old one (and, for a file reached through a
+ * symlink, the folder of the file it points to as well); events are debounced, and a save that
  * leaves the text unchanged does nothing. A config that does not load is rejected with one
  * log line per problem and the running config is kept. Reloads never overlap.
  */
-import { watch, readFileSync, type FSWatcher } from 'node:fs';
+import { watch, readFileSync, realpathSync, type FSWatcher } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 import type { Logger } from '../log.js';
 import { ConfigError, loadConfig } from './load.js';
@@ -46,6 +47,15 @@ export interface WatchOptions {
 /** The config file's text, or undefined when it cannot be read. */
 export function configText(file: string): string | undefined {
   return readText(resolve(file));
+}
+
+/** Where `file` is once every symlink on its way is followed; undefined when it is not there. */
+function realPath(file: string): string | undefined {
+  try {
+    return realpathSync(file);
+  } catch {
+    return undefined;
+  }
 }
 
 function readText(file: string): string | undefined {
@@ -105,24 +115,56 @@ export function watchConfig<R>(file: string, log: Logger, apply: (c: HubConfig) 
     return running;
   };
 
-  let watcher: FSWatcher | undefined;
-  if (opts.watchFile !== false) {
-    try {
-      watcher = watch(dirname(path), { persistent: false }, (_event, name) => {
-        if (name !== null && name !== basename(path)) return;
-        if (timer) clearTimeout(timer);
-        timer = setTimeout(() => void reloadNow('file changed'), debounceMs);
-        timer.unref();
-      });
-      watcher.on('error', (err) => log.warn({ err: err.message, file: path }, 'config file watch stopped; SIGHUP still reloads'));
-      // Edited while the hub started (after its config was read, before this watch): applied now.
-      if (readText(path) !== lastText) {
-        timer = setTimeout(() => void reloadNow('file changed'), debounceMs);
-        timer.unref();
-      }
-    } catch (err) {
-      log.warn({ err: (err as Error).message, file: path }, 'cannot watch the config file; SIGHUP still reloads');
+  // The folders watched (each for the names in it that lead to the file), by folder.
+  const watchers = new Map<string, { names: Set<string>; watcher: FSWatcher }>();
+  const changed = () => {
+    if (timer) clearTimeout(timer);
+    timer = setTimeout(() => {
+      if (closed) return;
+      // A symlink's target may have moved (a Kubernetes ConfigMap swaps the folder it points to).
+      arm();
+      void reloadNow('file changed');
+    }, debounceMs);
+    timer.unref();
+  };
+  /**
+   * Watches the file's folder for its name and, when it is reached through a symlink (a config
+   * kept in a dotfiles repository, a mounted ConfigMap), the folder of the file it resolves to
+   * for that file's name too: an edit there changes nothing in the link's folder. Called again
+   * after each change, so a link pointed elsewhere is followed.
+   */
+  const arm = (): void => {
+    const wanted = new Map<string, Set<string>>([[dirname(path), new Set([basename(path)])]]);
+    const real = realPath(path);
+    if (real !== undefined && real !== path) {
+      const names = wanted.get(dirname(real)) ?? new Set<string>();
+      names.add(basename(real));
+      wanted.set(dirname(real), names);
     }
+    for (const [dir, w] of watchers) {
+      if (wanted.has(dir)) continue;
+      w.watcher.close();
+      watchers.delete(dir);
+    }
+    for (const [dir, names] of wanted) {
+      const had = watchers.get(dir);
+      if (had) {
+        had.names = names;
+        continue;
+      }
+      try {
+        const entry = { names, watcher: watch(dir, { persistent: false }, (_event, name) => (name === null || entry.names.has(name)) && changed()) };
+        entry.watcher.on('error', (err) => log.warn({ err: err.message, file: path, folder: dir }, 'config file watch stopped; SIGHUP still reloads'));
+        watchers.set(dir, entry);
+      } catch (err) {
+        log.warn({ err: (err as Error).message, file: path, folder: dir }, 'cannot watch the config file; SIGHUP still reloads');
+      }
+    }
+  };
+  if (opts.watchFile !== false) {
+    arm();
+    // Edited while the hub started (after its config was read, before this watch): applied now.
+    if (watchers.size > 0 && readText(path) !== lastText) changed();
   }
 
   return {
@@ -130,7 +172,8 @@ export function watchConfig<R>(file: string, log: Logger, apply: (c: HubConfig) 
     close() {
       closed = true;
       if (timer) clearTimeout(timer);
-      watcher?.close();
+      for (const w of watchers.values()) w.watcher.close();
+      watchers.clear();
     },
   };
 }

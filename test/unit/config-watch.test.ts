@@ -2,7 +2,7 @@
  * The config watcher's reloads and how each ends (what `switchyard reload` prints), with a real
  * file on disk; the file watch itself is off, so only reloadNow reloads.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -110,5 +110,49 @@ describe('what switchyard reload prints', () => {
       problem: 'config reload rejected; the running config is kept:\n  pageSize: must be >= 1\n  servers.c.command: must be string\n',
       exitCode: 2,
     });
+  });
+});
+
+describe('the file watch, for a config reached through a symlink', () => {
+  /** A watcher of `file` whose applied configs' pageSize are collected in `seen`. */
+  function watching(file: string): { seen: number[]; close(): void } {
+    const seen: number[] = [];
+    const w = watchConfig(file, silentLogger, async (c: HubConfig) => void seen.push(c.pageSize), { debounceMs: 20 });
+    return { seen, close: () => w.close() };
+  }
+  /** Saves as editors do: a new file renamed over the old one. */
+  function save(file: string, pageSize: number): void {
+    writeFileSync(`${file}.tmp`, JSON.stringify({ servers: {}, pageSize }));
+    renameSync(`${file}.tmp`, file);
+  }
+
+  it('applies an edit of the file the link points to, in another folder (a dotfiles repository)', async () => {
+    const target = configFile({ servers: {}, pageSize: 1 });
+    const link = join(mkdtempSync(join(tmpdir(), 'sy-watch-link-')), 'hub.config.json');
+    symlinkSync(target, link);
+    const w = watching(link);
+    save(target, 2);
+    await expect.poll(() => w.seen, { timeout: 5_000, interval: 20 }).toEqual([2]);
+    w.close();
+  });
+
+  it('applies each update of a mounted ConfigMap (..data swapped to a new folder, the old one removed), not only the first', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sy-watch-cm-'));
+    // As the kubelet lays it out: hub.config.json -> ..data/hub.config.json, ..data -> ..<version>.
+    const version = (n: number) => {
+      mkdirSync(join(dir, `..v${n}`));
+      writeFileSync(join(dir, `..v${n}`, 'hub.config.json'), JSON.stringify({ servers: {}, pageSize: n }));
+      symlinkSync(`..v${n}`, join(dir, '..data_tmp'));
+      renameSync(join(dir, '..data_tmp'), join(dir, '..data'));
+      if (n > 1) rmSync(join(dir, `..v${n - 1}`), { recursive: true });
+    };
+    version(1);
+    symlinkSync('..data/hub.config.json', join(dir, 'hub.config.json'));
+    const w = watching(join(dir, 'hub.config.json'));
+    version(2);
+    await expect.poll(() => w.seen, { timeout: 5_000, interval: 20 }).toEqual([2]);
+    version(3);
+    await expect.poll(() => w.seen, { timeout: 5_000, interval: 20 }).toEqual([2, 3]);
+    w.close();
   });
 });
