@@ -6,8 +6,8 @@
  * leaves the text unchanged does nothing. A config that does not load is rejected with one
  * log line per problem and the running config is kept. Reloads never overlap.
  */
-import { watch, readFileSync, realpathSync, type FSWatcher } from 'node:fs';
-import { basename, dirname, resolve } from 'node:path';
+import { lstatSync, readFileSync, readlinkSync, watch, type FSWatcher } from 'node:fs';
+import { join, parse, resolve, sep } from 'node:path';
 import type { Logger } from '../log.js';
 import { ConfigError, loadConfig } from './load.js';
 import type { HubConfig } from './types.js';
@@ -49,13 +49,52 @@ export function configText(file: string): string | undefined {
   return readText(resolve(file));
 }
 
-/** Where `file` is once every symlink on its way is followed; undefined when it is not there. */
-function realPath(file: string): string | undefined {
-  try {
-    return realpathSync(file);
-  } catch {
-    return undefined;
+/** Links followed at most, as the system's own limit (ELOOP) is about. */
+const MAX_LINKS = 40;
+
+/**
+ * The folders whose entries decide what `file` reads, each with those entries' names: every
+ * symlink on the way (in the file's path or a link's target) in the real folder it is in, and
+ * the file itself in the folder it resolves to. A name not there (a file deleted, a folder
+ * missing) is watched for in the last folder reached.
+ */
+function entriesOnTheWay(file: string): Map<string, Set<string>> {
+  const wanted = new Map<string, Set<string>>();
+  const add = (dir: string, name: string) => {
+    const names = wanted.get(dir) ?? new Set<string>();
+    names.add(name);
+    wanted.set(dir, names);
+  };
+  let p = file;
+  for (let links = 0; links <= MAX_LINKS; links++) {
+    const parts = p.split(sep).filter((x) => x !== '');
+    // Built from entries that are no links, from the root: a real folder all along.
+    let dir = parse(p).root;
+    let next: string | undefined;
+    for (const [i, name] of parts.entries()) {
+      const at = join(dir, name);
+      let link: boolean;
+      try {
+        link = lstatSync(at).isSymbolicLink();
+      } catch {
+        add(dir, name);
+        return wanted;
+      }
+      if (link || i === parts.length - 1) add(dir, name);
+      if (link) {
+        try {
+          next = resolve(dir, readlinkSync(at), ...parts.slice(i + 1));
+        } catch {
+          return wanted;
+        }
+        break;
+      }
+      dir = at;
+    }
+    if (next === undefined) return wanted;
+    p = next;
   }
+  return wanted;
 }
 
 function readText(file: string): string | undefined {
@@ -128,19 +167,14 @@ export function watchConfig<R>(file: string, log: Logger, apply: (c: HubConfig) 
     timer.unref();
   };
   /**
-   * Watches the file's folder for its name and, when it is reached through a symlink (a config
-   * kept in a dotfiles repository, a mounted ConfigMap), the folder of the file it resolves to
-   * for that file's name too: an edit there changes nothing in the link's folder. Called again
-   * after each change, so a link pointed elsewhere is followed.
+   * Watches the file's folder for its name and, when it is reached through symlinks (a config
+   * kept in a dotfiles repository, a mounted ConfigMap, a deploy's `current` link), each link's
+   * folder for the link's name and the folder of the file it resolves to: an edit or a swap
+   * there changes nothing in the first folder. Called again after each change, so a link
+   * pointed elsewhere is followed.
    */
   const arm = (): void => {
-    const wanted = new Map<string, Set<string>>([[dirname(path), new Set([basename(path)])]]);
-    const real = realPath(path);
-    if (real !== undefined && real !== path) {
-      const names = wanted.get(dirname(real)) ?? new Set<string>();
-      names.add(basename(real));
-      wanted.set(dirname(real), names);
-    }
+    const wanted = entriesOnTheWay(path);
     for (const [dir, w] of watchers) {
       if (wanted.has(dir)) continue;
       w.watcher.close();

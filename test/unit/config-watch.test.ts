@@ -136,6 +136,24 @@ describe('the file watch, for a config reached through a symlink', () => {
     w.close();
   });
 
+  it("applies a deploy that points the folder's link (`current`) at a new release, with the file in it", async () => {
+    const app = mkdtempSync(join(tmpdir(), 'sy-watch-deploy-'));
+    const release = (n: number) => {
+      mkdirSync(join(app, `r${n}`));
+      writeFileSync(join(app, `r${n}`, 'hub.config.json'), JSON.stringify({ servers: {}, pageSize: n }));
+      symlinkSync(`r${n}`, join(app, 'current.tmp'));
+      renameSync(join(app, 'current.tmp'), join(app, 'current'));
+    };
+    release(1);
+    const w = watching(join(app, 'current', 'hub.config.json'));
+    release(2);
+    await expect.poll(() => w.seen, { timeout: 5_000, interval: 20 }).toEqual([2]);
+    // The new release's own file is watched now.
+    save(join(app, 'r2', 'hub.config.json'), 3);
+    await expect.poll(() => w.seen, { timeout: 5_000, interval: 20 }).toEqual([2, 3]);
+    w.close();
+  });
+
   it('applies each update of a mounted ConfigMap (..data swapped to a new folder, the old one removed), not only the first', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sy-watch-cm-'));
     // As the kubelet lays it out: hub.config.json -> ..data/hub.config.json, ..data -> ..<version>.
