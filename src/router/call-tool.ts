@@ -27,7 +27,7 @@ import { META_IDEMPOTENCY_KEY } from '../protocol/meta.js';
 import { heldReason } from '../catalog/held-reason.js';
 import { beginOf, bytesOf, callOptions, endOf, connectionFor, forwardedParams, isRetry, retryOf, viewOf, withoutStrayRound, type BeginTarget, type Result, type UpstreamFor } from './forwarding.js';
 import { withScreenedContentIcons } from '../catalog/icons.js';
-import { connectionReplaced, replacedError, rerouteIfReplaced } from './replaced.js';
+import { connectionReplaced, replacedError, rerouteIfReplaced, unshownSince } from './replaced.js';
 
 /**
  * The router options tools/call reads. The router hands over its own options object, read per
@@ -452,8 +452,12 @@ export class ToolCall {
     }
     // A reload changed the groups while the call was held (its row written, a plugin, the user's
     // confirmation): a tool its group no longer shows is not sent through it, as it would not be
-    // to a call that came after. Unknown to the group, as then; nothing ran.
-    if (ctx.group !== undefined && this.catalog.groups.version !== groupsAt && !this.catalog.groups.includes(ctx.group, 'tools', server.id, hubName, upstreamName, server.config.prefix)) {
+    // to a call that came after. Unknown to the group, as then; nothing ran. So for a tool its
+    // server's own settings no longer show under this name (`tools.deny`, `allow`, `prefix`).
+    if (
+      (ctx.group !== undefined && this.catalog.groups.version !== groupsAt && !this.catalog.groups.includes(ctx.group, 'tools', server.id, hubName, upstreamName, server.config.prefix)) ||
+      unshownSince(server, this.opts.server, upstreamName)
+    ) {
       const err = new RpcError(INVALID_PARAMS, `Unknown tool: ${hubName}`);
       await finish(outcomeOfError(err), undefined, false);
       unspent?.();

@@ -12,6 +12,7 @@
 import type { ServerHandle } from '../catalog/catalog.js';
 import { UpstreamUnavailableError } from '../protocol/errors.js';
 import type { CallContext } from './context.js';
+import { toolFilter } from '../catalog/filters.js';
 
 /** Times one request is routed again; past them it goes on with what it has (a replaced connection is refused at sending). */
 export const MAX_REROUTES = 3;
@@ -61,4 +62,15 @@ export function connectionReplaced(server: ServerHandle, current: ((id: string) 
  */
 export function replacedError(server: ServerHandle, routedAgain = false): UpstreamUnavailableError {
   return new UpstreamUnavailableError(server.id, 'replaced', `restarted, reconfigured or removed after this request was routed; not sent, ${routedAgain ? 'routed again' : 'send it again'}`);
+}
+
+/**
+ * Whether a reload that kept `server`'s connection changed its settings (a new handle) so that it
+ * no longer shows the tool `upstreamName` under the name the request was routed by: denied, not
+ * allowed, or another prefix. The usual call, its handle unchanged, looks no further.
+ */
+export function unshownSince(server: ServerHandle, current: ((id: string) => ServerHandle | undefined) | undefined, upstreamName: string): boolean {
+  const now = current?.(server.id);
+  if (now === undefined || now === server) return false;
+  return now.config.prefix !== server.config.prefix || !toolFilter(now.config.tools)(upstreamName);
 }

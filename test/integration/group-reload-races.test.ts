@@ -3,7 +3,8 @@
  * groups hides a tool from that group, through the real hub and a real upstream process: once
  * the reload is applied, the hidden tool is neither listed nor called through the group, whether
  * the request's list or route was being looked up then (the group is applied to what the lists
- * come back with, after they come) or it was routed already and held before it was sent.
+ * come back with, after they come) or it was routed already and held before it was sent. So for
+ * a reload that changes the server's own tool settings and keeps its connection.
  */
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -118,5 +119,32 @@ describe('a request on /mcp/<group> while a reload hides one of its tools from t
     await expect.poll(() => rowsOf(r.hub, 'held'), { timeout: 10_000, interval: 50 }).toEqual([{ outcome: 'rpc_error', code: -32602, group: 'g', server: 'r' }]);
     // The whole hub's endpoint still calls it.
     expect(String(firstText((await modernPost(r.hub.url, 'all', 'tools/call', { name: 'r__echo', arguments: { text: 'all' } })).body?.result))).toMatch(/^echo:all@\d+$/);
+  });
+});
+
+describe("a call held before it is sent while a reload changes its server's own tool settings (the connection kept)", () => {
+  /** Sets servers.r.tools (r is updated in place: same connection, new settings) and waits for the reload. */
+  async function setTools(r: Rig, tools: Json): Promise<void> {
+    const config = JSON.parse(readFileSync(r.hub.configFile, 'utf8')) as { servers: { r: Json } };
+    config.servers.r.tools = tools;
+    writeFileSync(r.hub.configFile, JSON.stringify(config));
+    await loggedTimes(r.hub, '"updated":["r"]', 1);
+  }
+
+  it('a tool the server denies now is answered Unknown tool and not sent; another tool held across the same reload runs', async () => {
+    const r = await rigged(holdingPlugin);
+    const calls = r.stats()['tools/call'] ?? 0;
+    const denied = modernPost(r.hub.url, 'held', 'tools/call', { name: 'r__echo', arguments: { text: 'held' } });
+    await expect.poll(() => existsSync(join(r.dir, 'holding')), { timeout: 10_000, interval: 20 }).toBe(true);
+    rmSync(join(r.dir, 'holding'));
+    const kept = modernPost(r.hub.url, 'kept', 'tools/call', { name: 'r__other', arguments: { text: 'held' } });
+    await expect.poll(() => existsSync(join(r.dir, 'holding')), { timeout: 10_000, interval: 20 }).toBe(true);
+    await setTools(r, { deny: ['echo'] });
+    writeFileSync(join(r.dir, 'open'), '');
+    const reply = (await denied).body;
+    expect(reply?.error).toMatchObject({ code: -32602, message: 'Unknown tool: r__echo' });
+    expect((await kept).body?.result).toBeDefined();
+    expect(r.stats()['tools/call']).toBe(calls + 1);
+    await expect.poll(() => rowsOf(r.hub, 'held'), { timeout: 10_000, interval: 50 }).toEqual([{ outcome: 'rpc_error', code: -32602, group: null, server: 'r' }]);
   });
 });
