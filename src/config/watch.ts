@@ -138,7 +138,9 @@ export function watchConfig<R>(file: string, log: Logger, apply: (c: HubConfig) 
   const reloadNow = (reason: string): Promise<ReloadOutcome<R>> => {
     if (closed) return Promise.resolve(stopping);
     if (running) {
-      again = reason;
+      // A request (SIGHUP, `switchyard reload`) applies the file whatever its text, which picks up
+      // edited plugin files: a file event coming after it must not turn it into a text compare.
+      if (again === undefined || reason !== 'file changed') again = reason;
       return running;
     }
     running = (async () => {

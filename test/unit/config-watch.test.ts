@@ -60,6 +60,25 @@ describe('config watcher outcomes', () => {
     expect(seen).toEqual([1, 2]); // the two waiting requests share one run
     w.close();
   });
+
+  it('a request waiting behind a reload is not lost to a file event after it: the run after applies the file, its text unchanged', async () => {
+    const file = configFile({ servers: {}, pageSize: 1 });
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let applied = 0;
+    const w = watchConfig(file, silentLogger, async () => {
+      if (++applied === 1) await gate;
+      return applied;
+    }, { watchFile: false });
+    const first = w.reloadNow('SIGHUP');
+    const asked = w.reloadNow('POST /admin/reload');
+    void w.reloadNow('file changed');
+    release();
+    await first;
+    // The file's text is what the first run read: only the request makes the second run apply it.
+    expect(await asked).toEqual({ status: 'applied', report: 2 });
+    w.close();
+  });
 });
 
 describe('what switchyard reload prints', () => {
