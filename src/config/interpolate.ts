@@ -12,6 +12,11 @@ export interface Interpolated {
   values: { at: KeySegments; value: string }[];
 }
 
+/** How a reference to a variable the environment lacks ends its problem (UNSET_VARIABLE finds it). */
+const UNSET = 'is not set';
+/** A problem of a `${env:NAME}` whose variable is not set (from interpolateEnv). */
+export const UNSET_VARIABLE = new RegExp(`: environment variable [A-Za-z_][A-Za-z0-9_]* ${UNSET}$`);
+
 // `$${env:X}` is the escape for a literal `${env:X}`; `${env:X}` reads the variable.
 const REFERENCE = /\$?\$\{env:([^}]*)\}/g;
 const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -42,7 +47,7 @@ export function interpolateEnv(doc: unknown, env: Env): Interpolated {
       // Object's functions, and their source text went into the config as the value.
       const v = Object.hasOwn(env, name) ? env[name] : undefined;
       if (v === undefined) {
-        problems.push(`${path}: environment variable ${name} is not set`);
+        problems.push(`${path}: environment variable ${name} ${UNSET}`);
         failed = true;
         return match;
       }

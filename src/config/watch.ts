@@ -10,6 +10,7 @@ import { lstatSync, readFileSync, readlinkSync, watch, type FSWatcher } from 'no
 import { join, parse, resolve, sep } from 'node:path';
 import type { Logger } from '../log.js';
 import { ConfigError, loadConfig } from './load.js';
+import { UNSET_VARIABLE } from './interpolate.js';
 import type { HubConfig } from './types.js';
 
 /** How a reload ended; `R` is what applying a config reports. */
@@ -47,6 +48,15 @@ export interface WatchOptions {
 /** The config file's text, or undefined when it cannot be read. */
 export function configText(file: string): string | undefined {
   return readText(resolve(file));
+}
+
+/**
+ * A reload reads `${env:…}` from the hub's environment, fixed when it started: a variable the
+ * operator exported since in a shell (where `switchyard reload` runs, and finds it set) is not
+ * in it, so "is not set" alone reads as wrong. Said where it is looked for.
+ */
+function inHubEnvironment(problem: string): string {
+  return UNSET_VARIABLE.test(problem) ? `${problem} in the hub's environment (as it was when the hub started; one set since in a shell reaches it only at a restart)` : problem;
 }
 
 /** Links followed at most, as the system's own limit (ELOOP) is about. */
@@ -121,7 +131,7 @@ export function watchConfig<R>(file: string, log: Logger, apply: (c: HubConfig) 
     try {
       next = loadConfig(path);
     } catch (err) {
-      const problems = err instanceof ConfigError ? err.problems : [(err as Error).message];
+      const problems = (err instanceof ConfigError ? err.problems : [(err as Error).message]).map(inHubEnvironment);
       log.error({ file: path, reason, problems }, `config reload rejected; the running config is kept: ${problems.join('; ')}`);
       return { status: 'rejected', problems };
     }

@@ -61,6 +61,19 @@ describe('config watcher outcomes', () => {
     w.close();
   });
 
+  it("a variable a reload finds unset is said to be missing from the hub's environment, as it was at its start", async () => {
+    const file = configFile({ servers: {} });
+    const w = watchConfig(file, silentLogger, async () => undefined, { watchFile: false });
+    writeFileSync(file, JSON.stringify({ servers: { h: { url: 'http://127.0.0.1:1/mcp', headers: { Authorization: 'Bearer ${env:SY_WATCH_TEST_UNSET}' } } } }));
+    expect(await w.reloadNow('SIGHUP')).toEqual({
+      status: 'rejected',
+      problems: [
+        "servers.h.headers.Authorization: environment variable SY_WATCH_TEST_UNSET is not set in the hub's environment (as it was when the hub started; one set since in a shell reaches it only at a restart)",
+      ],
+    });
+    w.close();
+  });
+
   it('a request waiting behind a reload is not lost to a file event after it: the run after applies the file, its text unchanged', async () => {
     const file = configFile({ servers: {}, pageSize: 1 });
     let release!: () => void;
