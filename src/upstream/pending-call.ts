@@ -19,6 +19,11 @@ export interface Pending {
   timer: NodeJS.Timeout | undefined;
   /** The hard cap (maxTotalTimeoutMs): its timer, and the time left of it while paused. */
   hardTimer?: NodeJS.Timeout;
+  /**
+   * The hard cap's timer is not armed yet (UpstreamBase.armHard): the cap it will report. Set
+   * while the idle timer is due first and has not been put off since.
+   */
+  hardLater?: number;
   /** When the whole call must be over (monotonicNow() ms), retries and waits included; see deadlineFor. */
   deadline?: number;
   hardLeftMs?: number;

@@ -420,7 +420,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     if (hard !== undefined && hard < Infinity) {
       p.hardLeftMs = left;
       p.hardSince = monotonicNow();
-      p.hardTimer = setTimeout(() => this.timerFired(p, hard), left);
+      this.armHard(p, hard, left!);
     }
     if (opts?.signal) {
       p.onAbort = this.abortHandler(p);
@@ -646,9 +646,10 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     if (p.waits++ > 0) return;
     if (p.timer) clearTimeout(p.timer);
     p.timer = undefined;
-    if (p.hardTimer) {
-      clearTimeout(p.hardTimer);
+    if (p.hardTimer || p.hardLater !== undefined) {
+      if (p.hardTimer) clearTimeout(p.hardTimer);
       p.hardTimer = undefined;
+      p.hardLater = undefined;
       p.hardLeftMs = Math.max(0, p.hardLeftMs! - (monotonicNow() - p.hardSince!));
     }
   }
@@ -659,8 +660,34 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     if (p.hardLeftMs !== undefined) {
       const total = p.opts?.maxTotalTimeoutMs ?? this.spec.maxTotalTimeoutMs!;
       p.hardSince = monotonicNow();
-      p.hardTimer = setTimeout(() => this.timerFired(p, total), p.hardLeftMs);
+      this.armHard(p, total, p.hardLeftMs);
     }
+  }
+
+  /**
+   * Arms the hard cap's timer (`leftMs` from hardSince) just after the idle timer was (re)started,
+   * or, when the idle timer is due first (its timeoutMs no longer than leftMs: of two timers due
+   * alike the idle one, armed first, is judged first), leaves it for later: `hardLater`. It is
+   * armed then only if the idle timer is put off (progress: hardDue), or its time left kept when
+   * the call pauses (pauseTimer). Why:
+   * a call's second timer, with its list insert and removal, cost ~2k instructions a call on the
+   * event loop, for a cap that only matters once progress has refreshed the idle timer (issue #9).
+   */
+  private armHard(p: Pending, total: number, leftMs: number): void {
+    if (leftMs < p.timeoutMs) p.hardTimer = setTimeout(() => this.timerFired(p, total), leftMs);
+    else p.hardLater = total;
+  }
+
+  /**
+   * The idle timer is about to be put off: a hard cap left for later is armed now, for the time
+   * left of it since hardSince, or judged at once if that is over (as its timer, due, would be).
+   */
+  private hardDue(p: Pending): void {
+    const total = p.hardLater!;
+    p.hardLater = undefined;
+    const left = p.hardLeftMs! - (monotonicNow() - p.hardSince!);
+    if (left > 0) p.hardTimer = setTimeout(() => this.timerFired(p, total), left);
+    else this.timerFired(p, total);
   }
 
   private onNotification(msg: Notification, via: Pending | undefined): void {
@@ -693,6 +720,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       const t = params.progressToken;
       const p = t === undefined ? undefined : this.byToken.get(typeof t === 'string' ? t : String(t));
       if (p === undefined) return;
+      if (p.hardLater !== undefined) this.hardDue(p);
       if (p.timer) p.timer.refresh();
       // Due, and waiting to be judged (timerFired): heard in time after all, its wait starts again.
       else if (p.waits === 0 && !p.listen) p.timer = setTimeout(() => this.timerFired(p), p.timeoutMs);

@@ -403,6 +403,34 @@ describe('server-to-client requests from a legacy stdio upstream', () => {
     }
   });
 
+  it('the hard limit counts the time before a pause though its timer was not armed yet: it ends the call, not the idle timeout', async () => {
+    // The hard cap (1600 ms) is no shorter than the idle timeout (1500 ms), so its timer waits
+    // until the idle one is put off (rpc-base's armHard). The server works 1000 ms, asks the
+    // client, and once answered never answers the call: 600 ms of the cap are left then, against
+    // a fresh 1500 ms idle timeout. Without the pause keeping what was left, the idle timeout ends it.
+    const src = `const send = (m) => process.stdout.write(JSON.stringify(m) + '\\n');
+let call = null;
+require('node:readline').createInterface({ input: process.stdin }).on('line', (l) => {
+  const m = JSON.parse(l);
+  if (m.id === undefined || (m.id === 'q1' && m.method === undefined)) return;
+  if (m.method === 'initialize') return send({ jsonrpc: '2.0', id: m.id, result: { protocolVersion: '2025-11-25', capabilities: { tools: {} }, serverInfo: { name: 'ask-late', version: '1' } } });
+  if (m.method !== 'tools/call') return send({ jsonrpc: '2.0', id: m.id, result: {} });
+  call = m.id;
+  setTimeout(() => send({ jsonrpc: '2.0', id: 'q1', method: 'elicitation/create', params: { mode: 'form', message: 'x?', requestedSchema: { type: 'object', properties: {} } } }), 1000);
+});`;
+    const u = await started({ id: 'ask-late', command: process.execPath, args: ['-e', src], era: '2025-11-25', timeoutMs: 5000, probeTimeoutMs: 1000, maxFrameBytes: 1 << 20, healthCheckMs: 0 });
+    let asked = 0;
+    const r = await u
+      .request('tools/call', { name: 'ask' }, {
+        timeoutMs: 1_500,
+        maxTotalTimeoutMs: 1_600,
+        onServerRequest: () => (asked++, new Promise((res) => setTimeout(() => res({ action: 'accept', content: {} }), 100))),
+      })
+      .catch((e: unknown) => e);
+    expect(asked).toBe(1);
+    expect(String(r)).toMatch(/did not finish within its limit of 1600 ms/);
+  });
+
   it('answers -32601 when no call can answer, and an RpcError from the handler travels back', async () => {
     const u = await started(quirkSpec('legacy-32601'));
     const none = await u.request('tools/call', { name: 'elicit' });
