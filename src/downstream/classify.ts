@@ -1,6 +1,7 @@
 import { LEGACY_VERSIONS, MODERN_VERSIONS } from '../protocol/era.js';
 import { HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, RpcError } from '../protocol/errors.js';
 import { META_PROTOCOL_VERSION } from '../protocol/meta.js';
+import { shownVersion } from '../protocol/shown-value.js';
 
 export type EraVerdict = { era: 'modern'; version: unknown } | { era: 'legacy' } | { era: 'invalid'; error: RpcError; status: number };
 
@@ -59,5 +60,5 @@ export function classifyEra(
  */
 export function unsupportedLegacyVersion(header: string | undefined): RpcError | null {
   if (header === undefined || (LEGACY_VERSIONS as readonly string[]).includes(header)) return null;
-  return new RpcError(INVALID_REQUEST, `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(header)} (supported: ${LEGACY_VERSIONS.join(', ')}, ${MODERN_VERSIONS.join(', ')})`);
+  return new RpcError(INVALID_REQUEST, `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(shownVersion(header))} (supported: ${LEGACY_VERSIONS.join(', ')}, ${MODERN_VERSIONS.join(', ')})`);
 }

@@ -8,7 +8,7 @@ import type { Request } from '../protocol/jsonrpc.js';
 import { META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION } from '../protocol/meta.js';
 import { capabilitiesProblem, implementationProblem } from '../protocol/client-capabilities.js';
 import { decodeHeaderValue } from '../protocol/header-value.js';
-import { shownValue } from '../protocol/shown-value.js';
+import { shownValue, shownVersion } from '../protocol/shown-value.js';
 import { methodTable } from '../protocol/method-table.js';
 import { LOG_LEVELS, type LoggingLevel } from '../protocol/types.js';
 import type { Exchange } from './exchange.js';
@@ -78,18 +78,9 @@ export function checkModernHeaders(method: string, params: Params | undefined, e
   if (ex.transport === 'http') {
     const hv = ex.header('mcp-protocol-version');
     if (hv !== version && !(notification && hv === undefined))
-      return { status: 400, error: new RpcError(HEADER_MISMATCH, hv === undefined ? 'missing MCP-Protocol-Version header' : `MCP-Protocol-Version header ${hv} does not match _meta ${shownValue(version)}`) };
+      return { status: 400, error: new RpcError(HEADER_MISMATCH, hv === undefined ? 'missing MCP-Protocol-Version header' : `MCP-Protocol-Version header ${shownVersion(hv)} does not match _meta ${shownVersion(version)}`) };
   }
-  if (typeof version !== 'string' || !(MODERN_VERSIONS as readonly string[]).includes(version))
-    return {
-      status: 400,
-      // Exactly what server/discover lists: legacy versions are reached through initialize.
-      error: new RpcError(UNSUPPORTED_PROTOCOL_VERSION, `unsupported protocol version: ${shownValue(version)}`, {
-        supported: [...MODERN_VERSIONS],
-        // A string in the schema ({supported: string[], requested: string}), whatever was sent.
-        requested: shownValue(version),
-      }),
-    };
+  if (typeof version !== 'string' || !(MODERN_VERSIONS as readonly string[]).includes(version)) return unsupportedVersion(version);
   if (ex.transport === 'http') {
     const hm = ex.header('mcp-method');
     if (hm !== req.method && !(notification && hm === undefined))
@@ -105,4 +96,15 @@ export function checkModernHeaders(method: string, params: Params | undefined, e
     }
   }
   return null;
+}
+
+/**
+ * The -32022 (HTTP 400) of a version the hub serves none of: `data.supported` is exactly what
+ * server/discover lists (legacy versions are reached through initialize); `data.requested` a
+ * string, as the schema has it ({supported: string[], requested: string}), whatever was sent,
+ * cut as the message quotes it (shownVersion): a client chose its length.
+ */
+export function unsupportedVersion(version: unknown): { error: RpcError; status: number } {
+  const requested = shownVersion(version);
+  return { status: 400, error: new RpcError(UNSUPPORTED_PROTOCOL_VERSION, `unsupported protocol version: ${requested}`, { supported: [...MODERN_VERSIONS], requested }) };
 }

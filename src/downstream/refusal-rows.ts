@@ -75,19 +75,22 @@ export function named(params: Params | undefined): { hubName: string } | undefin
   return hubName === undefined ? undefined : { hubName };
 }
 
-/** How much of a version a client asked for its row keeps: a date is 10 characters, and the client chose the rest. */
-const MAX_ERA_TEXT = 64;
-
 /**
  * What a modern request's refusal row knows besides its context: the name it gave, and, refused
  * for its version (-32022, `data.requested`), that version as its client era: such a client
  * speaks no era the hub serves, and 2026-07-28, the era of the envelope it used, would have
- * `ledger query` show a modern client refused where a client of another version was.
+ * `ledger query` show a modern client refused where a client of another version was. The
+ * version as the error quotes it: cut to MAX_VERSION_TEXT, the cut marked (shownVersion).
  */
 export function refusalFacts(params: Params | undefined, err: RpcError): { hubName?: string; clientEra?: string } | undefined {
   const facts = named(params);
-  if (err.code !== UNSUPPORTED_PROTOCOL_VERSION) return facts;
+  const requested = requestedVersion(err);
+  return requested === undefined ? facts : { ...facts, clientEra: requested };
+}
+
+/** The version a -32022 says the client asked for (its `data.requested`), or undefined for any other error. */
+function requestedVersion(err: RpcError): string | undefined {
+  if (err.code !== UNSUPPORTED_PROTOCOL_VERSION) return undefined;
   const requested = (err.data as { requested?: unknown } | undefined)?.requested;
-  if (typeof requested !== 'string') return facts;
-  return { ...facts, clientEra: requested.slice(0, MAX_ERA_TEXT) };
+  return typeof requested === 'string' ? requested : undefined;
 }

@@ -16,3 +16,28 @@ export function shownValue(v: unknown, max = Infinity): string {
   }
   return s.length > max ? s.slice(0, max) : s;
 }
+
+/**
+ * How much of a protocol version a client sent the hub echoes (a -32022's message and
+ * `data.requested`, a header mismatch's message, the row's client era): a date is 10
+ * characters, and a client chose the rest, up to the body or header limits.
+ */
+export const MAX_VERSION_TEXT = 64;
+
+/**
+ * shownValue within `max` characters, a cut marked by an ellipsis (so a reader knows the text
+ * goes on), never between the two halves of a surrogate pair.
+ */
+export function clippedValue(v: unknown, max: number): string {
+  const s = shownValue(v, max + 1);
+  if (s.length <= max) return s;
+  let end = max - 1;
+  const last = s.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end--;
+  return `${s.slice(0, end)}…`;
+}
+
+/** A protocol version a client sent, as the hub quotes it (MAX_VERSION_TEXT). */
+export function shownVersion(v: unknown): string {
+  return clippedValue(v, MAX_VERSION_TEXT);
+}

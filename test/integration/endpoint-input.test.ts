@@ -276,12 +276,22 @@ describe('bad input at the HTTP endpoint', () => {
     // Its row says which version the client asked for: it spoke no era the hub serves.
     const rows = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': '12', method: 'tools/list' }, (x) => x.some((y) => y.errorCode === -32022));
     expect(rows.find((y) => y.errorCode === -32022)).toMatchObject({ clientEra: v, outcome: 'rpc_error' });
-    // A version no date, however long, is recorded as sent, cut to what a row keeps.
-    const long = 'v'.repeat(500);
+    // A version no date, however long, is quoted cut to 64 characters, the cut marked, in the
+    // message, data.requested and its row alike (it was echoed whole in the first two).
+    const long = 'v'.repeat(700);
+    const cut = `${'v'.repeat(63)}…`;
     const l = await post(url, modernBody('long-version', 'tools/list', {}, modernMeta({ [META_VERSION]: long })), modernHeaders('tools/list', undefined, long));
-    expectError(l, 400, -32022);
+    expect(expectError(l, 400, -32022).error).toEqual({ code: -32022, message: `unsupported protocol version: ${cut}`, data: { supported: [MODERN_VERSION], requested: cut } });
     const [row] = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': 'long-version' });
-    expect(row!.clientEra).toBe('v'.repeat(64));
+    expect(row).toMatchObject({ clientEra: cut, errorMessage: `unsupported protocol version: ${cut}` });
+    // So does a header that disagrees with the body, and a legacy request's header naming no version.
+    const mismatch = await post(url, modernBody('long-header', 'tools/list', {}, modernMeta({ [META_VERSION]: long })), modernHeaders('tools/list', undefined, 'h'.repeat(5000)));
+    expect(expectError(mismatch, 400, -32020).error.message).toBe(`MCP-Protocol-Version header ${'h'.repeat(63)}… does not match _meta ${cut}`);
+    const s = await legacySession(url);
+    const legacy = await post(url, { jsonrpc: '2.0', id: 'long-legacy-header', method: 'tools/list', params: {} }, { ...JSON_HEADERS, 'mcp-session-id': s.sessionId, 'mcp-protocol-version': 'x'.repeat(5000) });
+    expect(expectError(legacy, 400, -32600).error.message).toMatch(new RegExp(`^Bad Request: unsupported MCP-Protocol-Version "${'x'.repeat(63)}…" \\(supported: `));
+    const quoted = await waitForRows(join(hub.dir, 'ledger.db'), { outcome: 'rpc_error' }, (x) => ['long-header', 'long-legacy-header'].every((id) => x.some((y) => y.requestId === id)));
+    expect(quoted.filter((y) => ['long-header', 'long-legacy-header'].includes(String(y.requestId))).every((y) => String(y.errorMessage).length < 300)).toBe(true);
   });
 
   it('missing _meta clientCapabilities → 400 with -32602', async () => {
