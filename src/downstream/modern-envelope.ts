@@ -91,7 +91,11 @@ export function checkModernHeaders(method: string, params: Params | undefined, e
       const expected = req.params?.[field];
       const got = raw === undefined ? undefined : decodeHeaderValue(raw);
       if (got === null) return { status: 400, error: new RpcError(HEADER_MISMATCH, 'Mcp-Name header has an invalid encoding') };
-      if (got !== expected)
+      // Mcp-Name repeats params.name or params.uri, a string (digest §6.3): of another type, or
+      // absent, there is nothing for a header to repeat, and the request is malformed in its
+      // params (-32602, where the method checks them; the SDK v2 server compares only a string),
+      // not in its headers (-32020, which told the client to fix a header it could not write).
+      if (got !== expected && typeof expected === 'string')
         return { status: 400, error: new RpcError(HEADER_MISMATCH, raw === undefined ? 'missing Mcp-Name header' : `Mcp-Name header does not match params.${field}`) };
     }
   }

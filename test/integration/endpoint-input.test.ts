@@ -239,6 +239,28 @@ describe('bad input at the HTTP endpoint', () => {
     );
   });
 
+  // Mcp-Name repeats a string param (name, uri): with none to repeat the params are at fault
+  // (-32602, as the SDK v2 server answers and as a legacy client is answered), not the headers.
+  it('a named request whose name or uri is no string, or absent → -32602 whether Mcp-Name is sent or not, with a row', async () => {
+    const cases: [string, string, Record<string, unknown>, string | undefined][] = [
+      ['read-uri-number', 'resources/read', { uri: 5 }, undefined],
+      ['read-uri-null', 'resources/read', { uri: null }, undefined],
+      ['read-uri-object', 'resources/read', { uri: { href: 'test://x' } }, '[object Object]'],
+      ['read-uri-absent', 'resources/read', {}, 'test://static/hello'],
+      ['call-name-number', 'tools/call', { name: 5, arguments: {} }, undefined],
+      ['call-name-number-header', 'tools/call', { name: 5, arguments: {} }, '5'],
+      ['prompt-name-array', 'prompts/get', { name: ['modern__greet'] }, undefined],
+    ];
+    for (const [id, method, params, name] of cases) {
+      const r = await post(url, modernBody(id, method, params), modernHeaders(method, name));
+      expect(expectError(r, 200, -32602).id, id).toBe(id);
+    }
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { outcome: 'rpc_error' }, (x) => cases.every(([id]) => x.some((y) => y.requestId === id)));
+    expect(rows.filter((y) => cases.some(([id]) => id === y.requestId)).map((y) => [y.requestId, y.errorCode, y.clientEra])).toEqual(cases.map(([id]) => [id, -32602, MODERN_VERSION]));
+    // A string still has to match, and to be sent.
+    expectError(await post(url, modernBody('read-uri-no-header', 'resources/read', { uri: 'test://static/hello' }), modernHeaders('resources/read')), 400, -32020);
+  });
+
   it('a modern logLevel that is no level → -32602 in-band, whichever era serves the tool', async () => {
     for (const tool of ['legacy__echo', 'modern__echo']) {
       const r = await post(url, modernBody(12, 'tools/call', { name: tool, arguments: { text: 'a' } }, modernMeta({ 'io.modelcontextprotocol/logLevel': 'bogus' })), modernHeaders('tools/call', tool));
