@@ -2,26 +2,16 @@ import { LEGACY_VERSIONS, MODERN_VERSIONS } from '../protocol/era.js';
 import { HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, RpcError } from '../protocol/errors.js';
 import { META_PROTOCOL_VERSION } from '../protocol/meta.js';
 import { shownVersion } from '../protocol/shown-value.js';
+import { looksModern } from '../protocol/request-era.js';
 
 export type EraVerdict = { era: 'modern'; version: unknown } | { era: 'legacy' } | { era: 'invalid'; error: RpcError; status: number };
 
-const legacy = new Set<string>(LEGACY_VERSIONS);
-const modern = new Set<string>(MODERN_VERSIONS);
-
-/**
- * A version that is not one of the legacy ones reads as a modern claim (digest §2.4) if it is
- * one we serve or a later date; anything else is no version at all (a legacy request with it
- * is refused as unsupported).
- */
-export function looksModern(v: string | undefined): boolean {
-  return v !== undefined && !legacy.has(v) && (modern.has(v) || (DATE.test(v) && v > '2025-11-25'));
-}
-
-const DATE = /^\d{4}-\d{2}-\d{2}$/;
+export { looksModern };
 
 /**
  * Which era one incoming message belongs to, from its body claim and the version header.
- * Mirrors the dual-era classification of digest §2.4.
+ * Mirrors the dual-era classification of digest §2.4. Its `modern` and `invalid` verdicts are
+ * the 2026-07-28 era's (eraOfRequest, which rows of requests refused before it say).
  */
 export function classifyEra(
   method: string | undefined,

@@ -28,6 +28,7 @@ import type { LostEndpoint } from '../config/reload.js';
 import { AnswerStreamClosedError, LegacySession, SessionEndedError, type StdioSessionSlot } from './legacy-session.js';
 import { primes, ReplayBudget, SessionStreams } from './resumable.js';
 import { spanOfMeta } from '../protocol/trace-context.js';
+import { eraOfRequest } from '../protocol/request-era.js';
 import { capabilitiesProblem, implementationProblem } from '../protocol/client-capabilities.js';
 import { listenFilterProblem, ListenHub } from './listen.js';
 import { asRpc, modernErrorStatus, stoppedError, toLegacyError, toLegacyResult, toModernError, toModernResult } from './results.js';
@@ -394,7 +395,7 @@ export class Endpoint {
    * get the answer (its write met a closed stdout), or undefined: the row is written after it.
    */
   async refuseUnserved(msg: Request, ex: Exchange, unanswered?: string, unheard?: () => Promise<string | undefined>): Promise<void> {
-    const era = classifyEra(msg.method, msg.params, ex.header('mcp-protocol-version')).era === 'modern' ? MODERN : LEGACY;
+    const era = eraOfRequest(msg.method, msg.params, ex.header('mcp-protocol-version'));
     if (unanswered !== undefined) {
       try {
         await recordRefused(this.core, msg, ex, new RpcError(INTERNAL_ERROR, unanswered), era, { outcome: 'cancelled', errorKind: null, errorMessage: unanswered });

@@ -508,7 +508,7 @@ export class HttpServer {
   private admit(req: EdgeRequest, who: Identity, group: string | undefined, c: Classified, requestBytes: number): AdmitRefusal | null | Promise<AdmitRefusal | null> {
     // A response, well formed or not, answers the hub's own question: never refused as a request.
     if ((c.kind !== 'request' && c.kind !== 'invalid') || (c.kind === 'invalid' && c.response) || !this.opts.gate) return null;
-    const refused = this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes, group, traceparent: first(req.headers['traceparent']) });
+    const refused = this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes, group, traceparent: first(req.headers['traceparent']), headers: req.headers });
     // Only a refusal is a promise (its row is written first): a request let in waits no turn here.
     if (refused === null) return null;
     const answered = (r: EdgeRefusal | null): AdmitRefusal | null => r && { ...r, answer: errorResponse(c.kind === 'request' ? c.msg.id : undefined, new RpcError(INVALID_REQUEST, r.message)) };

@@ -3,7 +3,8 @@
  * is recorded like any other, under its id, method and the tool, prompt or resource it named.
  */
 import { Canceller } from '../cancel.js';
-import { LEGACY, MODERN } from '../protocol/era.js';
+import type { Era } from '../protocol/era.js';
+import { eraOfRequest } from '../protocol/request-era.js';
 import { UNSUPPORTED_PROTOCOL_VERSION, type RpcError } from '../protocol/errors.js';
 import type { Id } from '../protocol/jsonrpc.js';
 import type { CallContext } from '../router/context.js';
@@ -16,14 +17,16 @@ type Params = Record<string, unknown>;
 /**
  * The audit row of a request refused before it had a session or even a method (a message
  * that is not JSON-RPC, no session, another principal's session): it reached the hub, so it
- * is recorded like any other. `era`: the era it was refused in, or the one its header names.
+ * is recorded like any other. `era`: the era it was refused in; by default the one the
+ * endpoint tells from its `_meta` and header (eraOfRequest: a modern header's request is
+ * refused by that era's rules, whichever version it names).
  */
 export function recordRefused(
   core: HubCore,
   req: { id?: Id; method: string; params?: Params; target?: string },
   ex: Exchange,
   err: RpcError,
-  era = ex.header('mcp-protocol-version') === MODERN ? MODERN : LEGACY,
+  era: Era = eraOfRequest(req.method, req.params, ex.header('mcp-protocol-version')),
   end: Parameters<HubCore['recordLocal']>[2] = { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message },
 ): Promise<void> {
   const ctx: CallContext = {

@@ -1,8 +1,8 @@
 import type { Authenticator, Identity, Refusal } from '../auth/authenticator.js';
 import type { AuditBegin, AuditEnd } from '../ledger/types.js';
-import { LEGACY, MODERN } from '../protocol/era.js';
 import { isObj, type Request } from '../protocol/jsonrpc.js';
 import { META_PROTOCOL_VERSION } from '../protocol/meta.js';
+import { eraOfRequest } from '../protocol/request-era.js';
 import { spanOfMeta } from '../protocol/trace-context.js';
 import type { Logger } from '../log.js';
 import { monotonicNow } from '../monotonic.js';
@@ -21,6 +21,11 @@ export interface RequestFacts {
   group?: string;
   /** The HTTP request's traceparent header (see spanOfMeta): a refused row is found under the client's trace too. */
   traceparent?: string;
+  /**
+   * The HTTP request's headers (node:http's), read only for a refusal's row: its
+   * MCP-Protocol-Version says its era as the endpoint tells it (eraOfRequest). None over stdio.
+   */
+  headers?: Readonly<Record<string, string | string[] | undefined>>;
 }
 
 /** A request refused before its body was read: not authenticated (401/403), too large (413), not JSON (415). */
@@ -92,7 +97,8 @@ export class EdgeGate {
         principal: r.principal ?? UNAUTHENTICATED,
         group: r.group,
         clientAddress: r.clientAddress,
-        clientEra: r.header('mcp-protocol-version') === MODERN ? MODERN : LEGACY,
+        // Its body unread, its header alone says its era (a later modern version's included).
+        clientEra: eraOfRequest(undefined, undefined, r.header('mcp-protocol-version')),
         method: method && method.length <= 128 ? method : UNREAD_MESSAGE,
         requestBytes: r.requestBytes,
         traceId: span.traceId,
@@ -169,7 +175,9 @@ export class EdgeGate {
         principal,
         group: facts.group,
         clientAddress: facts.clientAddress,
-        clientEra: meta?.[META_PROTOCOL_VERSION] !== undefined ? MODERN : LEGACY,
+        // The era the endpoint would have served it in: its header's, or its `_meta` claim's
+        // (an initialize's only when modern), as classifyEra tells them.
+        clientEra: eraOfRequest(req?.method, req?.params, versionHeader(facts.headers)),
         method: req?.method ?? INVALID_MESSAGE,
         hubName: tool,
         requestBytes: facts.requestBytes,
@@ -201,4 +209,10 @@ function bucketTool(req: Request | undefined, tool: string | undefined): string 
 /** The tool a request calls, as the client names it (undefined for other methods). */
 function toolOf(req: Request | undefined): string | undefined {
   return req?.method === 'tools/call' && typeof req.params?.name === 'string' ? req.params.name : undefined;
+}
+
+/** The MCP-Protocol-Version header among node:http's headers (the first, if sent twice). */
+function versionHeader(headers: RequestFacts['headers']): string | undefined {
+  const v = headers?.['mcp-protocol-version'];
+  return Array.isArray(v) ? v[0] : v;
 }

@@ -9,7 +9,7 @@ import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders, modernMeta, post, type RawReply } from '../helpers/wire.js';
 
-const KEYS = { alice: 'sy_alice-rate-key-0000000000000000000000000000000', bob: 'sy_bob-rate-key-00000000000000000000000000000000000', carol: 'sy_carol-rate-key-000000000000000000000000000000000', dave: 'sy_dave-rate-key-0000000000000000000000000000000000', erin: 'sy_erin-rate-key-0000000000000000000000000000000000', frank: 'sy_frank-rate-key-000000000000000000000000000000000', grace: 'sy_grace-rate-key-000000000000000000000000000000000' };
+const KEYS = { alice: 'sy_alice-rate-key-0000000000000000000000000000000', bob: 'sy_bob-rate-key-00000000000000000000000000000000000', carol: 'sy_carol-rate-key-000000000000000000000000000000000', dave: 'sy_dave-rate-key-0000000000000000000000000000000000', erin: 'sy_erin-rate-key-0000000000000000000000000000000000', frank: 'sy_frank-rate-key-000000000000000000000000000000000', grace: 'sy_grace-rate-key-000000000000000000000000000000000', heidi: 'sy_heidi-rate-key-000000000000000000000000000000000' };
 
 describe('rate limits', () => {
   let hub: HubProcess;
@@ -37,7 +37,7 @@ describe('rate limits', () => {
   function row(requestId: string): Record<string, unknown> {
     const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true, fileMustExist: true });
     try {
-      return db.prepare('SELECT principal, outcome, error_kind, error_code, method, hub_name, server, tool_group, trace_id, parent_span_id FROM audit WHERE request_id = ?').get(requestId) as never;
+      return db.prepare('SELECT principal, outcome, error_kind, error_code, method, hub_name, server, tool_group, trace_id, parent_span_id, client_era FROM audit WHERE request_id = ?').get(requestId) as never;
     } finally {
       db.close();
     }
@@ -100,6 +100,38 @@ describe('rate limits', () => {
     const refused = await call('alice', 'tools/list', {}, 'alice-untraced');
     expect(refused.status).toBe(429);
     await expect.poll(() => row('alice-untraced')).toMatchObject({ outcome: 'denied', trace_id: expect.stringMatching(/^[0-9a-f]{32}$/), parent_span_id: null });
+  });
+
+  // The endpoint tells the eras by the version header and the _meta claim together (an
+  // initialize is modern only with a modern claim): a refused row said modern for any claim and
+  // legacy for any request without one, whatever its header.
+  it('a refused row names the era the endpoint would have served the request in', async () => {
+    for (let i = 0; i < 5; i++) expect((await call('heidi')).status).toBe(200);
+    const auth = { authorization: `Bearer ${KEYS.heidi}` };
+    // A modern header without a claim: served by the 2026-07-28 rules (its -32602 is that era's).
+    const noClaim = await post(hub.url, { jsonrpc: '2.0', id: 'heidi-no-claim', method: 'tools/list', params: {} }, { ...modernHeaders('tools/list'), ...auth });
+    expect(noClaim.status).toBe(429);
+    // A legacy initialize whose _meta names a legacy version: a legacy handshake all the same.
+    const init = { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' }, _meta: { 'io.modelcontextprotocol/protocolVersion': '2025-11-25' } };
+    const legacyInit = await post(hub.url, { jsonrpc: '2.0', id: 'heidi-init', method: 'initialize', params: init }, { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...auth });
+    expect(legacyInit.status).toBe(429);
+    // A later modern version in the header: modern too.
+    const later = await post(hub.url, { jsonrpc: '2.0', id: 'heidi-later', method: 'tools/list', params: {} }, { ...modernHeaders('tools/list', undefined, '2099-01-01'), ...auth });
+    expect(later.status).toBe(429);
+    await expect.poll(() => [row('heidi-no-claim'), row('heidi-init'), row('heidi-later')].map((r) => r && [r.outcome, r.error_code, r.client_era])).toEqual([
+      ['denied', 429, '2026-07-28'],
+      ['denied', 429, '2025-11-25'],
+      ['denied', 429, '2026-07-28'],
+    ]);
+    // Refused before its body is read, its header alone says its era, a later version's too.
+    const unread = await post(hub.url, modernBody('unread-later', 'tools/list'), { ...modernHeaders('tools/list', undefined, '2099-01-01'), authorization: 'Bearer sy_not-a-key-0000000000000000000000000000000' });
+    expect(unread.status).toBe(401);
+    const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true, fileMustExist: true });
+    try {
+      await expect.poll(() => db.prepare(`SELECT client_era FROM audit WHERE principal = '(unauthenticated)' ORDER BY id DESC LIMIT 1`).get()).toEqual({ client_era: '2026-07-28' });
+    } finally {
+      db.close();
+    }
   });
 
   it("a refusal on a tool group's endpoint names the group in its row", async () => {
