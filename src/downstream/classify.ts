@@ -3,10 +3,13 @@ import { HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, RpcError } from '../p
 import { META_PROTOCOL_VERSION } from '../protocol/meta.js';
 import { shownVersion } from '../protocol/shown-value.js';
 import { looksModern } from '../protocol/request-era.js';
+import { unsupportedVersion } from './modern-envelope.js';
 
 export type EraVerdict = { era: 'modern'; version: unknown } | { era: 'legacy' } | { era: 'invalid'; error: RpcError; status: number };
 
 export { looksModern };
+
+const modern = new Set<string>(MODERN_VERSIONS);
 
 /**
  * Which era one incoming message belongs to, from its body claim and the version header.
@@ -35,6 +38,10 @@ export function classifyEra(
   if (method === undefined && looksModern(headerVersion))
     return { era: 'invalid', status: 400, error: new RpcError(INVALID_REQUEST, `a ${headerVersion} client sends no responses: the hub asks for input with input_required results`) };
   if (notification && looksModern(headerVersion)) return { era: 'modern', version: headerVersion };
+  // A later version than any the hub serves: what it needs of a request the hub cannot know, so
+  // it is told the versions it can use (-32022, digest §2.2), as one claiming it in `_meta` is,
+  // not that it lacks this era's keys. Its row names that version (refusalFacts).
+  if (looksModern(headerVersion) && !modern.has(headerVersion!)) return { era: 'invalid', ...unsupportedVersion(headerVersion) };
   if (looksModern(headerVersion))
     return {
       era: 'invalid',

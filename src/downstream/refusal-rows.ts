@@ -19,7 +19,8 @@ type Params = Record<string, unknown>;
  * that is not JSON-RPC, no session, another principal's session): it reached the hub, so it
  * is recorded like any other. `era`: the era it was refused in; by default the one the
  * endpoint tells from its `_meta` and header (eraOfRequest: a modern header's request is
- * refused by that era's rules, whichever version it names).
+ * refused by that era's rules, whichever version it names). A -32022's row names the version
+ * the client asked for instead (refusalFacts).
  */
 export function recordRefused(
   core: HubCore,
@@ -42,7 +43,8 @@ export function recordRefused(
     span: spanOfMeta(req.params?._meta, ex),
   };
   const hubName = req.target ?? targetOf(req.params);
-  return core.recordLocal(req.method, ctx, end, hubName === undefined ? undefined : { hubName });
+  const clientEra = requestedVersion(err);
+  return core.recordLocal(req.method, ctx, end, hubName === undefined && clientEra === undefined ? undefined : { hubName, clientEra });
 }
 
 /** Rows one refused batch may have: a batch is capped at its session's maxPendingPerSession (64 by default). */

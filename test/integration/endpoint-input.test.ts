@@ -329,6 +329,31 @@ describe('bad input at the HTTP endpoint', () => {
     expectError(r, 400, -32602);
   });
 
+  // What a version the hub does not know needs of a request it cannot know: the client is told
+  // the versions it can use (digest §2.2: an unknown version gets -32022), not that it lacks
+  // 2026-07-28's keys; its row named 2025-11-25, an era the hub did not answer it in.
+  it('a later version header without a body claim → 400 with -32022 naming it; rows of that header say the era the hub answered in', async () => {
+    const later = '2099-01-01';
+    const r = await post(url, { jsonrpc: '2.0', id: 'later-no-claim', method: 'tools/list', params: {} }, modernHeaders('tools/list', undefined, later));
+    expect(expectError(r, 400, -32022).error).toEqual({ code: -32022, message: `unsupported protocol version: ${later}`, data: { supported: [MODERN_VERSION], requested: later } });
+    // So is a legacy session's request sent with it.
+    const s = await legacySession(url);
+    const l = await post(url, { jsonrpc: '2.0', id: 'later-legacy', method: 'tools/list', params: {} }, { ...JSON_HEADERS, 'mcp-session-id': s.sessionId, 'mcp-protocol-version': later });
+    expectError(l, 400, -32022);
+    // Refused by the 2026-07-28 rules for something else: an initialize under it (-32020), a body that is no JSON-RPC.
+    const init = { jsonrpc: '2.0', id: 'later-init', method: 'initialize', params: { protocolVersion: LEGACY_VERSION, capabilities: {}, clientInfo: { name: 'x', version: '1' } } };
+    expectError(await post(url, init, { ...JSON_HEADERS, 'mcp-protocol-version': later }), 400, -32020);
+    expectError(await post(url, { jsonrpc: '1.0', id: 'later-junk', method: 'tools/list' }, modernHeaders('tools/list', undefined, later)), 400, -32600);
+    const ids = ['later-no-claim', 'later-legacy', 'later-init', 'later-junk'];
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { outcome: 'rpc_error' }, (x) => ids.every((id) => x.some((y) => y.requestId === id)));
+    expect(ids.map((id) => rows.find((y) => y.requestId === id)).map((y) => [y!.requestId, y!.errorCode, y!.clientEra])).toEqual([
+      ['later-no-claim', -32022, later],
+      ['later-legacy', -32022, later],
+      ['later-init', -32020, MODERN_VERSION],
+      ['later-junk', -32600, MODERN_VERSION],
+    ]);
+  });
+
   it('an unknown modern method → 404 with -32601', async () => {
     const r = await post(url, modernBody(15, 'tools/frobnicate'), modernHeaders('tools/frobnicate'));
     const body = expectError(r, 404, -32601);
