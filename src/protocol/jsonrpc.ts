@@ -103,9 +103,14 @@ export function classify(v: unknown): Classified {
     return id !== undefined && v.method === undefined ? { kind: 'invalid', error, id, methodless: true } : { kind: 'invalid', error, id };
   }
   if (typeof v.method === 'string') {
-    // Its method is known: its row is found by it, as a well-formed request's is.
+    // Its method is known: its row is found by it, as a well-formed request's is. JSON-RPC 2.0
+    // params are an array (by position) or an object (by name): an array is a valid Request
+    // whose params no MCP method takes (every one is by name), so invalid params (-32602), in
+    // either era; anything else is no Request at all (-32600).
     if (v.params !== undefined && !isObj(v.params))
-      return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'params must be an object'), id, method: v.method };
+      return Array.isArray(v.params)
+        ? { kind: 'invalid', error: new RpcError(INVALID_PARAMS, 'Invalid params: params must be an object (MCP takes parameters by name, not by position)'), id, method: v.method }
+        : { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'params must be an object'), id, method: v.method };
     if (v.params !== undefined && deeperThan(v.params, MAX_MESSAGE_DEPTH)) {
       const p = v.params as Record<string, unknown>;
       const target = typeof p.name === 'string' ? p.name : typeof p.uri === 'string' ? p.uri : undefined;

@@ -93,12 +93,26 @@ describe('bad input at the HTTP endpoint', () => {
     expect(body.id).toBe(7);
   });
 
-  it('params that are no object → 400 with -32600 echoing the id; its row names the method', async () => {
-    for (const [id, params] of [['array-params', [1]], ['string-params', 'x']] as const) {
-      const r = await post(url, { jsonrpc: '2.0', id, method: 'tools/call', params }, modernHeaders('tools/call', 'modern__echo'));
-      expect(expectError(r, 400, -32600).id).toBe(id);
+  // JSON-RPC 2.0: params are an array (by position) or an object (by name); anything else is no
+  // Request (-32600). An array is a Request whose params no MCP method takes: -32602, in both
+  // eras (it was -32600, as if the message were no Request).
+  it('params that are no object → 400 echoing the id, -32602 for an array in either era, -32600 for no structured value; its row names the method', async () => {
+    const s = await legacySession(url);
+    const legacyHeaders = { ...JSON_HEADERS, 'mcp-session-id': s.sessionId, 'mcp-protocol-version': LEGACY_VERSION };
+    const cases = [
+      ['array-params', [1], modernHeaders('tools/call', 'modern__echo'), -32602, MODERN_VERSION],
+      ['array-params-empty', [], modernHeaders('tools/list'), -32602, MODERN_VERSION],
+      ['array-params-legacy', ['modern__echo'], legacyHeaders, -32602, LEGACY_VERSION],
+      ['string-params', 'x', modernHeaders('tools/call', 'modern__echo'), -32600, MODERN_VERSION],
+      ['null-params-legacy', null, legacyHeaders, -32600, LEGACY_VERSION],
+    ] as const;
+    for (const [id, params, headers, code, era] of cases) {
+      const r = await post(url, { jsonrpc: '2.0', id, method: 'tools/call', params }, headers);
+      const body = expectError(r, 400, code);
+      expect(body.id).toBe(id);
+      if (code === -32602) expect(body.error.message).toBe('Invalid params: params must be an object (MCP takes parameters by name, not by position)');
       const [row] = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': id });
-      expect(row).toMatchObject({ method: 'tools/call', outcome: 'rpc_error', errorCode: -32600 });
+      expect(row, id).toMatchObject({ method: 'tools/call', outcome: 'rpc_error', errorCode: code, clientEra: era });
     }
   });
 

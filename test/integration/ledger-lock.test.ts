@@ -341,7 +341,7 @@ describe('ledger writer lock', () => {
           busy.send(JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'server/discover', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' } } }));
           busy.send(JSON.stringify({ jsonrpc: '2.0', id: 'bad', method: 'ping', params: [1] }));
           expect(await busy.exited, busy.stderr).toBe(2);
-          expect(busy.received.map((m) => [m.id, m.error?.code])).toEqual([['init', -32603], [7, -32603], ['bad', -32600]]);
+          expect(busy.received.map((m) => [m.id, m.error?.code])).toEqual([['init', -32603], [7, -32603], ['bad', -32602]]);
           expect(busy.received[0]!.error.message).toContain('is in use by another switchyard process');
           expect(busy.nonProtocolLines).toEqual([]);
           expect(busy.stderr).toContain('switchyard stdio: the ledger');
@@ -444,7 +444,7 @@ describe('ledger writer lock', () => {
         a.proc.stdin!.write(split.subarray(cut));
         expect(await a.exited, a.stderr).toBe(2);
         // The batch's answer is the one line that is no lone message: an array.
-        expect(a.nonProtocolLines.map((l) => (JSON.parse(l) as { id: string; error: { code: number } }[]).map((m) => [m.id, m.error.code]))).toEqual([[['b1', -32603], ['b2', -32600]]]);
+        expect(a.nonProtocolLines.map((l) => (JSON.parse(l) as { id: string; error: { code: number } }[]).map((m) => [m.id, m.error.code]))).toEqual([[['b1', -32603], ['b2', -32602]]]);
         expect(a.received.map((m) => [m.id, m.error?.code, m.error?.message.slice(0, 20)])).toEqual([
           [undefined, -32700, 'parse error: invalid'],
           [undefined, -32600, 'an empty batch'],

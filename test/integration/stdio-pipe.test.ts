@@ -196,7 +196,7 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
       expect(c.received.filter((m) => typeof m.id === 'string' && m.id.startsWith('late')).map((m) => [m.id, m.error?.message])).toEqual([
         ['late', expect.stringContaining('shutting down')],
         ['late-legacy', expect.stringContaining('shutting down')],
-        ['late-bad', 'params must be an object'],
+        ['late-bad', 'Invalid params: params must be an object (MCP takes parameters by name, not by position)'],
       ]);
       // An empty array is one invalid message (JSON-RPC), answered as such when stopped too.
       expect(c.received.filter((m) => m.id === undefined).map((m) => [m.error?.code, m.error?.message])).toEqual([[-32600, 'an empty batch']]);
@@ -205,7 +205,7 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
         ['late-b1', 'cancelled', 'b1 not needed'],
         ['late-b2', 'unavailable', expect.stringContaining('shutting down')],
         // Params no object: its row names its method too.
-        ['late-bad', 'rpc_error', 'params must be an object'],
+        ['late-bad', 'rpc_error', 'Invalid params: params must be an object (MCP takes parameters by name, not by position)'],
       ]);
       // Each in its era (a modern one was recorded legacy: stdio has no version header).
       expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => [r.requestId, r.outcome, r.clientEra])).toEqual([

@@ -5,7 +5,7 @@
  * The transports answer with exactly these errors (their integration tests send the frames).
  */
 import { describe, expect, it } from 'vitest';
-import { INVALID_REQUEST, PARSE_ERROR, RpcError } from '../../src/protocol/errors.js';
+import { INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, RpcError } from '../../src/protocol/errors.js';
 import { arrayOf, batchOf, classify, errorResponse, idKey, MAX_MESSAGE_DEPTH, parseFrame } from '../../src/protocol/jsonrpc.js';
 import { Serialized } from '../../src/protocol/serialized.js';
 
@@ -45,10 +45,13 @@ describe('parseFrame', () => {
   it('keeps the id of a malformed message that has one, so the answer can name it', () => {
     expect(read('{"jsonrpc":"1.0","id":7,"method":"x"}')).toEqual({ kind: 'invalid', code: INVALID_REQUEST, id: 7, why: 'jsonrpc must be "2.0"' });
     expect(read('{"id":"q","method":"x"}')).toEqual({ kind: 'invalid', code: INVALID_REQUEST, id: 'q', why: 'jsonrpc must be "2.0"' });
-    for (const params of ['[1]', 'null', '"s"', '3']) {
+    for (const params of ['null', '"s"', '3']) {
       expect(read(`{"jsonrpc":"2.0","id":2,"method":"x","params":${params}}`), params).toEqual({ kind: 'invalid', code: INVALID_REQUEST, id: 2, why: 'params must be an object' });
     }
-    expect(read('{"jsonrpc":"2.0","method":"x","params":[1]}')).toEqual({ kind: 'invalid', code: INVALID_REQUEST, why: 'params must be an object' });
+    // By position: a JSON-RPC Request, whose params no MCP method takes.
+    const byPosition = 'Invalid params: params must be an object (MCP takes parameters by name, not by position)';
+    expect(read('{"jsonrpc":"2.0","id":2,"method":"x","params":[1]}')).toEqual({ kind: 'invalid', code: INVALID_PARAMS, id: 2, why: byPosition });
+    expect(read('{"jsonrpc":"2.0","method":"x","params":[1]}')).toEqual({ kind: 'invalid', code: INVALID_PARAMS, why: byPosition });
     for (const result of ['1', '[]', 'null', '"ok"']) {
       expect(read(`{"jsonrpc":"2.0","id":3,"result":${result}}`), result).toEqual({ kind: 'invalid', code: INVALID_REQUEST, id: 3, why: 'result must be an object' });
     }
