@@ -54,6 +54,29 @@ export function inputResultProblem(method: string, value: unknown): string | und
 }
 
 /**
+ * What is wrong with the params of an `elicitation/create` a server asks (digest §5.1, §5.2),
+ * or undefined (and for the other methods, which the hub relays as they come): a `message`, and
+ * by its mode a `requestedSchema` (form, the default: an object schema, `{type: "object",
+ * properties}`, as both eras' ElicitRequestFormParams require) or a `url` (URL mode). Relayed
+ * malformed, a form with no schema reached the client as a question it could not render (the
+ * SDK clients refuse it with their own -32602, or crash on it), and the server's mistake read as
+ * the client's. An `elicitationId` is not required: the hub gives a modern client none, and a
+ * legacy client one it makes up when the server gave none (mrtr.ts toLegacyInput).
+ */
+export function askParamsProblem(method: string, params: unknown): string | undefined {
+  if (method !== 'elicitation/create') return undefined;
+  if (!isObj(params)) return 'an elicitation/create needs params, an object';
+  if (typeof params.message !== 'string') return 'an elicitation/create needs message, a string';
+  const mode = params.mode;
+  if (mode === 'url') return typeof params.url === 'string' ? undefined : 'a URL-mode elicitation/create needs url, a string';
+  if (mode !== undefined && mode !== 'form') return 'an elicitation/create mode is "form" or "url"';
+  const schema = params.requestedSchema;
+  if (!isObj(schema) || schema.type !== 'object' || !isObj(schema.properties))
+    return 'a form-mode elicitation/create needs requestedSchema, an object schema ({"type": "object", "properties": {...}})';
+  return undefined;
+}
+
+/**
  * An answer that passed inputResultProblem as the asker's schema takes it: an elicitation
  * answer's content left out when it is null or the action is not accept (a Go struct without
  * omitempty, pydantic without exclude_none write `"content": null`, which the SDKs refuse).

@@ -16,6 +16,7 @@ import { legacyResult } from './legacy-result.js';
 import {
   CancelledError,
   INTERNAL_ERROR,
+  INVALID_PARAMS,
   METHOD_NOT_FOUND,
   notSent,
   RpcError,
@@ -25,7 +26,7 @@ import {
 } from '../protocol/errors.js';
 import { errorResponse, idKey, resultResponse, type Classified, type Notification, type Request } from '../protocol/jsonrpc.js';
 import { legacyMeta, modernMeta, withMeta } from './envelope.js';
-import { MAX_OPEN_ASKS, relayedInput, relayedNotice } from '../protocol/input-results.js';
+import { askParamsProblem, MAX_OPEN_ASKS, relayedInput, relayedNotice } from '../protocol/input-results.js';
 import { errMessage, Lifecycle } from './lifecycle.js';
 import { Limiter, LimitError } from './limiter.js';
 import { withRetries } from './retry.js';
@@ -602,6 +603,13 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       if (nobody !== undefined && via === undefined && msg.method === 'roots/list') this.rootsRefused = true;
       if (nobody !== undefined) return this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(INTERNAL_ERROR, nobody))), via);
       return this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(METHOD_NOT_FOUND, `client does not support ${msg.method}`))), via);
+    }
+    // A question of the wrong shape is the server's mistake: it is told so (-32602), and nobody
+    // is asked what could not be put to them (a form with no schema).
+    const bad = askParamsProblem(msg.method, msg.params);
+    if (bad !== undefined) {
+      this.log.warn({ method: msg.method, problem: bad }, 'server request of the wrong shape refused');
+      return this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(INVALID_PARAMS, `Invalid params: ${bad}`))), via);
     }
     const p = target;
     // Past MAX_OPEN_ASKS the upstream is answered with an error at once: each would otherwise
