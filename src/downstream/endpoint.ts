@@ -174,7 +174,10 @@ export class Endpoint {
   private readonly modernInflight = new KeyedTable<Canceller>();
 
   private cancelModernStdio(n: Notification): void {
-    const key = idKey(n.params?.requestId);
+    // Only an id names a request (a missing one named the request whose id is the string "undefined").
+    const id = n.params?.requestId;
+    if (typeof id !== 'string' && typeof id !== 'number') return;
+    const key = idKey(id);
     const ac = this.modernInflight.get(key);
     if (!ac) return;
     // Cancelled, it is in flight no more for its client, which may send its id again at once

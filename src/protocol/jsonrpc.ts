@@ -1,6 +1,7 @@
 import { INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, RpcError, type RpcErrorObject } from './errors.js';
 import { Serialized, wireText } from './serialized.js';
 import { redactConfigSecrets } from '../policy/config-secrets.js';
+import { shownValue } from './shown-value.js';
 
 export type Id = string | number;
 export type Params = Record<string, unknown>;
@@ -61,7 +62,11 @@ const isId = (v: unknown): v is Id => typeof v === 'string' || (typeof v === 'nu
  * ids, so a notifications/cancelled for one must not cancel the other.
  */
 export function idKey(id: unknown): string {
-  return typeof id === 'number' ? `n:${id}` : `s:${String(id)}`;
+  if (typeof id === 'number') return `n:${id}`;
+  if (typeof id === 'string') return `s:${id}`;
+  // No id at all (a notifications/cancelled without requestId, a value of another type): a key
+  // no string id has, and one String() cannot fail to make ({"toString": 1} has no primitive).
+  return `x:${shownValue(id)}`;
 }
 /** A JSON object: not null, not an array. */
 export const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -121,6 +126,10 @@ export function classify(v: unknown): Classified {
     return { kind: 'request', msg: v as unknown as Request };
   }
   if ('result' in v || 'error' in v) {
+    // A response's id is its request's (a string or an integer), or null when that could not be
+    // read: of another type it answers nothing, and is no response ({"toString": 1} made
+    // String(id) throw where the answer was looked up: a 500 and an error logged, over either edge).
+    if (v.id !== undefined && v.id !== null && id === undefined) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'a response id must be a string or an integer, or null'), response: true };
     if ('result' in v && !isObj(v.result)) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'result must be an object'), id, response: true };
     if ('error' in v && !isObj(v.error)) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'error must be an object'), id, response: true };
     if (deeperThan('result' in v ? v.result : v.error, MAX_MESSAGE_DEPTH)) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, `a response ${TOO_DEEP}`), id, response: true };

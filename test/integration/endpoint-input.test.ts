@@ -290,6 +290,18 @@ describe('bad input at the HTTP endpoint', () => {
     }
   });
 
+  // {"toString": 1} has no primitive: String() of it, where the session looked up the question
+  // it answers, threw (500 'internal error', 'request handler failed' logged).
+  it('a legacy client response whose id is no string or integer → 202, dropped (JSON-RPC never answers a response)', async () => {
+    const s = await legacySession(url);
+    const headers = { ...JSON_HEADERS, 'mcp-session-id': s.sessionId, 'mcp-protocol-version': LEGACY_VERSION };
+    for (const id of [{ toString: 1 }, { valueOf: 1, toString: 1 }, [1], 1.5, true]) {
+      const r = await post(url, { jsonrpc: '2.0', id, result: {} }, headers);
+      expect([r.status, r.text], JSON.stringify(id)).toEqual([202, '']);
+    }
+    expect(hub.logs.filter((l) => l.includes('handler failed'))).toEqual([]);
+  });
+
   // It was taken as it came and echoed in every notifications/progress of the call.
   it('a modern progressToken that is no string or integer → -32602 in-band; a string and an integer pass', async () => {
     for (const token of [{ a: 1 }, 1.5, true, null, ['t']]) {

@@ -741,3 +741,31 @@ describe.concurrent('a modern request on `switchyard stdio` claiming a version t
     }
   });
 });
+
+describe.concurrent('messages of `switchyard stdio` naming a request by a value that is no id', () => {
+  // {"toString": 1} has no primitive: String() of it threw where the hub looked the id up, logged
+  // as a handler failure; a cancellation without a requestId named the request whose id is "undefined".
+  it('are dropped, not failed, and cancel nothing: a cancellation without requestId, or a response with an object id', async () => {
+    const { c, ledger } = twoServerHub('sy-pipe-odd-ids-');
+    try {
+      // In flight once its first progress comes.
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'undefined', method: 'tools/call', params: { name: 'modern__slow', arguments: { ms: 1500 }, _meta: { ...META, progressToken: 'p' } } }));
+      await c.next((m) => m.method === 'notifications/progress' && m.params?.progressToken === 'p', 20_000);
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { _meta: META } }));
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: { toString: 1 }, _meta: META } }));
+      const slow = await c.next((m) => m.id === 'undefined', 20_000);
+      expect(slow.result?.content).toEqual([{ type: 'text', text: 'slept 1500' }]);
+      await initialize(c);
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: { toString: 1 }, result: {} }));
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: { valueOf: 1, toString: 1 }, error: { code: 1, message: 'x' } }));
+      expect((await c.request({ jsonrpc: '2.0', id: 'after', method: 'ping' })).result).toEqual({});
+      expect(c.stderr).not.toContain('handler failed');
+      expect(c.nonProtocolLines).toEqual([]);
+      // Responses are never answered.
+      expect(c.received.filter((m) => m.error !== undefined)).toEqual([]);
+      expect((await waitForRows(ledger, { 'request-id': 'undefined' }))[0]).toMatchObject({ outcome: 'ok' });
+    } finally {
+      c.kill();
+    }
+  }, 60_000);
+});

@@ -82,6 +82,20 @@ describe('ids, answers and batches', () => {
     expect(idKey('a')).toBe(idKey('a'));
   });
 
+  it('keys a value that is no id apart from every id, without String() (which some objects make throw)', () => {
+    expect(idKey(undefined)).not.toBe(idKey('undefined'));
+    expect(idKey({ toString: 1 })).toBe('x:{"toString":1}');
+    expect(idKey(null)).not.toBe(idKey('null'));
+  });
+
+  it('reads a response whose id is no string or integer (nor null) as no response', () => {
+    for (const id of ['{"toString":1}', '[1]', '1.5', 'true']) {
+      expect(read(`{"jsonrpc":"2.0","id":${id},"result":{}}`), id).toEqual({ kind: 'invalid', code: INVALID_REQUEST, why: 'a response id must be a string or an integer, or null' });
+    }
+    expect(read('{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"x"}}')).toEqual({ kind: 'response' });
+    expect(read('{"jsonrpc":"2.0","error":{"code":1,"message":"x"}}')).toEqual({ kind: 'response' });
+  });
+
   it('answers with the id when there is one (0 included), and without one otherwise', () => {
     const err = new RpcError(INVALID_REQUEST, 'bad');
     expect(errorResponse(0, err)).toEqual({ jsonrpc: '2.0', id: 0, error: { code: INVALID_REQUEST, message: 'bad' } });
