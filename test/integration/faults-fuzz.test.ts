@@ -427,9 +427,10 @@ function oddFrames(era: 'modern' | 'legacy'): fc.Arbitrary<OddFrame> {
     ),
     // A batch (neither era has them; a 2025-03-26 session alone may send one): -32600.
     fc.array(oddId, { maxLength: 3 }).map((ids) => plain('batch', JSON.stringify(ids.map((rid) => oddRequest(era, rid, 'tools/list'))), { status: 400, code: -32600 })),
-    // params that are no object: -32600 naming the id.
+    // params that are no object, naming the id: -32602 by position (an array, a JSON-RPC Request
+    // whose params no MCP method takes), -32600 for no structured value (no Request at all).
     fc.tuple(oddId, fc.constantFrom('tools/list', 'tools/call', 'ping', 'resources/read'), fc.oneof(fc.array(json, { maxLength: 3 }), fc.string({ maxLength: 8 }), fc.integer(), fc.boolean(), fc.constant(null))).map(([rid, method, p]) =>
-      plain('params', JSON.stringify({ jsonrpc: '2.0', id: rid, method, params: p }), { status: 400, code: -32600, id: rid }, method),
+      plain('params', JSON.stringify({ jsonrpc: '2.0', id: rid, method, params: p }), { status: 400, code: Array.isArray(p) ? -32602 : -32600, id: rid }, method),
     ),
     // A method nobody has (the prototype's names among them, and long ones): -32601; 404 for a modern client.
     fc.tuple(oddId, fc.oneof(printable.map((s) => `fuzz/${s}`), fc.constantFrom('constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf'), fc.integer({ min: 200, max: 4000 }).map((n) => 'm'.repeat(n)))).map(([rid, method]) =>
