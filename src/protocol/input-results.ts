@@ -207,7 +207,7 @@ export function relayedInputs(requests: unknown, asker?: string, inMeta = false)
 
 /**
  * What is wrong with an upstream's `inputRequests` (a map of key → {method, params?} naming
- * only INPUT_METHODS; digest §5.1), or undefined. `undefined` itself is fine: a result with
+ * only INPUT_METHODS, an elicitation of its mode's shape: askParamsProblem; digest §5.1), or undefined. `undefined` itself is fine: a result with
  * only `requestState` is allowed.
  */
 export function inputRequestsProblem(requests: unknown): string | undefined {
@@ -218,6 +218,8 @@ export function inputRequestsProblem(requests: unknown): string | undefined {
     if (typeof r.method !== 'string' || !INPUT_METHODS.includes(r.method))
       return `inputRequests[${JSON.stringify(k)}] asks for ${JSON.stringify(r.method)}; only ${INPUT_METHODS.join(', ')} may be asked`;
     if (r.params !== undefined && !isObj(r.params)) return `inputRequests[${JSON.stringify(k)}].params must be an object`;
+    const ask = askParamsProblem(r.method, r.params);
+    if (ask !== undefined) return `inputRequests[${JSON.stringify(k)}]: ${ask}`;
   }
   return undefined;
 }
