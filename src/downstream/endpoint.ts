@@ -143,6 +143,9 @@ export class Endpoint {
       const rows = c.members ? refusedMembers(c.members) : [];
       if (rows.length === 0) rows.push({ id: c.id, method: c.method ?? INVALID_MESSAGE, target: c.target });
       for (const r of rows) await recordRefused(this.core, r, ex, c.error);
+      // A notification is never answered (JSON-RPC): over stdio nothing is written; over HTTP its
+      // POST is refused with a status, whose body may say why (digest §6.2, §6.3).
+      if (c.notification && ex.transport === 'stdio') return ex.reply(undefined, 202);
       ex.reply(errorResponse(c.id, c.error), 400);
       if (c.methodless) this.methodlessAnswer(c.id!, c.error, ex, stdioSession);
       return;

@@ -51,6 +51,11 @@ export type Classified =
       methodless?: true;
       /** A batch refused whole: its members, whose requests are recorded one by one. */
       members?: readonly unknown[];
+      /**
+       * A JSON-RPC notification (no id) whose params are by position: a valid notification,
+       * which JSON-RPC never answers, whose params no MCP method takes.
+       */
+      notification?: true;
     };
 
 // Integers only (digest §1.1), and only those a JSON number keeps exactly: a larger one would
@@ -114,7 +119,7 @@ export function classify(v: unknown): Classified {
     // either era; anything else is no Request at all (-32600).
     if (v.params !== undefined && !isObj(v.params))
       return Array.isArray(v.params)
-        ? { kind: 'invalid', error: new RpcError(INVALID_PARAMS, 'Invalid params: params must be an object (MCP takes parameters by name, not by position)'), id, method: v.method }
+        ? { kind: 'invalid', error: new RpcError(INVALID_PARAMS, 'Invalid params: params must be an object (MCP takes parameters by name, not by position)'), id, method: v.method, ...('id' in v ? {} : { notification: true as const }) }
         : { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'params must be an object'), id, method: v.method };
     if (v.params !== undefined && deeperThan(v.params, MAX_MESSAGE_DEPTH)) {
       const p = v.params as Record<string, unknown>;

@@ -745,7 +745,7 @@ describe.concurrent('a modern request on `switchyard stdio` claiming a version t
 describe.concurrent('messages of `switchyard stdio` naming a request by a value that is no id', () => {
   // {"toString": 1} has no primitive: String() of it threw where the hub looked the id up, logged
   // as a handler failure; a cancellation without a requestId named the request whose id is "undefined".
-  it('are dropped, not failed, and cancel nothing: a cancellation without requestId, or a response with an object id', async () => {
+  it('are dropped, not failed, and cancel nothing: a cancellation without requestId, or a response with an object id; a notification by position is not answered', async () => {
     const { c, ledger } = twoServerHub('sy-pipe-odd-ids-');
     try {
       // In flight once its first progress comes.
@@ -758,10 +758,13 @@ describe.concurrent('messages of `switchyard stdio` naming a request by a value 
       await initialize(c);
       c.send(JSON.stringify({ jsonrpc: '2.0', id: { toString: 1 }, result: {} }));
       c.send(JSON.stringify({ jsonrpc: '2.0', id: { valueOf: 1, toString: 1 }, error: { code: 1, message: 'x' } }));
+      // Notifications with params by position: valid JSON-RPC, never answered (their params no MCP method takes).
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized', params: [] }));
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: ['after'] }));
       expect((await c.request({ jsonrpc: '2.0', id: 'after', method: 'ping' })).result).toEqual({});
       expect(c.stderr).not.toContain('handler failed');
       expect(c.nonProtocolLines).toEqual([]);
-      // Responses are never answered.
+      // Responses and notifications are never answered.
       expect(c.received.filter((m) => m.error !== undefined)).toEqual([]);
       expect((await waitForRows(ledger, { 'request-id': 'undefined' }))[0]).toMatchObject({ outcome: 'ok' });
     } finally {
