@@ -54,21 +54,28 @@ export function inputResultProblem(method: string, value: unknown): string | und
 }
 
 /**
- * What is wrong with the params of an `elicitation/create` a server asks (digest §5.1, §5.2),
- * or undefined (and for the other methods, which the hub relays as they come): a `message`, and
- * by its mode a `requestedSchema` (form, the default: an object schema, `{type: "object",
- * properties}`, as both eras' ElicitRequestFormParams require) or a `url` (URL mode). Relayed
- * malformed, a form with no schema reached the client as a question it could not render (the
- * SDK clients refuse it with their own -32602, or crash on it), and the server's mistake read as
- * the client's. An `elicitationId` is not required: the hub gives a modern client none, and a
- * legacy client one it makes up when the server gave none (mrtr.ts toLegacyInput).
+ * What is wrong with the params of a question a server asks (digest §5.1, §5.2), or undefined:
+ * what both eras' schemas require of them. An `elicitation/create` needs a `message`, and by its
+ * mode a `requestedSchema` (form, the default: an object schema, `{type: "object", properties}`)
+ * or a `url` (URL mode), and from a 2025-11-25 server (`legacy`) an `elicitationId` with it (a
+ * 2026-07-28 one has none: the hub makes one up for a legacy client, mrtr.ts toLegacyInput).
+ * A `sampling/createMessage` needs `messages` and `maxTokens`. (`roots/list` needs nothing.)
+ * Relayed malformed, such a question reached the client as one it could not take (a form with no
+ * schema: the SDK v1 client answered -32603), and the server's mistake read as the client's.
  */
-export function askParamsProblem(method: string, params: unknown): string | undefined {
+export function askParamsProblem(method: string, params: unknown, legacy: boolean): string | undefined {
+  if (method === 'sampling/createMessage') {
+    if (!isObj(params) || !Array.isArray(params.messages) || typeof params.maxTokens !== 'number') return 'a sampling/createMessage needs messages, an array, and maxTokens, a number';
+    return undefined;
+  }
   if (method !== 'elicitation/create') return undefined;
   if (!isObj(params)) return 'an elicitation/create needs params, an object';
   if (typeof params.message !== 'string') return 'an elicitation/create needs message, a string';
   const mode = params.mode;
-  if (mode === 'url') return typeof params.url === 'string' ? undefined : 'a URL-mode elicitation/create needs url, a string';
+  if (mode === 'url') {
+    if (typeof params.url !== 'string') return 'a URL-mode elicitation/create needs url, a string';
+    return legacy && typeof params.elicitationId !== 'string' ? 'a URL-mode elicitation/create of 2025-11-25 needs elicitationId, a string' : undefined;
+  }
   if (mode !== undefined && mode !== 'form') return 'an elicitation/create mode is "form" or "url"';
   const schema = params.requestedSchema;
   if (!isObj(schema) || schema.type !== 'object' || !isObj(schema.properties))
@@ -218,7 +225,7 @@ export function inputRequestsProblem(requests: unknown): string | undefined {
     if (typeof r.method !== 'string' || !INPUT_METHODS.includes(r.method))
       return `inputRequests[${JSON.stringify(k)}] asks for ${JSON.stringify(r.method)}; only ${INPUT_METHODS.join(', ')} may be asked`;
     if (r.params !== undefined && !isObj(r.params)) return `inputRequests[${JSON.stringify(k)}].params must be an object`;
-    const ask = askParamsProblem(r.method, r.params);
+    const ask = askParamsProblem(r.method, r.params, false);
     if (ask !== undefined) return `inputRequests[${JSON.stringify(k)}]: ${ask}`;
   }
   return undefined;

@@ -605,8 +605,8 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       return this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(METHOD_NOT_FOUND, `client does not support ${msg.method}`))), via);
     }
     // A question of the wrong shape is the server's mistake: it is told so (-32602), and nobody
-    // is asked what could not be put to them (a form with no schema).
-    const bad = askParamsProblem(msg.method, msg.params);
+    // is asked what could not be put to them (a form with no schema). (Only a legacy server asks.)
+    const bad = askParamsProblem(msg.method, msg.params, true);
     if (bad !== undefined) {
       this.log.warn({ method: msg.method, problem: bad }, 'server request of the wrong shape refused');
       return this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(INVALID_PARAMS, `Invalid params: ${bad}`))), via);

@@ -9,7 +9,7 @@
 import { join } from 'node:path';
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CreateMessageRequestSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { META_CAPS, modernBody, modernHeaders, modernMeta, post, waitForReady, type Json } from '../helpers/wire.js';
@@ -20,14 +20,20 @@ const FORM_ONLY = { mode: 'form', message: 'name?' };
 const URL_ASK = { mode: 'url', message: 'sign in', url: 'https://auth.example.test/sign-in', elicitationId: 'el-1' };
 const NO_SCHEMA = 'Invalid params: a form-mode elicitation/create needs requestedSchema, an object schema ({"type": "object", "properties": {...}})';
 
-/** Malformed questions, and the -32602 message the upstream is answered with. */
-const MALFORMED: [string, Json, string][] = [
+const NO_TOKENS = 'Invalid params: a sampling/createMessage needs messages, an array, and maxTokens, a number';
+const HI = [{ role: 'user', content: { type: 'text', text: 'hi' } }];
+
+/** Malformed questions (params, and the method when not elicitation/create), and the -32602 message the upstream is answered with. */
+const MALFORMED: [string, Json, string, string?][] = [
   ['no requestedSchema', FORM_ONLY, NO_SCHEMA],
   ['no mode, no requestedSchema', { message: 'name?' }, NO_SCHEMA],
   ['requestedSchema no object schema', { ...FORM_ONLY, requestedSchema: { type: 'string' } }, NO_SCHEMA],
   ['no message', { mode: 'form', requestedSchema: { type: 'object', properties: {} } }, 'Invalid params: an elicitation/create needs message, a string'],
   ['URL mode without url', { mode: 'url', message: 'go', elicitationId: 'el-2' }, 'Invalid params: a URL-mode elicitation/create needs url, a string'],
+  ['URL mode without elicitationId', { mode: 'url', message: 'go', url: 'https://auth.example.test/x' }, 'Invalid params: a URL-mode elicitation/create of 2025-11-25 needs elicitationId, a string'],
   ['another mode', { mode: 'voice', message: 'say it', requestedSchema: { type: 'object', properties: {} } }, 'Invalid params: an elicitation/create mode is "form" or "url"'],
+  ['sampling without maxTokens', { messages: HI }, NO_TOKENS, 'sampling/createMessage'],
+  ['sampling without messages', { maxTokens: 5 }, NO_TOKENS, 'sampling/createMessage'],
 ];
 
 let hub: HubProcess;
@@ -44,31 +50,38 @@ const answerOf = (result: Json | undefined): Json => JSON.parse(String((result?.
 describe('a legacy upstream elicitation of the wrong shape', () => {
   it('a legacy client is not asked; the upstream gets -32602 naming what is missing; URL mode still reaches it', async () => {
     const asked: Json[] = [];
-    const client = new ClientV1({ name: 'shapes-v1', version: '1.0.0' }, { capabilities: { elicitation: { form: {}, url: {} } } });
+    const client = new ClientV1({ name: 'shapes-v1', version: '1.0.0' }, { capabilities: { elicitation: { form: {}, url: {} }, sampling: {} } });
     client.setRequestHandler(ElicitRequestSchema, async (req) => {
       asked.push(req.params as Json);
       return { action: 'accept' };
     });
+    client.setRequestHandler(CreateMessageRequestSchema, async (req) => {
+      asked.push(req.params as Json);
+      return { role: 'assistant', content: { type: 'text', text: 'hello' }, model: 'm' };
+    });
     await client.connect(new TransportV1(new URL(hub.url)));
     try {
-      for (const [what, params, message] of MALFORMED) {
-        const r = (await client.callTool({ name: TOOL, arguments: { params } })) as Json;
+      for (const [what, params, message, method] of MALFORMED) {
+        const r = (await client.callTool({ name: TOOL, arguments: { params, method } })) as Json;
         expect(answerOf(r), what).toEqual({ code: -32602, message });
       }
       expect(asked).toEqual([]);
       const url = (await client.callTool({ name: TOOL, arguments: { params: URL_ASK } })) as Json;
       expect(answerOf(url)).toEqual({ action: 'accept' });
       expect(asked).toEqual([expect.objectContaining({ mode: 'url', url: URL_ASK.url, elicitationId: 'el-1' })]);
+      // A well-formed sampling request too.
+      const llm = (await client.callTool({ name: TOOL, arguments: { method: 'sampling/createMessage', params: { messages: HI, maxTokens: 5 } } })) as Json;
+      expect(answerOf(llm)).toMatchObject({ role: 'assistant', model: 'm' });
     } finally {
       await client.close();
     }
   });
 
   it('a modern client gets no input_required round for it, and each call has its row', async () => {
-    const call = (id: string, params: Json) =>
-      post(hub.url, modernBody(id, 'tools/call', { name: TOOL, arguments: { params } }, modernMeta({ [META_CAPS]: { elicitation: { form: {}, url: {} } } })), modernHeaders('tools/call', TOOL));
-    for (const [i, [what, params, message]] of MALFORMED.entries()) {
-      const r = await call(`shape-${i}`, params);
+    const call = (id: string, params: Json, method?: string) =>
+      post(hub.url, modernBody(id, 'tools/call', { name: TOOL, arguments: { params, method } }, modernMeta({ [META_CAPS]: { elicitation: { form: {}, url: {} }, sampling: {} } })), modernHeaders('tools/call', TOOL));
+    for (const [i, [what, params, message, method]] of MALFORMED.entries()) {
+      const r = await call(`shape-${i}`, params, method);
       expect(r.body?.result?.resultType, what).toBe('complete');
       expect(answerOf(r.body?.result), what).toEqual({ code: -32602, message });
     }

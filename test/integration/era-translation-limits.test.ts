@@ -439,7 +439,7 @@ describe('an upstream input_required the protocol does not allow', () => {
     await hub?.stop();
   });
 
-  const MALFORMED = ['ping_method', 'unknown_method', 'null_request', 'array_requests', 'no_fields', 'empty_map', 'form_no_schema', 'url_no_url'];
+  const MALFORMED = ['ping_method', 'unknown_method', 'null_request', 'array_requests', 'no_fields', 'empty_map', 'form_no_schema', 'url_no_url', 'sampling_no_tokens'];
 
   it.each(MALFORMED)('%s: a modern client gets -32603 naming the upstream, not -32021 for a capability it lacks', async (tool) => {
     const name = `odd__${tool}`;
