@@ -114,15 +114,15 @@ export function argumentAt(args: unknown, path: readonly string[]): unknown {
   return v;
 }
 
-function matches(decl: Decl, value: unknown, text: string): boolean {
-  switch (decl.type) {
-    case 'string':
-      return value === text;
-    case 'boolean':
-      return (value === true && text === 'true') || (value === false && text === 'false');
-    case 'integer':
-      return typeof value === 'number' && /^-?\d+$/.test(text) && Number(text) === value;
-  }
+/**
+ * Whether header `text` mirrors `value`, a primitive: of the declared type, as that type is
+ * written (an integer compared as a number); of another type (a string "7" where an integer is
+ * declared), as it would be written, for the schema check to refuse the argument itself (a
+ * tool error saying what is wrong with it) rather than a header that mirrors it faithfully.
+ */
+function matches(decl: Decl, value: string | number | boolean, text: string): boolean {
+  if (decl.type === 'integer' && Number.isSafeInteger(value)) return /^-?\d+$/.test(text) && Number(text) === value;
+  return String(value) === text;
 }
 
 /**
@@ -138,6 +138,9 @@ export function paramHeaderProblem(inputSchema: unknown, args: unknown, header: 
       if (raw !== undefined) return `${name} header is present but arguments.${d.path.join('.')} is not`;
       continue;
     }
+    // An object or an array has no header form (digest §3.4): nothing to mirror, and the
+    // argument is the schema check's to refuse (as the SDK v2 server has it), not the header's.
+    if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') continue;
     if (raw === undefined) return `missing ${name} header for arguments.${d.path.join('.')}`;
     const text = decodeHeaderValue(raw);
     if (text === null) return `${name} header has an invalid Base64 value`;

@@ -13,7 +13,8 @@ import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextproto
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { modernPost, waitForReady, type Json } from '../helpers/wire.js';
+import { modernBody, modernHeaders, modernPost, post, waitForReady, type Json } from '../helpers/wire.js';
+import { waitForRows } from './ledger-helpers.js';
 
 const TOOLS = [
   { name: 'echo', description: 'Echo the text back', inputSchema: { type: 'object', properties: { text: { type: 'string' } } } },
@@ -99,5 +100,29 @@ describe('tools with an invalid x-mcp-header annotation, or schemas no client ca
       db.close();
     }
     expect(hub.logs.some((l) => l.includes('tool dropped: its schemas are not of the shape clients read'))).toBe(true);
+  });
+
+  // The header mirrors the argument as sent; whether the argument is of its schema's type is the
+  // schema check's to say (a tool error naming it, as the SDK v2 server has it): a faithful
+  // header was refused -32020 'does not match', and an object argument's 'missing' header (an
+  // object has no header form), telling the client to fix a header it had right.
+  it('an x-mcp-header argument of the wrong type is refused by its schema (a tool error), not as a header mismatch; a wrong header still is', async () => {
+    const call = (id: string, region: unknown, header?: string) =>
+      post(hub.url, modernBody(id, 'tools/call', { name: 'm__region', arguments: { region } }), { ...modernHeaders('tools/call', 'm__region'), ...(header === undefined ? {} : { 'mcp-param-region': header }) });
+    for (const [id, region, header] of [['region-number', 5, '5'], ['region-true', true, 'true'], ['region-object', { zone: 'a' }, undefined], ['region-list', ['eu'], undefined]] as const) {
+      const r = await call(id, region, header);
+      expect(r.status, `${id}: ${r.text}`).toBe(200);
+      expect(r.body?.result, id).toMatchObject({ isError: true, content: [{ type: 'text', text: expect.stringContaining('region') }] });
+    }
+    const wrong = await call('region-wrong-header', 'eu', 'us');
+    expect([wrong.status, wrong.body?.error?.code]).toEqual([400, -32020]);
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { tool: 'm__region' }, (x) => x.length >= 5);
+    expect(rows.map((r) => [r.requestId, r.outcome])).toEqual([
+      ['region-number', 'tool_error'],
+      ['region-true', 'tool_error'],
+      ['region-object', 'tool_error'],
+      ['region-list', 'tool_error'],
+      ['region-wrong-header', 'rpc_error'],
+    ]);
   });
 });

@@ -81,13 +81,22 @@ describe('paramHeaderProblem: what a mirror must be', () => {
     expect(paramHeaderProblem(schema, { dry: true }, headers({ 'Mcp-Param-Dry': 'true' }))).toBeNull();
     expect(paramHeaderProblem(schema, { dry: false }, headers({ 'Mcp-Param-Dry': 'true' }))).toMatch(/does not match/);
     expect(paramHeaderProblem(schema, { dry: true }, headers({ 'Mcp-Param-Dry': 'false' }))).toMatch(/does not match/);
-    expect(paramHeaderProblem(schema, { dry: 'true' }, headers({ 'Mcp-Param-Dry': 'true' }))).toMatch(/does not match/); // the body's value is no boolean
+    // The body's value is no boolean: mirrored as it is written, for the schema check to refuse the argument.
+    expect(paramHeaderProblem(schema, { dry: 'true' }, headers({ 'Mcp-Param-Dry': 'true' }))).toBeNull();
+    expect(paramHeaderProblem(schema, { dry: 'yes' }, headers({ 'Mcp-Param-Dry': 'true' }))).toMatch(/does not match/);
   });
 
   it('an integer mirrors in decimal digits only, compared as a number', () => {
     expect(paramHeaderProblem(schema, { count: -3 }, headers({ 'Mcp-Param-Count': '-3' }))).toBeNull();
     for (const text of ['8', '0x7', '7e0', '+7', '', '7 ']) expect(paramHeaderProblem(schema, { count: 7 }, headers({ 'Mcp-Param-Count': text })), text).toMatch(/does not match/);
-    expect(paramHeaderProblem(schema, { count: '7' }, headers({ 'Mcp-Param-Count': '7' }))).toMatch(/does not match/); // the body's value is no number
+    // The body's value is no integer: mirrored as it is written, for the schema check to refuse the argument.
+    expect(paramHeaderProblem(schema, { count: '7' }, headers({ 'Mcp-Param-Count': '7' }))).toBeNull();
+    expect(paramHeaderProblem(schema, { count: 7.5 }, headers({ 'Mcp-Param-Count': '7.5' }))).toBeNull();
+    expect(paramHeaderProblem(schema, { count: '07' }, headers({ 'Mcp-Param-Count': '7' }))).toMatch(/does not match/);
+  });
+
+  it('an object or array argument has no header form: no header is looked for, the schema check judges it', () => {
+    expect(paramHeaderProblem(schema, { region: { a: 1 }, count: [7] }, headers({}))).toBeNull();
   });
 
   it('follows only declarations it may: a token name, a primitive type, through properties, not too deep', () => {
