@@ -287,7 +287,8 @@ export class ToolCall {
       // A tool held back for a pending pin change (a client calling it from a list shown before
       // the change): still unknown to the client, but saying why, and its row names whose it is.
       const held = hubName ? await this.catalog.heldItem('tools', hubName, view) : undefined;
-      const err = new RpcError(INVALID_PARAMS, held ? `Unknown tool: ${hubName} (${heldReason('tool', held.record)})` : `Unknown tool: ${hubName || '(no name)'}`);
+      // A name that is no string is no tool's (both eras require one): said so, as a missing uri is.
+      const err = new RpcError(INVALID_PARAMS, held ? `Unknown tool: ${hubName} (${heldReason('tool', held.record)})` : typeof params.name !== 'string' ? 'tools/call needs params.name, a string' : `Unknown tool: ${hubName || '(no name)'}`);
       const row = held ? { ...begin, server: held.server.id, upstreamName: held.upstreamName, upstreamEra: held.server.upstream.era } : begin;
       await this.ledger.record(row, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message, latencyMs: 0 });
       throw err;

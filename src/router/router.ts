@@ -332,7 +332,7 @@ export class Router {
       // Held back for a pending pin change (a client getting it from a list shown before): said, as for a tool call.
       const held = hubName ? await this.catalog.heldItem('prompts', hubName, view) : undefined;
       if (held) throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, `Unknown ${what}: ${hubName} (${heldReason('prompt', held.record)})`), { hubName, server: held.server.id, upstreamName: held.upstreamName, upstreamEra: held.server.upstream.era });
-      throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, `Unknown ${what}: ${hubName || '(no name)'}`), { hubName });
+      throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, typeof params.name !== 'string' ? `${method} needs params.name, a string` : `Unknown ${what}: ${hubName || '(no name)'}`), { hubName });
     }
     // A server that is down has no listed prompt here (downItem): only the arguments' shape is checked.
     const bad = promptArgumentsProblem(params, 'item' in routed ? (routed.item as Result).arguments : undefined);

@@ -265,9 +265,14 @@ describe('bad input at the HTTP endpoint', () => {
       ['call-name-number-header', 'tools/call', { name: 5, arguments: {} }, '5'],
       ['prompt-name-array', 'prompts/get', { name: ['modern__greet'] }, undefined],
     ];
+    // What is wrong is said (a name that is no string was "Unknown tool: (no name)"), in both eras.
+    const said = (method: string) => `${method} needs params.${method === 'resources/read' ? 'uri' : 'name'}, a string`;
+    const s = await legacySession(url);
     for (const [id, method, params, name] of cases) {
       const r = await post(url, modernBody(id, method, params), modernHeaders(method, name));
-      expect(expectError(r, 200, -32602).id, id).toBe(id);
+      expect(expectError(r, 200, -32602), id).toMatchObject({ id, error: { message: said(method) } });
+      const l = await post(url, { jsonrpc: '2.0', id: `${id}-legacy`, method, params }, { ...JSON_HEADERS, 'mcp-session-id': s.sessionId, 'mcp-protocol-version': LEGACY_VERSION });
+      expect(expectError(l, 200, -32602), id).toMatchObject({ id: `${id}-legacy`, error: { message: said(method) } });
     }
     const rows = await waitForRows(join(hub.dir, 'ledger.db'), { outcome: 'rpc_error' }, (x) => cases.every(([id]) => x.some((y) => y.requestId === id)));
     expect(rows.filter((y) => cases.some(([id]) => id === y.requestId)).map((y) => [y.requestId, y.errorCode, y.clientEra])).toEqual(cases.map(([id]) => [id, -32602, MODERN_VERSION]));
