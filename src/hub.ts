@@ -6,7 +6,7 @@ import { DEFAULT_INPUT_TIMEOUT_MS, type HubConfig, type PolicyConfig, type Serve
 import { Catalog, type ServerHandle } from './catalog/catalog.js';
 import { cursorKeyFrom } from './catalog/cursor.js';
 import { SessionIds } from './downstream/session-ids.js';
-import { NameAssigner } from './catalog/names.js';
+import { baseName, NameAssigner } from './catalog/names.js';
 import { Groups } from './catalog/filters.js';
 import type { ResourceRouteStore } from './catalog/resource-routes.js';
 import { PluginRunner } from './plugins/runner.js';
@@ -226,7 +226,7 @@ export class Hub implements HubCore {
       committed: (s) => this.metrics?.observeCommit(s),
     });
     this.auth = new Authenticator(config.auth, base, log);
-    this.gate = new EdgeGate(this.auth, new RateLimiter(config.policy?.rateLimit), (b, e, params) => observed.record(beginInCallTrace(this.mrtr.sealer, params, this.withToolServer(b)), e), log);
+    this.gate = new EdgeGate(this.auth, new RateLimiter(config.policy?.rateLimit), (b, e, params) => observed.record(beginInCallTrace(this.mrtr.sealer, params, this.withToolServer(b)), e), log, (name, principal, group) => this.renamedBase(name, principal, group));
     this.upstreams = new PrincipalUpstreams((spec, l) => createUpstream(spec, l), (h) => specOf(h.config, base), this.auth.required, log, {
       onConnection: (h, upstream, principal) => {
         this.catalog.watchConnection(h, upstream, principal);
@@ -375,6 +375,23 @@ export class Hub implements HubCore {
    * found under the server (`ledger query --server`, `ledger stats`) and /metrics counts it under
    * the tool, as the tool's calls refused, not under no tool at all. An unknown name stays none.
    */
+  /**
+   * The name a tool had before the hub renamed it, for the edge's scopes and rate limits
+   * (EdgeGate): by the tools list built last for this principal, else routed as its call will be
+   * (after the start-up grace, as the router waits for it), so a name no list has shown yet (a
+   * fresh hub, its hash worked out by the client) is not let past the glob its siblings meet.
+   * A name that routes nowhere has none: the router answers it "Unknown tool".
+   */
+  private renamedBase(hubName: string, principal: string, group: string | undefined): string | undefined | Promise<string | undefined> {
+    const view = { principal, group };
+    const known = this.catalog.knownTool(hubName, view);
+    if (known) return renamedFrom(known);
+    const grace = this.grace.over ? undefined : this.grace.wait(group, true);
+    return (grace ?? Promise.resolve())
+      .then(() => this.catalog.resolveTool(hubName, view))
+      .then((r) => (r ? renamedFrom(r) : undefined), () => undefined);
+  }
+
   private withToolServer(b: AuditBegin): AuditBegin {
     return b.server === undefined ? { ...b, ...toolServerOf(this.catalog, b.method, b.hubName, b.principal, b.group) } : b;
   }
@@ -631,4 +648,10 @@ export class Hub implements HubCore {
   health(shows?: (server: string) => boolean, groups?: ReadonlySet<string>): HubHealth {
     return hubHealth(this.healthSources, this.draining, shows, groups);
   }
+}
+
+/** A routed tool's base name (names.ts baseName) when the hub shows it under another. */
+function renamedFrom(r: { server: ServerHandle; upstreamName: string; hubName: string }): string | undefined {
+  const base = baseName(r.server.config.prefix, r.upstreamName);
+  return base === r.hubName ? undefined : base;
 }

@@ -214,9 +214,12 @@ export class Authenticator {
     return { ok: true, principal: v.principal, scopes: v.scopes, authContext: authContextOf(v.principal), via: 'oauth', expiresAt: v.expiresAt, lapse: v.lapse, groups: v.groups };
   }
 
-  /** null when `identity` may call `hubName`; otherwise the 403 step-up challenge naming every scope needed (for `group`'s resource). */
-  checkToolScopes(identity: Identity, hubName: string, group?: string): Refusal | null {
-    const needed = this.toolScopes.required(hubName);
+  /**
+   * null when `identity` may call `hubName`; otherwise the 403 step-up challenge naming every scope
+   * needed (for `group`'s resource). `base`: the tool's name before the hub renamed it (ToolScopes.required).
+   */
+  checkToolScopes(identity: Identity, hubName: string, group?: string, base?: string): Refusal | null {
+    const needed = this.toolScopes.required(hubName, base);
     if (needed.length === 0 || missingScopes(identity.scopes, needed).length === 0) return null;
     return this.insufficientScope([...new Set([...this.baseScopes, ...needed])], `calling ${hubName} needs scope ${needed.join(' ')}`, group);
   }

@@ -29,6 +29,16 @@ export function baseName(prefix: string, upstreamName: string): string {
   return prefix === '' ? upstreamName : `${prefix}${PREFIX_SEPARATOR}${upstreamName}`;
 }
 
+/**
+ * Whether a hub name ends as every renamed form does (`_` and a 6- or 8-hex hash): only such a
+ * name can differ from its base name. Another name may end so too; one that does not is its own base.
+ */
+export function mayBeRenamed(name: string): boolean {
+  return HASHED_END.test(name);
+}
+
+const HASHED_END = /_(?:[0-9a-f]{6}|[0-9a-f]{8})$/;
+
 /** Every character (code point, so one emoji is one `_`) outside the mode's set becomes `_`. */
 export function sanitizeName(s: string, mode: NameMode): string {
   const ok = NAME_RULES[mode].char;
@@ -367,7 +377,7 @@ export class NameAssigner {
   soleOwner(kind: NameKind, hubName: string, servers: readonly ServerPrefix[]): Resolved | undefined {
     const stored = this.storedOwners(kind, hubName, servers);
     if (stored.length > 0) return stored.length === 1 ? stored[0] : undefined;
-    if (!fitsName(hubName, this.mode) || /_(?:[0-9a-f]{6}|[0-9a-f]{8})$/.test(hubName)) return undefined;
+    if (!fitsName(hubName, this.mode) || mayBeRenamed(hubName)) return undefined;
     const space = spaceOf(hubName, new Set(servers.map((s) => s.prefix).filter((p) => p !== '')));
     const holders = space === undefined ? [] : servers.filter((s) => s.prefix === space);
     if (holders.length !== 1) return undefined;

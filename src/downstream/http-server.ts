@@ -509,7 +509,8 @@ export class HttpServer {
     // A response, well formed or not, answers the hub's own question: never refused as a request.
     if ((c.kind !== 'request' && c.kind !== 'invalid') || (c.kind === 'invalid' && c.response) || !this.opts.gate) return null;
     const refused = this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes, group, traceparent: first(req.headers['traceparent']), headers: req.headers });
-    // Only a refusal is a promise (its row is written first): a request let in waits no turn here.
+    // A refusal is a promise (its row is written first), and so is a call whose renamed tool's base
+    // name is looked up (EdgeGate.renamedBase); any other request let in waits no turn here.
     if (refused === null) return null;
     const answered = (r: EdgeRefusal | null): AdmitRefusal | null => r && { ...r, answer: errorResponse(c.kind === 'request' ? c.msg.id : undefined, new RpcError(INVALID_REQUEST, r.message)) };
     return refused instanceof Promise ? refused.then(answered) : answered(refused);

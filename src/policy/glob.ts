@@ -67,14 +67,15 @@ export class GlobTable<T> {
     return this.rows.length;
   }
 
-  matches(name: string): T[] {
+  /** `other`: a second name of the same thing (a renamed tool's base name); a row matching either counts once. */
+  matches(name: string, other?: string): T[] {
     const out: T[] = [];
-    for (const r of this.rows) if (r.test(name)) out.push(r.value);
+    for (const r of this.rows) if (r.test(name) || (other !== undefined && r.test(other))) out.push(r.value);
     return out;
   }
 
-  first(name: string): T | undefined {
-    for (const r of this.rows) if (r.test(name)) return r.value;
+  first(name: string, other?: string): T | undefined {
+    for (const r of this.rows) if (r.test(name) || (other !== undefined && r.test(other))) return r.value;
     return undefined;
   }
 }

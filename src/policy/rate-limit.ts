@@ -12,7 +12,7 @@ export interface BucketSpec {
 export interface RateLimitSpec {
   perPrincipal?: BucketSpec;
   perTool?: BucketSpec;
-  /** Overrides `perTool` for hub tool names matching the glob (first match wins). */
+  /** Overrides `perTool` for hub tool names matching the glob (first match wins); a renamed tool's base name is matched too. */
   tools?: Record<string, BucketSpec>;
 }
 
@@ -111,14 +111,23 @@ export class RateLimiter {
     return Boolean(this.spec.perPrincipal || this.spec.perTool || this.toolTable.size);
   }
 
-  check(principal: string, tool?: string): RateVerdict {
+  /** Whether a limit depends on the tool's name (`tools` globs): only then is a renamed tool's base name looked up. */
+  get byName(): boolean {
+    return this.toolTable.size > 0;
+  }
+
+  /**
+   * `base`: the tool's name before the hub renamed it, which the `tools` globs meet too (as a
+   * group's deny and `policy.confirm` do); its bucket is still the hub name's.
+   */
+  check(principal: string, tool?: string, base?: string): RateVerdict {
     const p = this.spec.perPrincipal;
     if (p) {
       const wait = this.buckets.take(`p\0${principal}`, p);
       if (wait > 0) return { ok: false, retryAfterMs: wait, limit: 'principal' };
     }
     if (tool !== undefined) {
-      const t = this.toolTable.first(tool) ?? this.spec.perTool;
+      const t = this.toolTable.first(tool, base) ?? this.spec.perTool;
       if (t) {
         const wait = this.buckets.take(`t\0${principal}\0${toolKey(tool)}`, t);
         if (wait > 0) return { ok: false, retryAfterMs: wait, limit: 'tool' };

@@ -16,9 +16,18 @@ export class ToolScopes {
     this.every = [...new Set(Object.values(norm).flat())];
   }
 
-  /** Scopes required to call `hubName` (deduplicated, in config order). */
-  required(hubName: string): string[] {
-    return [...new Set(this.table.matches(hubName).flat())];
+  /** Whether any tool needs a scope (else no name needs looking at). */
+  get size(): number {
+    return this.table.size;
+  }
+
+  /**
+   * Scopes required to call `hubName` (deduplicated, in config order). `base`: its name before the
+   * hub renamed it (names.ts baseName), which the globs meet too, as a group's deny and
+   * `policy.confirm` do: `x_delete_<hash>` needs what `*__delete` asks of its siblings.
+   */
+  required(hubName: string, base?: string): string[] {
+    return [...new Set(this.table.matches(hubName, base).flat())];
   }
 
   /** Every scope any tool may need, for `scopes_supported`. */

@@ -35,3 +35,50 @@ describe('EdgeGate.admit', () => {
     expect(await second).toMatchObject({ status: 429, message: expect.stringContaining('rate limit') });
   });
 });
+
+describe("EdgeGate: a renamed tool's base name", () => {
+  const renamed = (id: number) => ({ jsonrpc: '2.0' as const, id, method: 'tools/call', params: { name: 'x_delete_0a1b2c', arguments: {} } });
+
+  async function gateWith(limits: ConstructorParameters<typeof RateLimiter>[0], asked: string[]) {
+    const auth = new Authenticator(undefined, '.', silentLogger);
+    const gate = new EdgeGate(auth, new RateLimiter(limits, () => 0), async () => undefined, undefined, (name) => {
+      asked.push(name);
+      return name === 'x_delete_0a1b2c' ? 'x__delete' : undefined;
+    });
+    const who = await auth.authenticate(() => undefined);
+    if (!who.ok) throw new Error('no identity');
+    return { gate, who };
+  }
+
+  it('a rate-limit glob meets the name before the rename; the bucket is the hub name', async () => {
+    const asked: string[] = [];
+    const { gate, who } = await gateWith({ tools: { '*__delete': { burst: 1, perSecond: 0 } } }, asked);
+    expect(await gate.admit(who, renamed(1), facts)).toBeNull();
+    expect(await gate.admit(who, renamed(2), facts)).toMatchObject({ status: 429, message: expect.stringContaining('rate limit of x_delete_0a1b2c') });
+    expect(asked).toEqual(['x_delete_0a1b2c', 'x_delete_0a1b2c']);
+  });
+
+  it('is not looked up when no limit or scope goes by name, nor for a name no rename makes', async () => {
+    const asked: string[] = [];
+    const byPrincipal = await gateWith({ perPrincipal: { burst: 5, perSecond: 1 } }, asked);
+    expect(byPrincipal.gate.admit(byPrincipal.who, renamed(1), facts)).toBeNull();
+    const byName = await gateWith({ tools: { '*__delete': { burst: 5, perSecond: 1 } } }, asked);
+    expect(byName.gate.admit(byName.who, call(2), facts)).toBeNull();
+    expect(asked).toEqual([]);
+  });
+});
+
+describe('RateLimiter and ToolScopes with a base name', () => {
+  it('match a glob by either name, first row wins in table order', async () => {
+    const { ToolScopes } = await import('../../src/policy/scopes.js');
+    const scopes = new ToolScopes({ '*__delete': 'write', 'x_*': ['x', 'write'] });
+    expect(scopes.required('x_delete_0a1b2c')).toEqual(['x', 'write']);
+    expect(scopes.required('x_delete_0a1b2c', 'x__delete')).toEqual(['write', 'x']);
+    expect(scopes.required('y_other', 'y__other')).toEqual([]);
+    const limiter = new RateLimiter({ tools: { '*__delete': { burst: 1, perSecond: 0 } } }, () => 0);
+    expect(limiter.check('p', 'x_delete_0a1b2c', 'x__delete')).toEqual({ ok: true });
+    expect(limiter.check('p', 'x_delete_0a1b2c', 'x__delete')).toMatchObject({ ok: false, limit: 'tool' });
+    // Without the base name the glob does not meet it (no per-tool default): never limited.
+    expect(limiter.check('p', 'x_delete_0a1b2c')).toEqual({ ok: true });
+  });
+});
