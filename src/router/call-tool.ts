@@ -326,28 +326,11 @@ export class ToolCall {
     if (keyEnded && isRetry(params, ctx) && this.mrtr.parkedHere(params.requestState, bind)) keyEnded = undefined;
     const retry = !keyEnded && isRetry(params, ctx) ? await retryOf(this.mrtr, this.ledger, end, 'tools/call', params, ctx, bind, server, t0) : undefined;
     if (retry && 'result' in retry) return retry.result;
-    // Without a confirmation policy confirm() answers undefined: no await for it then.
-    let confirmation: Result | undefined;
-    try {
-      confirmation = !keyEnded && this.opts.confirmer?.active ? await this.confirm(ctx, routed, hubName, args, bind, retry?.confirmed) : undefined;
-    } catch (err) {
-      // Its client cancelled the call while the user was asked: cancelled, and nothing ran (the
-      // hub's stop: unavailable, as its client is answered).
-      await end({ ...outcomeOfError(cutOffError(err, ctx.signal)), latencyMs: performance.now() - t0 });
-      throw err;
-    }
-    if (confirmation) {
-      const waiting = confirmation.resultType === 'input_required';
-      await end({
-        outcome: waiting ? 'input_required' : 'denied',
-        errorKind: waiting ? null : 'policy',
-        errorMessage: waiting ? 'awaiting the user\'s confirmation' : String((confirmation.content as { text?: string }[])[0]?.text),
-        responseBytes: bytesOf(this.ledger, confirmation),
-        latencyMs: performance.now() - t0,
-      });
-      return confirmation;
-    }
-    // Plugins see the call last, once policy let it through; a deny is a tool error, audited.
+    // Plugins see the call once the hub's checks let it through, before the user is asked to
+    // confirm it: the user confirms the arguments that will run, a hook's rewrite included, and a
+    // hook's deny refuses without asking. A deny is a tool error, audited. On a modern client's
+    // retry the hooks run again (once per attempt): what they make is checked against what the
+    // user confirmed (confirm()).
     const plugins = this.opts.plugins?.callHooks ? this.opts.plugins : undefined;
     const pluginTool = plugins && {
       hubName,
@@ -373,6 +356,37 @@ export class ToolCall {
         await end({ outcome: 'denied', errorKind: 'policy', errorMessage: msg, latencyMs: performance.now() - t0 });
         return toolErrorResult(msg);
       }
+    }
+    // What will run, as the user is asked to confirm it: the hooks' arguments, else the client's.
+    const runArgs = plan ? plan.arguments : args;
+    // Whether the user confirmed these arguments on a retry, and the digest of a rewrite so
+    // confirmed (StateBody `r`: undefined when what runs is the client's own arguments, which the
+    // state's binding holds already): a modern upstream's later rounds carry both.
+    let confirmed: { rewrite?: string } | undefined;
+    // Without a confirmation policy confirm() answers undefined: no await for it then.
+    let confirmation: Result | undefined;
+    try {
+      if (!keyEnded && this.opts.confirmer?.active) {
+        const asked = await this.confirm(ctx, routed, hubName, runArgs, bind, retry);
+        if ('answer' in asked) confirmation = asked.answer;
+        else if (asked.confirmed) confirmed = asked;
+      }
+    } catch (err) {
+      // Its client cancelled the call while the user was asked: cancelled, and nothing ran (the
+      // hub's stop: unavailable, as its client is answered).
+      await end({ ...outcomeOfError(cutOffError(err, ctx.signal)), latencyMs: performance.now() - t0 });
+      throw err;
+    }
+    if (confirmation) {
+      const waiting = confirmation.resultType === 'input_required';
+      await end({
+        outcome: waiting ? 'input_required' : 'denied',
+        errorKind: waiting ? null : 'policy',
+        errorMessage: waiting ? 'awaiting the user\'s confirmation' : String((confirmation.content as { text?: string }[])[0]?.text),
+        responseBytes: bytesOf(this.ledger, confirmation),
+        latencyMs: performance.now() - t0,
+      });
+      return confirmation;
     }
     if (key) {
       const again = keyEnded ? undefined : this.askedAgain(owner, key, bind, ctx);
@@ -485,7 +499,7 @@ export class ToolCall {
       first = parkedRun;
       if (key && parkedRun) this.parkedKeys.set(keyText(owner, key), parkedRun);
       try {
-        const raw = withoutHubError(await this.mrtr.roundTrips('tools/call', conn, forwarded, asking, opts, bind, retry?.confirmed === true), server.config.trust);
+        const raw = withoutHubError(await this.mrtr.roundTrips('tools/call', conn, forwarded, asking, opts, bind, confirmed !== undefined && retry?.confirmed === true, confirmed?.rewrite), server.config.trust);
         const isFinal = raw.resultType === undefined || raw.resultType === 'complete';
         const checked = isFinal ? checkedOutput(this.opts.validator, hubName, routed.item, raw) : raw;
         let result = checked;
@@ -604,24 +618,45 @@ export class ToolCall {
   }
 
   /**
-   * Policy confirmation of a risky call: undefined = go ahead; otherwise what to answer now
-   * (an `input_required` asking a modern client, or a refusal). Legacy clients are asked on
-   * their session while the call waits.
+   * Policy confirmation of a risky call, of `args` as they will run (a beforeCall hook's
+   * rewrite): `{ answer }`, what to answer now (an `input_required` asking a modern client, or a
+   * refusal), or go ahead, with the digest of the rewrite the user confirmed when there was one.
+   * Legacy clients are asked on their session while the call waits. A modern client's retry
+   * carries the user's answer (`retry`); a yes counts only for the arguments it was given for:
+   * hooks that make other ones on the retry have the user asked again.
    */
-  private async confirm(ctx: CallContext, routed: Routed, hubName: string, args: unknown, bind: Binding, answered?: boolean): Promise<Result | undefined> {
+  private async confirm(
+    ctx: CallContext,
+    routed: Routed,
+    hubName: string,
+    args: unknown,
+    bind: Binding,
+    retry: { confirmed?: boolean; rewritten?: string } | undefined,
+  ): Promise<{ answer: Result } | { confirmed?: true; rewrite?: string }> {
     const c = this.opts.confirmer;
-    if (answered === true || !c?.active) return undefined;
-    if (answered === false) return toolErrorResult(`Tool ${hubName} was declined by the user.`);
-    if (!c.needed(hubName, routed.server.config, routed.upstreamName, routed.item.annotations)) return undefined;
+    const answered = retry?.confirmed;
+    if (answered === false) return { answer: toolErrorResult(`Tool ${hubName} was declined by the user.`) };
+    if (!c?.active) return {};
+    let rewrite: string | undefined;
+    try {
+      rewrite = rewriteDigest(args, bind);
+    } catch (err) {
+      if (!(err instanceof NestingTooDeepError)) throw err;
+      return { answer: toolErrorResult(`Tool ${hubName} was not run: the arguments as a plugin rewrote them cannot be confirmed (${err.message})`) };
+    }
+    if (answered === true && retry?.rewritten === rewrite) return { confirmed: true, rewrite };
+    if (!c.needed(hubName, routed.server.config, routed.upstreamName, routed.item.annotations)) return {};
     // The confirmation is a form.
     if (!elicits(ctx.clientCapabilities, 'form'))
-      return toolErrorResult(`Tool ${hubName} needs the user's confirmation, and this client cannot ask the user (it did not declare form elicitation). It was not run.`);
+      return { answer: toolErrorResult(`Tool ${hubName} needs the user's confirmation, and this client cannot ask the user (it did not declare form elicitation). It was not run.`) };
     const req = c.request(hubName, routed.server.id, args);
-    if (ctx.clientEra === MODERN)
-      return { resultType: 'input_required', inputRequests: { [CONFIRM_KEY]: req }, requestState: this.mrtr.sealer.seal(bind, { k: 'confirm' }) };
+    if (ctx.clientEra === MODERN) {
+      const state = this.mrtr.sealer.seal(bind, rewrite === undefined ? { k: 'confirm' } : { k: 'confirm', r: rewrite });
+      return { answer: { resultType: 'input_required', inputRequests: { [CONFIRM_KEY]: req }, requestState: state } };
+    }
     try {
       // Withdrawn when the hub's stop closes the upstreams: the call waits on the hub alone.
-      if (ctx.askClient && accepted(await ctx.askClient(req, this.mrtr.stopping))) return undefined;
+      if (ctx.askClient && accepted(await ctx.askClient(req, this.mrtr.stopping))) return { confirmed: true, rewrite };
     } catch (err) {
       // The call was cancelled while its user was asked: that is no answer of the user's.
       if (ctx.signal.aborted) throw err instanceof CancelledError ? err : new CancelledError(reasonOf(ctx.signal));
@@ -629,8 +664,19 @@ export class ToolCall {
       if (this.mrtr.stopping.aborted) throw new HubStoppingError(true);
       this.log.debug({ err: String((err as Error)?.message ?? err) }, 'confirmation request failed');
     }
-    return toolErrorResult(`Tool ${hubName} was declined by the user.`);
+    return { answer: toolErrorResult(`Tool ${hubName} was declined by the user.`) };
   }
+}
+
+/**
+ * The digest of the arguments that will run when they are not the client's own (a beforeCall
+ * hook's rewrite); undefined when they are, which the request state's binding holds already.
+ * With a hook the arguments are always its copy, changed or not: compared by digest.
+ */
+function rewriteDigest(args: unknown, bind: Binding): string | undefined {
+  if (args === bind.args) return undefined;
+  const digest = argsHash(args ?? {});
+  return digest === argsDigestOf(bind) ? undefined : digest;
 }
 
 /** Errors raised by asking the client on the upstream's behalf (call-tool body): never the call's outcome. */

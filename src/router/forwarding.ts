@@ -277,15 +277,15 @@ export async function retryOf(
   bind: Binding,
   server: ServerHandle,
   t0: number,
-): Promise<{ result: Result } | { params: Result; confirmed?: boolean } | undefined> {
+): Promise<{ result: Result } | { params: Result; confirmed?: boolean; rewritten?: string } | undefined> {
   if (!isRetry(params, ctx)) return undefined;
   try {
     const retry = mrtr.openRetry(params, bind, ctx.clientCapabilities, ctx.signal, { onProgress: ctx.onProgress, onLog: ctx.onLog });
     if (retry.kind === 'forward') {
       if (retry.server !== server.id) throw new RpcError(INVALID_PARAMS, 'requestState was issued for another server');
-      return retry.confirmed ? { params: retry.params, confirmed: true } : { params: retry.params };
+      return retry.confirmed ? { params: retry.params, confirmed: true, rewritten: retry.rewritten } : { params: retry.params };
     }
-    if (retry.kind === 'confirm') return { params: retry.params, confirmed: retry.accepted };
+    if (retry.kind === 'confirm') return { params: retry.params, confirmed: retry.accepted, rewritten: retry.rewritten };
     const result = await retry.result;
     // This request is the one that carries the call's answer to the client: its row has its size.
     await record(Object.assign(endOf(ledger, result), { latencyMs: performance.now() - t0 }));

@@ -24,8 +24,8 @@ const MAX_ROUNDS = 10;
 /** A modern client's retry, after its requestState opened. */
 export type Retry =
   | { kind: 'resume'; result: Promise<Result> }
-  | { kind: 'forward'; server: string; params: Result; confirmed: boolean }
-  | { kind: 'confirm'; accepted: boolean | undefined; params: Result };
+  | { kind: 'forward'; server: string; params: Result; confirmed: boolean; rewritten?: string }
+  | { kind: 'confirm'; accepted: boolean | undefined; params: Result; rewritten?: string };
 
 /**
  * The call ends on an upstream's input_required turn the hub could not take further (a client
@@ -113,9 +113,10 @@ export class Mrtr {
    * One upstream request plus the rounds its `input_required` answers need: passed on to a
    * modern client under the hub's seal (recipe C), or turned into real requests to a legacy
    * client and retried upstream (recipe B). `confirmed`: the user confirmed this call, and the
-   * modern client's next round must say so (the state carries it).
+   * modern client's next round must say so (the state carries it). `rewritten`: the digest of
+   * the arguments it confirmed when plugins made them other than the client's (StateBody `r`).
    */
-  async roundTrips(method: string, server: ServerHandle, params: Result, ctx: CallContext, opts: CallOptions, bind: Binding, confirmed = false): Promise<Result> {
+  async roundTrips(method: string, server: ServerHandle, params: Result, ctx: CallContext, opts: CallOptions, bind: Binding, confirmed = false, rewritten?: string): Promise<Result> {
     let p = params;
     /** The URL steps a legacy client accepted in the last round, by the id the hub made up for each (urlStepsDone). */
     let accepted: UrlStep[] | undefined;
@@ -151,7 +152,7 @@ export class Mrtr {
       }
       if (ctx.clientEra === MODERN) {
         const up = typeof r.requestState === 'string' ? r.requestState : undefined;
-        const sealed = this.sealer.seal(bind, confirmed ? { k: 'fwd', server: server.id, up, ok: 1 } : { k: 'fwd', server: server.id, up });
+        const sealed = this.sealer.seal(bind, confirmed ? { k: 'fwd', server: server.id, up, ok: 1, ...(rewritten === undefined ? {} : { r: rewritten }) } : { k: 'fwd', server: server.id, up });
         // Sealed, the upstream's state grows by half: one the client could never send back would
         // have its retry refused as too large (413), a failure it cannot make sense of.
         if (sealed.length >= this.maxRequestBytes)
@@ -249,11 +250,11 @@ export class Mrtr {
       delete forwarded.requestState;
       delete forwarded.inputResponses;
       // An answer this hub cannot tell was not spent already (body.again) is none: asked again.
-      return { kind: 'confirm', accepted: body.again ? undefined : verdict(answers[CONFIRM_KEY]), params: forwarded };
+      return { kind: 'confirm', accepted: body.again ? undefined : verdict(answers[CONFIRM_KEY]), params: forwarded, rewritten: body.r };
     }
     if (body.up === undefined) delete forwarded.requestState;
     else forwarded.requestState = body.up;
-    return { kind: 'forward', server: body.server, params: forwarded, confirmed: body.ok === 1 };
+    return { kind: 'forward', server: body.server, params: forwarded, confirmed: body.ok === 1, rewritten: body.ok === 1 ? body.r : undefined };
   }
 }
 

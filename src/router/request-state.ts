@@ -19,8 +19,11 @@ export type StateBody =
   /**
    * Modern ↔ modern: the upstream's own state, nested, and which upstream minted it. `ok`: the
    * user already confirmed this call (policy.confirm), so its later rounds do not ask again.
+   * `r`, with a confirmation (here and in `confirm`): the digest of the arguments the user
+   * confirmed when a plugin's beforeCall made them other than the client's (the envelope's `a`
+   * binds those); a retry whose hooks make other ones is asked again (call-tool.ts).
    */
-  | { k: 'fwd'; server: string; up?: string; ok?: 1 }
+  | { k: 'fwd'; server: string; up?: string; ok?: 1; r?: string }
   /** A call parked at this hub instance, waiting for the client's input (legacy upstream). */
   | { k: 'park'; id: string }
   /**
@@ -28,7 +31,7 @@ export type StateBody =
    * open() only: the answer is not taken here (it was asked where this hub cannot tell whether
    * it was spent), so the user is asked again.
    */
-  | { k: 'confirm'; again?: 1 };
+  | { k: 'confirm'; again?: 1; r?: string };
 
 interface Envelope {
   p: string; // principal
@@ -232,7 +235,7 @@ function confirms(b: StateBody): boolean {
 function unconfirmed(b: StateBody): StateBody {
   if (b.k === 'confirm') return { k: 'confirm', again: 1 };
   if (b.k !== 'fwd') return b;
-  const { ok: _dropped, ...rest } = b;
+  const { ok: _dropped, r: _rewritten, ...rest } = b;
   return rest;
 }
 
