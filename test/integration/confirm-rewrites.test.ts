@@ -15,6 +15,9 @@ import { Client as V2Client, StreamableHTTPClientTransport as V2Transport } from
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { META_CAPS, modernBody, modernHeaders, modernMeta, post, waitForReady, type Json } from '../helpers/wire.js';
 import { tmp } from './catalog-helpers.js';
+import { USER_CAPABILITIES, startTranslationHub, type TranslationHub } from '../fixtures/translation/peers.js';
+
+const CONFIRM = 'switchyard/confirm';
 
 let hub: HubProcess;
 let stats: string;
@@ -118,5 +121,60 @@ describe('confirmation of arguments a plugin rewrites', () => {
     expect(r.resultType).not.toBe('input_required');
     expect(r.isError).toBe(true);
     expect(textOf(r)).toMatch(/refused by plugin rewrite: not this one/);
+  });
+});
+
+describe("a confirmed call whose modern upstream then asks questions of its own", () => {
+  let th: TranslationHub;
+  beforeAll(async () => {
+    const dir = tmp();
+    // The `who` the upstream is called with: the same every attempt ("fixed"), or the same for
+    // two attempts (the question and its confirmed retry) and another from the third on.
+    writeFileSync(
+      join(dir, 'who.mjs'),
+      `let n = 0;
+      export default { name: 'who', beforeCall(ctx) {
+        const w = ctx.arguments.who;
+        if (w === 'fixed') return { arguments: { who: 'R' } };
+        if (w === 'later') return { arguments: { who: ++n <= 2 ? 'S' : 'S' + n } };
+      } };`,
+    );
+    th = await startTranslationHub({ plugins: { paths: ['./who.mjs'] }, policy: { confirm: ['ms__elicit_form'] } }, {}, { dir });
+  }, 60_000);
+  afterAll(async () => void (await th?.stop()));
+
+  let nextId = 1;
+  async function call(who: string, extra: Json = {}): Promise<Json> {
+    const id = `t${nextId++}`;
+    const r = await post(th.url, modernBody(id, 'tools/call', { name: 'ms__elicit_form', arguments: { who }, ...extra }, modernMeta({ [META_CAPS]: USER_CAPABILITIES })), modernHeaders('tools/call', 'ms__elicit_form'));
+    const m = r.messages.find((x) => x.id === id);
+    if (!m?.result) throw new Error(`${r.status} ${r.text}`);
+    return m.result as Json;
+  }
+  const answer = (r: Json) =>
+    Object.fromEntries(Object.keys(r.inputRequests as Json).map((k) => [k, k === CONFIRM ? { action: 'accept', content: {} } : { action: 'accept', content: { name: 'Ada' } }]));
+
+  it('the rewrite the user confirmed carries through the upstream\'s rounds: asked once, then completes', async () => {
+    const asked: string[][] = [];
+    let r = await call('fixed');
+    for (let round = 0; r.resultType === 'input_required' && round < 6; round++) {
+      asked.push(Object.keys(r.inputRequests as Json));
+      r = await call('fixed', { requestState: r.requestState, inputResponses: answer(r) });
+    }
+    expect(r).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'action=accept content={"name":"Ada"}' }] });
+    expect(asked).toEqual([[CONFIRM], [expect.not.stringMatching(CONFIRM)]]);
+  });
+
+  it("a round whose hooks rewrite otherwise than the user confirmed has the user asked again", async () => {
+    const first = await call('later');
+    expect(Object.keys(first.inputRequests as Json)).toEqual([CONFIRM]);
+    // Confirmed: the upstream's own question comes next (it ran with what the user saw).
+    const upstreamAsks = await call('later', { requestState: first.requestState, inputResponses: answer(first) });
+    expect(upstreamAsks.resultType).toBe('input_required');
+    expect(Object.keys(upstreamAsks.inputRequests as Json)).not.toContain(CONFIRM);
+    // Its answer comes back with other arguments from the hooks: the hub's question again.
+    const again = await call('later', { requestState: upstreamAsks.requestState, inputResponses: answer(upstreamAsks) });
+    expect(again).toMatchObject({ resultType: 'input_required' });
+    expect(Object.keys(again.inputRequests as Json)).toEqual([CONFIRM]);
   });
 });
