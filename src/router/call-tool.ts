@@ -363,7 +363,7 @@ export class ToolCall {
     // confirmed (StateBody `r`: undefined when what runs is the client's own arguments, which the
     // state's binding holds already): a modern upstream's later rounds carry both.
     let confirmed: { rewrite?: string } | undefined;
-    // Without a confirmation policy confirm() answers undefined: no await for it then.
+    // Without a confirmation policy confirm() is not called: no await for it then.
     let confirmation: Result | undefined;
     try {
       if (!keyEnded && this.opts.confirmer?.active) {
