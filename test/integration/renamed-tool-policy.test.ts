@@ -5,12 +5,14 @@
  * real built hub, real stdio upstreams, API keys over loopback HTTP.
  */
 import { createHash } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AUDIENCE, ISSUER, sha256Hex, signingKey, waitForReadyWith, writeJwks } from '../helpers/auth.js';
-import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { BIN, nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders, post, type RawReply } from '../helpers/wire.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
@@ -75,4 +77,28 @@ describe('scopes and rate limits of a renamed tool', () => {
     // Its bucket is its own: the sibling x__echo still has its token.
     expect((await call(LIMITED, 'x__echo')).status).toBe(200);
   });
+});
+
+describe('over stdio (switchyard stdio, an SDK v1 client)', () => {
+  it('a rate-limit glob meets the renamed tool by the name it had, on a fresh hub whose list no one asked for', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-renamed-stdio-'));
+    const file = join(d, 'hub.config.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        ledger: { path: join(d, 'ledger.db') },
+        policy: { rateLimit: { tools: { '*__echo': { burst: 1, perSecond: 0.001 } } } },
+        servers: { sq: { ...squatter, prefix: '' }, x },
+      }),
+    );
+    const c = new Client({ name: 'renamed-stdio', version: '1' });
+    await c.connect(new StdioClientTransport({ command: process.execPath, args: [BIN, 'stdio', '--config', file], cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } as Record<string, string>, stderr: 'ignore' }));
+    try {
+      const first = await c.callTool({ name: moved, arguments: { text: 'hi' } });
+      expect(JSON.stringify(first.content)).toContain('x__echo ran from-sq');
+      await expect(c.callTool({ name: moved, arguments: { text: 'hi' } })).rejects.toThrow(new RegExp(`Too Many Requests: the rate limit of ${moved}`));
+    } finally {
+      await c.close();
+    }
+  }, 30_000);
 });
