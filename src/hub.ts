@@ -284,6 +284,7 @@ export class Hub implements HubCore {
       startsOwnProcess: (server, principal) => startsOwnProcess(this.upstreams, server, principal),
       validator: this.validator,
       plugins: this.plugins,
+      credentials: this.auth,
       capabilitiesOf: (h) => this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities),
       server: (id) => this.handles.get(id),
       carrySubscription: (id, conn, made, uri) => this.upstreamSubs.carrySubscription(id, conn, made, uri),

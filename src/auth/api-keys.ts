@@ -37,6 +37,12 @@ export class ApiKeyStore {
     return this.entries.length;
   }
 
+  /** The holder of a configured hash (KeyHolder.key): a credential let in before, looked up again. */
+  holderOf(key: string): KeyHolder | undefined {
+    for (const e of this.entries) if (e.holder.key === key) return e.holder;
+    return undefined;
+  }
+
   lookup(presented: string): KeyHolder | undefined {
     const h = createHash('sha256').update(presented, 'utf8').digest();
     let found: KeyHolder | undefined;

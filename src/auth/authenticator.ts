@@ -145,7 +145,29 @@ export class Authenticator {
    */
   replaceKeys(keys: readonly ApiKeyConfig[]): void {
     this.keys = new ApiKeyStore(keys);
+    this.keysVersion++;
     this.cfg = { ...this.cfg, apiKeys: [...keys] };
+  }
+
+  /**
+   * Bumped by every replaceKeys: a call held after it was let in (a plugin, the row's write)
+   * looks its key up again only when this moved (revokedRefusal).
+   */
+  keysVersion = 0;
+
+  /**
+   * null while the API key `key` (its configured hash) still lets `principal` in at `group`'s
+   * endpoint; otherwise what a request with it is answered now: 401 for a key removed or given to
+   * another principal, 403 for one whose groups no longer take the endpoint (as authenticate and
+   * the edge answer them, the reason saying the call was held and not sent).
+   */
+  revokedRefusal(key: string, principal: string, group: string | undefined): Refusal | null {
+    const holder = this.keys.holderOf(key);
+    const held = 'revoked while the call was held; it was not sent';
+    if (!holder || holder.principal !== principal) return this.unauthorized('invalid_token', `unknown API key (${held})`, group);
+    if (holder.groups && !(group !== undefined && holder.groups.has(group)))
+      return { status: 403, headers: {}, message: `Forbidden: this API key may use only ${[...holder.groups].map((g) => `/mcp/${g}`).join(', ')} (${held})`, principal };
+    return null;
   }
 
   /**

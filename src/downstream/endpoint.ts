@@ -1,3 +1,4 @@
+import { CredentialRevokedError } from '../auth/held-credential.js';
 import { methodTable } from '../protocol/method-table.js';
 import { answeredId, type BodyEnds } from './oversize-body.js';
 import { INVALID_MESSAGE } from '../policy/gate.js';
@@ -305,6 +306,8 @@ export class Endpoint {
         ex.reply(undefined, 202); // the stream is gone or the client cancelled: nothing more is sent
         return;
       }
+      // A held call whose API key a reload revoked: the status and challenge the edge gives that key now.
+      if (err instanceof CredentialRevokedError) return ex.reply(errorResponse(req.id, err), err.refusal.status, err.refusal.headers);
       const rpc = toModernError(asRpc(err, this.log));
       ex.reply(errorResponse(req.id, rpc), modernErrorStatus(rpc));
     } finally {

@@ -1,3 +1,4 @@
+import { CredentialRevokedError, heldKeyRefusal, type HeldCredentials } from '../auth/held-credential.js';
 import type { Logger } from '../log.js';
 import type { Catalog, Routed, ServerHandle, View } from '../catalog/catalog.js';
 import type { CallPlan, PluginRunner } from '../plugins/runner.js';
@@ -44,6 +45,8 @@ export interface ToolCallOptions {
   upstreamFor?: UpstreamFor;
   validator?: SchemaValidator;
   plugins?: PluginRunner;
+  /** See RouterOptions.credentials. */
+  credentials?: HeldCredentials;
   /** See RouterOptions.server: the handle in use now, by server id. */
   server?: (id: string) => ServerHandle | undefined;
 }
@@ -239,6 +242,8 @@ export class ToolCall {
     // The groups its route is judged under (a route from the start-up grace's was judged before
     // this call began: looked at again before it is sent, whatever the version).
     const groupsAt = ctx.routedInGrace === undefined ? this.catalog.groups.version : -1;
+    // The key set its credential was let in under (the edge checked it as the request came).
+    const keysAt = this.opts.credentials?.keysVersion ?? 0;
     // A call let past the start-up grace comes with the route that let it (hub/startup-grace.ts); read
     // only when the aggregate has none, so the usual call pays nothing for it.
     // Nor is a key whose call has ended routed when its tool's server is down (endedOfDown): it is
@@ -464,6 +469,15 @@ export class ToolCall {
       await finish(outcomeOfError(err), undefined, false);
       unspent?.();
       return toolErrorResult(`Tool ${hubName} is unavailable: ${err.message}`);
+    }
+    // A reload revoked its API key while the call was held (its row written, a plugin): not sent,
+    // and answered as a request with that key is now (401, or 403 for an endpoint its groups
+    // lost), its row saying so as the edge's refusal does.
+    const revoked = heldKeyRefusal(this.opts.credentials, keysAt, ctx.credentialKey, ctx.principal, ctx.group);
+    if (revoked) {
+      await finish({ outcome: 'denied', errorKind: 'policy', errorCode: revoked.status, errorMessage: revoked.message }, undefined, false);
+      unspent?.();
+      throw new CredentialRevokedError(revoked);
     }
     // A reload changed the groups while the call was held (its row written, a plugin, the user's
     // confirmation): a tool its group no longer shows is not sent through it, as it would not be

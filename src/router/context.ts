@@ -20,6 +20,8 @@ export interface CallContext {
    * key of private caches and per-principal upstream connections.
    */
   authContext?: string;
+  /** The API key that let the request in (its configured hash): looked up again before a held call is sent. */
+  credentialKey?: string;
   clientAddress?: string;
   clientEra: Era;
   clientInfo?: Implementation;

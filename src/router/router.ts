@@ -1,3 +1,4 @@
+import type { HeldCredentials } from '../auth/held-credential.js';
 import { heldReason } from '../catalog/held-reason.js';
 import type { Logger } from '../log.js';
 import type { Catalog, ServerHandle } from '../catalog/catalog.js';
@@ -86,6 +87,8 @@ export interface RouterOptions {
   validator?: SchemaValidator;
   /** Plugin hooks around tool calls (beforeCall, afterCall). */
   plugins?: PluginRunner;
+  /** The hub's API keys as they stand now: a held call's key is looked up again before it is sent (auth/held-credential.ts). */
+  credentials?: HeldCredentials;
   /** The capabilities a server counts with: its own, or what it offered when last ready while it is down; default its own. */
   capabilitiesOf?: (server: ServerHandle) => ServerCapabilities | undefined;
   /**

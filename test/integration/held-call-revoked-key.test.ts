@@ -1,0 +1,116 @@
+/**
+ * A modern client's tools/call let in with an API key, then held before it is sent (a plugin's
+ * beforeCall), while a reload revokes that key (`switchyard keys remove`) or narrows its groups:
+ * the call is not sent, and is answered as a request with that key is now (401 with its
+ * challenge, or 403 for an endpoint its groups lost), its row saying so. A key the reload kept
+ * has its held call sent. Real built hub and CLI, SDK v2 client, the repo's mutable server.
+ */
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
+import { sha256Hex } from '../helpers/auth.js';
+import { runCli } from '../helpers/cli.js';
+import { loggedTimes } from '../helpers/config-edit.js';
+import { holdingPlugin } from '../helpers/hold-plugin.js';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { modernBody, modernHeaders, post, type Json } from '../helpers/wire.js';
+import { tmp } from './catalog-helpers.js';
+
+const ALICE = 'sy_alice-heldcall-key-0123456789abcdefghijklmnopq';
+const BOB = 'sy_bob-heldcall-key-0123456789abcdefghijklmnopqrs';
+const TOOLS = JSON.stringify([{ name: 'echo', inputSchema: { type: 'object' } }]);
+
+let hub: HubProcess | undefined;
+afterEach(async () => {
+  await hub?.stop();
+  hub = undefined;
+});
+
+async function rigged(): Promise<{ hub: HubProcess; dir: string; calls: () => number }> {
+  const dir = tmp();
+  writeFileSync(join(dir, 'plugin.mjs'), holdingPlugin(dir));
+  const statsFile = join(dir, 'stats.json');
+  const r = nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', TOOLS, STATS_FILE: statsFile });
+  const apiKeys = [
+    { principal: 'alice', sha256: sha256Hex(ALICE) },
+    { principal: 'bob', sha256: sha256Hex(BOB) },
+  ];
+  hub = await startHub({ auth: { apiKeys }, groups: { g: { servers: ['r'] }, h: { servers: ['r'] } }, plugins: { paths: ['./plugin.mjs'] }, servers: { r } }, { dir });
+  const h = hub;
+  await expect
+    .poll(async () => ((await (await fetch(new URL('/healthz', h.url), { headers: { authorization: `Bearer ${ALICE}` } })).json()) as { servers?: Json[] }).servers?.[0]?.state, { timeout: 20_000, interval: 50 })
+    .toBe('ready');
+  const calls = () => (existsSync(statsFile) ? ((JSON.parse(readFileSync(statsFile, 'utf8')) as Record<string, number>)['tools/call'] ?? 0) : 0);
+  return { hub: h, dir, calls };
+}
+
+/** The tools/call rows of `principal`: outcome, code and message. */
+function rowsOf(h: HubProcess, principal: string): Json[] {
+  const db = new Database(join(h.dir, 'ledger.db'), { readonly: true });
+  try {
+    return db.prepare('SELECT outcome, error_code AS code, error_message AS message FROM audit WHERE method = ? AND principal = ? ORDER BY id').all('tools/call', principal) as Json[];
+  } finally {
+    db.close();
+  }
+}
+
+/** Waits until the plugin holds a call, and clears its sign for the next one. */
+async function holding(dir: string): Promise<void> {
+  await expect.poll(() => existsSync(join(dir, 'holding')), { timeout: 10_000, interval: 20 }).toBe(true);
+  rmSync(join(dir, 'holding'));
+}
+
+describe('a held tools/call whose API key a reload revoked', () => {
+  it('is not sent, and is refused 401 with its row; a kept key held across the same reload is sent', async () => {
+    const r = await rigged();
+    const client = new ClientV2({ name: 'alice-held', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await client.connect(new TransportV2(new URL(r.hub.url), { requestInit: { headers: { authorization: `Bearer ${ALICE}` } } }));
+    try {
+      const before = r.calls();
+      const revoked = client.callTool({ name: 'r__echo', arguments: { text: 'held' } }).then(
+        () => 'answered',
+        (err: Error) => err.message,
+      );
+      await holding(r.dir);
+      const kept = post(r.hub.url, modernBody('kept', 'tools/call', { name: 'r__echo', arguments: { text: 'held' } }), { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${BOB}` });
+      await holding(r.dir);
+      const removed = await runCli(['keys', 'remove', 'alice', '--config', r.hub.configFile]);
+      expect(removed.code, removed.stderr).toBe(0);
+      await loggedTimes(r.hub, 'config reloaded', 1);
+      writeFileSync(join(r.dir, 'open'), '');
+      expect(await revoked).toMatch(/401|Unauthorized/);
+      expect((await kept).status).toBe(200);
+      // Bob's call alone reached the server.
+      expect(r.calls()).toBe(before + 1);
+      await expect
+        .poll(() => rowsOf(r.hub, 'alice'), { timeout: 10_000, interval: 50 })
+        .toEqual([{ outcome: 'denied', code: 401, message: 'Unauthorized: unknown API key (revoked while the call was held; it was not sent)' }]);
+    } finally {
+      await client.close().catch(() => undefined);
+    }
+  });
+
+  it('whose groups no longer take its endpoint is not sent, and is refused 403 as the edge refuses that key there', async () => {
+    const r = await rigged();
+    const before = r.calls();
+    const g = r.hub.url.replace(/\/mcp$/, '/mcp/g');
+    const pending = post(g, modernBody('narrowed', 'tools/call', { name: 'r__echo', arguments: { text: 'held' } }), { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${ALICE}` });
+    await holding(r.dir);
+    const config = JSON.parse(readFileSync(r.hub.configFile, 'utf8')) as { auth: { apiKeys: { principal: string; groups?: string[] }[] } };
+    config.auth.apiKeys.find((k) => k.principal === 'alice')!.groups = ['h'];
+    writeFileSync(r.hub.configFile, JSON.stringify(config));
+    await loggedTimes(r.hub, 'config reloaded', 1);
+    writeFileSync(join(r.dir, 'open'), '');
+    const reply = await pending;
+    const message = 'Forbidden: this API key may use only /mcp/h (revoked while the call was held; it was not sent)';
+    expect(reply.status).toBe(403);
+    expect(reply.body?.error).toEqual({ code: -32600, message });
+    expect(r.calls()).toBe(before);
+    await expect.poll(() => rowsOf(r.hub, 'alice'), { timeout: 10_000, interval: 50 }).toEqual([{ outcome: 'denied', code: 403, message }]);
+    // A request with the key there now is refused the same way by the edge.
+    const now = await post(g, modernBody('after', 'tools/call', { name: 'r__echo', arguments: { text: 'x' } }), { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${ALICE}` });
+    expect(now.status).toBe(403);
+  });
+});
