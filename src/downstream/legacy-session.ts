@@ -280,12 +280,12 @@ export class LegacySession {
    * `stopping`: the hub's stop ends it (the stdio hub), whose calls still running are answered so
    * (HubStoppingError), or end cancelled for the client gone (a CancelledError: stdout broke).
    */
-  close(stopping?: HubStoppingError | CancelledError): void {
+  close(stopping?: HubStoppingError | CancelledError, ended?: string): void {
     this.ended = true;
     // The calls end first: one waiting for its client's answer to a question then ends as the
     // session's end or the hub's stop says (its row cancelled, or unavailable), not with the
     // question's 'session closed', which a modern upstream's round failed with first (rpc_error).
-    const why = stopping ?? new SessionEndedError();
+    const why = stopping ?? new SessionEndedError(ended);
     for (const c of this.inflight.values()) c.abort(why);
     for (const p of this.pending.values()) p.reject(new RpcError(-32603, 'session closed'));
     this.pending.clear();
@@ -299,8 +299,9 @@ export class LegacySession {
  * still waits for an answer to its request, and over HTTP is given one (Endpoint.legacyRequest).
  */
 export class SessionEndedError extends CancelledError {
-  constructor() {
-    super('the client session ended while the request was in flight');
+  /** `why`: what ended it, when the hub knows (a revoked API key), told after the sentence. */
+  constructor(why?: string) {
+    super(why === undefined ? 'the client session ended while the request was in flight' : `the client session ended while the request was in flight: ${why}`);
   }
 }
 

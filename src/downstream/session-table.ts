@@ -265,11 +265,11 @@ export class SessionTable {
   }
 
   /** DELETE (HTTP), stdin EOF or idleness: the session ends and its subscriptions are released. */
-  endSession(id: string): boolean {
+  endSession(id: string, why?: string): boolean {
     const s = this.sessions.get(id);
     if (!s) return false;
     this.sessions.delete(id);
-    s.close();
+    s.close(undefined, why);
     // What it kept for reconnections goes with it: a later Last-Event-ID gets the session's 404.
     s.streams?.clear();
     // Its GET stream ends too: a session that is gone must not go on receiving notifications.
@@ -287,7 +287,11 @@ export class SessionTable {
    */
   endSessionsOf(principals: ReadonlySet<string>, keys: ReadonlySet<string> = NO_KEYS, lost: LostEndpoint = (k) => k !== undefined && keys.has(k)): number {
     let n = 0;
-    for (const [id, s] of this.sessions) if ((principals.has(s.principal) || lost(s.key, s.group) || lost(s.streamKey, s.group)) && this.endSession(id)) n++;
+    for (const [id, s] of this.sessions) {
+      // A request in flight is told why (Session not found: …): a key removed, or its groups narrowed.
+      const revoked = principals.has(s.principal) || (s.key !== undefined && keys.has(s.key)) || (s.streamKey !== undefined && keys.has(s.streamKey));
+      if ((revoked || lost(s.key, s.group) || lost(s.streamKey, s.group)) && this.endSession(id, revoked ? REVOKED : NARROWED)) n++;
+    }
     return n + (this.memory?.forgetOpenedBy(keys) ?? 0);
   }
 
@@ -304,6 +308,9 @@ export class SessionTable {
 }
 
 const NO_KEYS: ReadonlySet<string> = new Set();
+/** Why endSessionsOf ended a session, as its requests in flight are told. */
+const REVOKED = 'the API key that opened it was revoked';
+const NARROWED = 'the API key that opened it no longer reaches this endpoint (its groups changed)';
 
 /** SessionTable.sessionFor's answer for a session it would take back if the hub had room (503, not 404). */
 export const NO_ROOM = Symbol('no room for the session');
