@@ -231,6 +231,22 @@ function rawHeader(raw: RawHeaders, name: 'content-type' | 'content-encoding'): 
   return v;
 }
 
+/**
+ * An answer's Content-Type as one value: a header sent more than once (a proxy adding its own,
+ * a framework and a handler each setting it) counts when every copy names the same media type
+ * (parameters aside), as the first; copies that differ name none the hub can take.
+ */
+function oneContentType(ct: string | string[] | undefined): string | undefined {
+  if (!Array.isArray(ct)) return ct;
+  const type = mediaTypeOf(ct[0]!);
+  for (let i = 1; i < ct.length; i++) if (mediaTypeOf(ct[i]!) !== type) return undefined;
+  return ct[0];
+}
+
+function mediaTypeOf(v: string): string {
+  return v.split(';', 1)[0]!.trim().toLowerCase();
+}
+
 /** An answer whose headers object is made when first read: a call answered 2xx never reads it. */
 class Answer implements HttpAnswer {
   messages = 0;
@@ -361,8 +377,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** undici's resume of an answer paused by onData's false. */
   private resumeFn: (() => void) | undefined;
   private answer: Answer | undefined;
-  /** The answer's Content-Type, as the headers object would hold it. */
-  private contentType: string | string[] | undefined;
+  /** The answer's Content-Type, one value (oneContentType). */
+  private contentType: string | undefined;
   /** A 2xx event stream; otherwise the body is collected. */
   private sse: SseFeed | undefined;
   private parts: Buffer[] = [];
@@ -447,8 +463,8 @@ class Exchange implements Dispatcher.DispatchHandler {
         return true;
       }
       this.limit = this.client.maxFrameBytes;
-      const ct = (this.contentType = rawHeader(raw, 'content-type'));
-      if (typeof ct === 'string' && ct.toLowerCase().startsWith('text/event-stream')) {
+      const ct = (this.contentType = oneContentType(rawHeader(raw, 'content-type')));
+      if (ct !== undefined && ct.toLowerCase().startsWith('text/event-stream')) {
         this.sse = new SseFeed(this.client.maxFrameBytes, (e) => this.deliver(e.data));
         // A stream may stay open for hours (a listen, a legacy GET): its headers are parsed now,
         // so that it does not keep the socket read its raw header list points into.
@@ -559,7 +575,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       if (text.length > 0) a.body = text;
     } else if (text.length > 0) {
       const ct = this.contentType;
-      if (typeof ct === 'string' && ct.toLowerCase().startsWith('application/json')) this.deliver(text);
+      if (ct !== undefined && ct.toLowerCase().startsWith('application/json')) this.deliver(text);
       else a.body = text.slice(0, ERROR_BODY_LIMIT);
     }
     this.settle(undefined);

@@ -222,6 +222,16 @@ describe('HTTP upstream faults', () => {
     expect(text(a)).toBe('bomjson ok');
   });
 
+  it('writes its JSON answer\'s Content-Type twice: the same media type is read (it was refused as content type "application/json,application/json"); two types are not', async () => {
+    const a = await callTool(hub.url, 'h__twotypes');
+    expect(isToolError(a), text(a)).toBe(false);
+    expect(text(a)).toBe('twotypes ok');
+    const b = await callTool(hub.url, 'h__twotypes', { second: 'text/html' });
+    expect(isToolError(b)).toBe(true);
+    expect(text(b)).toContain('HTTP 200 with content type application/json,text/html instead of JSON-RPC');
+    expect(calls(h, 'twotypes')).toHaveLength(2);
+  });
+
   it('compresses its answers (gzip, br, deflate; JSON and SSE) though the hub asks for identity: decoded; a coding the hub cannot decode, or a bomb, fails saying so', async () => {
     for (const tool of ['gzip', 'br', 'deflate', 'gzipsse']) {
       const a = await callTool(hub.url, `h__${tool}`);

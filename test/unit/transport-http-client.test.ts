@@ -139,12 +139,15 @@ describe('HttpClient', () => {
     expect(err.body).toHaveLength(64 * 1024);
   });
 
-  it("reads a 2xx answer's Content-Type and Content-Encoding whatever their case; given twice, they are what undici's header object makes of them", async () => {
+  it("reads a 2xx answer's Content-Type and Content-Encoding whatever their case; a Content-Type given twice counts when both name one media type", async () => {
     const json = '{"jsonrpc":"2.0","id":1,"result":{"ok":true}}';
     const url = await serve((_req, res, body) => {
       if (body === 'cased') return void res.writeHead(200, { 'Content-Type': 'Application/JSON; Charset=UTF-8', 'Content-Encoding': 'GZIP' }).end(gzipSync(json));
-      // Twice: the headers object holds both (an array), which is no JSON content type and no coding the hub decodes.
-      if (body === 'two types') return void res.writeHead(200, [['Content-Type', 'application/json'], ['content-type', 'application/json']]).end(json);
+      // Twice, the same media type (a proxy adding its own): read as JSON, or as an event stream.
+      if (body === 'two types') return void res.writeHead(200, [['Content-Type', 'application/json'], ['content-type', 'Application/JSON; charset=utf-8']]).end(json);
+      if (body === 'two streams') return void res.writeHead(200, [['Content-Type', 'text/event-stream'], ['content-type', 'text/event-stream']]).end(`data: ${json}\n\n`);
+      // Twice, two media types: neither is taken.
+      if (body === 'two kinds') return void res.writeHead(200, [['Content-Type', 'application/json'], ['content-type', 'text/html']]).end(json);
       res.writeHead(200, [['Content-Type', 'application/json'], ['Content-Encoding', 'gzip'], ['content-encoding', 'gzip']]).end(gzipSync(gzipSync(json)));
     });
     const c = client(url);
@@ -152,10 +155,15 @@ describe('HttpClient', () => {
     expect(await c.post('cased', { onMessage: (m) => got.push(m) })).toMatchObject({ status: 200, messages: 1 });
     expect(got[0]).toMatchObject({ kind: 'response', msg: { id: 1, result: { ok: true } } });
     const twice = await c.post('two types', { onMessage: (m) => got.push(m) });
-    expect(twice).toMatchObject({ status: 200, messages: 0, body: json });
-    expect(twice.headers['content-type']).toEqual(['application/json', 'application/json']);
+    expect(twice).toMatchObject({ status: 200, messages: 1 });
+    expect(twice.body).toBeUndefined();
+    expect(twice.headers['content-type']).toEqual(['application/json', 'Application/JSON; charset=utf-8']);
+    expect(await c.post('two streams', { onMessage: (m) => got.push(m) })).toMatchObject({ status: 200, messages: 1 });
+    expect(got).toHaveLength(3);
+    expect(got[2]).toMatchObject({ kind: 'response', msg: { id: 1, result: { ok: true } } });
+    expect(await c.post('two kinds', { onMessage: (m) => got.push(m) })).toMatchObject({ status: 200, messages: 0, body: json });
     await expect(c.post('two codings')).rejects.toMatchObject({ name: 'TransportError', message: expect.stringContaining('content coding "gzip,gzip"') });
-    expect(got).toHaveLength(1);
+    expect(got).toHaveLength(3);
   });
 
   it("gives an answer's headers as undici's header object: names in lower case, one given twice as an array", async () => {
