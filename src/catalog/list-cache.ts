@@ -1,7 +1,7 @@
 /**
  * Per-upstream list cache: one entry per (server, list kind, authorization context), fresh for
  * the upstream's own `ttlMs` (modern) or until its `list_changed` / a configured TTL (legacy,
- * which gives no hints). Concurrent misses share one upstream fetch; a failed refresh serves
+ * which gives no hints). Concurrent misses share one upstream fetch; a failed refresh, or one not back within STALE_WAIT_MS, serves
  * the stale entry, and a failed fetch is not tried again for LIST_RETRY_MS. Keys are `<server>\0<kind>` for the server's own credentials and
  * `<server>\0<kind>\0<credential>` for a per-principal one, so a prefix `<server>\0` covers
  * every entry of a server.
@@ -21,9 +21,10 @@ export interface ListEntry {
   /** Set by its fetcher: when it was asked for, on the fetcher's own count (the catalog's ListChanges.epoch). */
   askedAt?: number;
   /**
-   * Served in place of a refresh that failed: clients told of a change (list_changed) and listing
-   * again were given this list as the new one, so the next that differs is told, whatever ttlMs
-   * it was kept for. Until a change is told again (invalidate): they list again then anyway.
+   * Served in place of a refresh that failed, or that had not come back within STALE_WAIT_MS:
+   * clients told of a change (list_changed) and listing again were given this list as the new
+   * one, so the next that differs is told, whatever ttlMs it was kept for. Until a change is told
+   * again (invalidate): they list again then anyway.
    */
   stoodIn?: boolean;
 }
@@ -41,6 +42,17 @@ const ANNOUNCE_EVERY_MS = 1000;
  */
 export const LIST_RETRY_MS = 5_000;
 
+/**
+ * How long a list waits for the refresh of a stale entry before the stale entry is served in its
+ * place (marked stoodIn: the refresh, when it lands changed, is told). Without it a hung upstream
+ * held every client's list, of every server (an aggregate waits for all its parts), for its
+ * timeoutMs (60 s by default) before its stale entry was served. A second lets a healthy
+ * upstream's refresh land first (a few ms on stdio or loopback, well under a second over most
+ * networks), so clients told of a change get the new list at once, not one more notice later;
+ * past it a client waits no longer for one server of many.
+ */
+export const STALE_WAIT_MS = 1_000;
+
 /** Failures kept at most (lists of principals that never listed again are forgotten past it). */
 const MAX_FAILURES = 10_000;
 
@@ -56,6 +68,8 @@ function covers(prefix: string, key: string): boolean {
 export class ListCache {
   private readonly entries = new Map<string, ListEntry>();
   private readonly inflight = new Map<string, Promise<ListEntry>>();
+  /** When each fetch under way was started (STALE_WAIT_MS counts from then, not from each get). */
+  private readonly startedAt = new WeakMap<Promise<ListEntry>, number>();
   /** Keys invalidated while their fetch was in flight: what it brings may predate the change. */
   private readonly changedInFlight = new Set<string>();
   /** When each key's change was last told by onChanged. */
@@ -77,6 +91,7 @@ export class ListCache {
      */
     private readonly onChanged?: (key: string) => void,
     private readonly retryMs = LIST_RETRY_MS,
+    private readonly staleWaitMs = STALE_WAIT_MS,
   ) {}
 
   /** Entries held (for tests). */
@@ -133,11 +148,46 @@ export class ListCache {
       const f = (fetched = this.refresh(key, fetch, e, () => fetched === undefined || this.inflight.get(key) === fetched));
       p = f;
       this.inflight.set(key, f);
+      this.startedAt.set(f, this.now());
       f.finally(() => {
         if (this.inflight.get(key) === f) this.inflight.delete(key);
       }).catch(() => {});
     }
-    return p;
+    return e ? this.boundedWait(key, e, p) : p;
+  }
+
+  /**
+   * The refresh of the stale entry `e`, or `e` itself once the refresh has been under way for
+   * staleWaitMs (whoever asks later is not held again by a refresh that is still hanging). Every
+   * waiter still shares the one fetch: the refresh lands in the cache when it comes back.
+   */
+  private boundedWait(key: string, e: ListEntry, p: Promise<ListEntry>): Promise<ListEntry> {
+    const left = (this.startedAt.get(p) ?? this.now()) + this.staleWaitMs - this.now();
+    if (left <= 0) return Promise.resolve(this.standIn(e));
+    return new Promise<ListEntry>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        // Replaced or dropped meanwhile: that is not the list to stand in; the refresh is awaited.
+        if (this.entries.get(key) === e) resolve(this.standIn(e));
+      }, left);
+      timer.unref();
+      p.then(
+        (v) => {
+          clearTimeout(timer);
+          resolve(v);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      );
+    });
+  }
+
+  /** `e` served in place of a refresh still under way: the refresh, if it differs, is told. */
+  private standIn(e: ListEntry): ListEntry {
+    e.stoodIn = true;
+    this.stats.staleServed++;
+    return e;
   }
 
   /** `current`: whether the key still waits for this fetch (drop() lets go of it). */

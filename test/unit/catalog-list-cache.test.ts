@@ -175,6 +175,44 @@ describe('a change found when an entry expires', () => {
     expect(told).toEqual(['s\0tools']); // a change said, and fetched: told by whoever said it, not here
   });
 
+  it('serves the stale entry in place of a refresh not back within the stale wait, one fetch for all; the refresh, changed, is told', async () => {
+    const clock = { t: 0 };
+    const told: string[] = [];
+    const cache = new ListCache(() => clock.t, undefined, (k) => told.push(k), 5000, 20);
+    const f = held();
+    const first = cache.get('s\0tools', f.fetch);
+    f.asked[0]!(['a']);
+    await first;
+    cache.invalidate('s\0'); // list_changed: clients are told, and list again...
+    const waiting = [cache.get('s\0tools', f.fetch), cache.get('s\0tools', f.fetch)];
+    // ...and, the refresh hanging, get the list held (a real 20 ms timer; the clock stands still).
+    for (const e of await Promise.all(waiting)) expect(e.items).toEqual([{ name: 'a' }]);
+    expect(f.asked).toHaveLength(2);
+    // Whoever asks once the wait is over is not held again by the same refresh.
+    clock.t += 20;
+    expect((await cache.get('s\0tools', f.fetch)).items).toEqual([{ name: 'a' }]);
+    expect(f.asked).toHaveLength(2);
+    expect(cache.stats.staleServed).toBe(3);
+    f.asked[1]!(['a', 'b']);
+    await expect.poll(() => told).toEqual(['s\0tools']); // the clients given the old list hear of it
+    expect((await cache.get('s\0tools', f.fetch)).items).toHaveLength(2);
+  });
+
+  it('a refresh back within the stale wait is what its waiters get, and the same list told nowhere', async () => {
+    const told: string[] = [];
+    const cache = new ListCache(() => 0, undefined, (k) => told.push(k), 5000, 60_000);
+    const f = held();
+    const first = cache.get('s\0tools', f.fetch);
+    f.asked[0]!(['a']);
+    await first;
+    cache.invalidate('s\0');
+    const again = cache.get('s\0tools', f.fetch);
+    f.asked[1]!(['a', 'b']);
+    expect((await again).items).toHaveLength(2);
+    expect(cache.stats.staleServed).toBe(0);
+    expect(told).toEqual([]); // invalidate's change: told by whoever said it
+  });
+
   it('is not told for a list that is never fresh (ttlMs 0), nor more than once a second', async () => {
     const clock = { t: 0 };
     const told: string[] = [];
