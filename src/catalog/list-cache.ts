@@ -122,7 +122,12 @@ export class ListCache {
     return undefined;
   }
 
-  async get(key: string, fetch: Fetcher): Promise<ListEntry> {
+  /**
+   * `whole`: the refresh is waited for however long it takes, not STALE_WAIT_MS (the hub's own
+   * fetch at a server's ready or change, which judges the list it brings and which the
+   * refetch gate's one-fetch-at-a-time counts on).
+   */
+  async get(key: string, fetch: Fetcher, whole = false): Promise<ListEntry> {
     const e = this.entries.get(key);
     if (e && this.isFresh(e)) {
       this.stats.hits++;
@@ -153,7 +158,7 @@ export class ListCache {
         if (this.inflight.get(key) === f) this.inflight.delete(key);
       }).catch(() => {});
     }
-    return e ? this.boundedWait(key, e, p) : p;
+    return e && !whole ? this.boundedWait(key, e, p) : p;
   }
 
   /**

@@ -96,11 +96,12 @@ export class PartStore {
     this.gen++;
   }
 
-  async partFor(kind: ListKind, h: ServerHandle, conn: Connection): Promise<Part> {
+  /** `whole`: a refresh under way is waited for however long it takes (ListCache.get). */
+  async partFor(kind: ListKind, h: ServerHandle, conn: Connection, whole = false): Promise<Part> {
     if (conn.credential !== '') return this.ownPartFor(kind, h, conn);
     const key = `${h.id}\0${kind}`;
     try {
-      const part = await this.partOf(kind, h, conn);
+      const part = await this.partOf(kind, h, conn, whole);
       // It failed with no list to serve instead: clients that listed meanwhile were shown none
       // of its items, and nothing else tells them (no entry changed; a legacy client has no TTL).
       if (this.listFailed.size !== 0 && this.inUse(h, conn) && this.listFailed.delete(key)) this.o.changed(kind, h.id);
@@ -216,7 +217,7 @@ export class PartStore {
    * The list entry for a server, kind and authorization context, and its cache key; public
    * entries of the server's own context are shared.
    */
-  private entryFor(h: ServerHandle, kind: ListKind, conn: Connection): { key: string; entry: Promise<ListEntry> } {
+  private entryFor(h: ServerHandle, kind: ListKind, conn: Connection, whole = false): { key: string; entry: Promise<ListEntry> } {
     const shared = `${h.id}\0${kind}`;
     if (conn.credential !== '') {
       const e = this.sharedFor(shared);
@@ -236,12 +237,12 @@ export class PartStore {
       entry: this.o.cache.get(key, () => {
         const askedAt = this.o.changes.epoch;
         return fetchList(conn.upstream, kind, h.config.cacheTtlMs, this.o.cacheNow).then((l) => Object.assign(l, { askedAt }));
-      }),
+      }, whole),
     };
   }
 
-  private async partOf(kind: ListKind, h: ServerHandle, conn: Connection): Promise<Part> {
-    const { key, entry } = this.entryFor(h, kind, conn);
+  private async partOf(kind: ListKind, h: ServerHandle, conn: Connection, whole = false): Promise<Part> {
+    const { key, entry } = this.entryFor(h, kind, conn, whole);
     const e = await entry;
     const pk = partKey(h.id, conn.credential, kind);
     let memo = this.judged.get(pk);
