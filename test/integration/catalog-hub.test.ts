@@ -93,6 +93,9 @@ describe('cache and change propagation through the hub', () => {
   const modStats = join(tmp(), 'mod-stats.json');
   // slow's tools/list is answered only while this file exists.
   const gate = join(tmp(), 'slow-gate');
+  // A line per tools/list slow has answered.
+  const said = join(tmp(), 'slow-said');
+  const answered = () => (existsSync(said) ? readFileSync(said, 'utf8').split('\n').length - 1 : 0);
   const count = (file: string, method: string) => (JSON.parse(readFileSync(file, 'utf8')) as Record<string, number>)[method] ?? 0;
   beforeAll(async () => {
     writeFileSync(gate, '');
@@ -100,7 +103,7 @@ describe('cache and change propagation through the hub', () => {
       servers: {
         leg: mutable({ ERA: 'legacy', DOC_URI: 'leg://doc', STATS_FILE: legStats }),
         mod: mutable({ ERA: 'modern', LIST_TTL_MS: '60000', CACHE_SCOPE: 'public', DOC_URI: 'mod://doc', STATS_FILE: modStats }),
-        slow: mutable({ ERA: 'modern', LIST_TTL_MS: '0', LIST_DELAY_MS: '1500', LIST_GATE: gate, STATS_FILE: stats }),
+        slow: mutable({ ERA: 'modern', LIST_TTL_MS: '0', LIST_DELAY_MS: '1500', LIST_GATE: gate, STATS_FILE: stats, GATE_SAID: said }),
       },
     });
     await waitForReady(hub.url, ['leg', 'mod', 'slow']);
@@ -136,6 +139,9 @@ describe('cache and change propagation through the hub', () => {
   });
 
   it('a list its client gave up on is recorded cancelled, and the next one is served from the fetch that went on', async () => {
+    // The lists before were answered (after 1 s, STALE_WAIT_MS) with slow's list held, its fetch
+    // going on: this one is to begin one of its own.
+    await expect.poll(() => answered() === count(stats, 'tools/list'), { timeout: 10_000, interval: 20 }).toBe(true);
     const before = count(stats, 'tools/list');
     const ac = new AbortController();
     const t0 = Date.now();
