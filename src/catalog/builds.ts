@@ -6,7 +6,7 @@
  */
 import type { Logger } from '../log.js';
 import type { ListChanges } from './changes.js';
-import type { PartStore } from './part-store.js';
+import type { ListWait, PartStore } from './part-store.js';
 import type { NameAssigner } from './names.js';
 import type { Connection, ServerHandle } from './types.js';
 import { offers, type ListKind } from './lists.js';
@@ -43,6 +43,9 @@ export class AggregateBuilds {
   /** `kind\0principal` → the memo key of the aggregate built last for that principal. */
   private readonly lastBuilt = new Map<string, string>();
   private forgotten = 0;
+  /** refreshShared: a build under way, and whether another was asked for meanwhile. */
+  private sharing = false;
+  private shareAgain = false;
 
   constructor(private readonly o: AggregateBuildsOptions) {
     this.servers = o.servers;
@@ -114,7 +117,55 @@ export class AggregateBuilds {
     return handles.some((h) => !now.includes(h));
   }
 
-  async build(kind: ListKind, principal: string | undefined, again = 0): Promise<Built> {
+  /**
+   * Whether the shared tools aggregate built last is not of the lists held now (or none was
+   * built), when every ready server offering tools has a list held on its own connection and
+   * none is starting (else false: one has not been listed yet, or only a principal's connection
+   * lists it, listAtReady; one starting may take names).
+   * Its key spelled as build spells it: no allocation but the key, once per /healthz.
+   */
+  sharedToolsStale(): boolean {
+    let key = '';
+    const gen = this.o.parts.pinGen;
+    const servers = this.servers();
+    // One still starting may list a name another lists too: built without it, the other would
+    // take (and store) that name before any client's list could give it by config order.
+    for (const h of servers) if (h.upstream.state === 'starting') return false;
+    for (const h of readyServers(servers, 'tools')) {
+      const e = this.o.parts.heldEntry(h.id, 'tools');
+      if (!e) return false;
+      key += `${h.id}:${e.version}.${gen}${e.scope === 'private' ? 'p' : ''}|`;
+    }
+    return this.latestShared?.key !== key;
+  }
+
+  /**
+   * The shared tools aggregate built again, in the background, from the lists held on the
+   * servers' own connections, fresh or not: nothing is fetched (what /healthz counts a group key's
+   * tools by, which may be polled often). Through build, as a client's list: the names are those
+   * a client is given (which of two servers listing one name gets a suffix is decided, and
+   * stored, there). One at a time; one more after it when asked meanwhile.
+   */
+  refreshShared(): void {
+    if (!this.sharedToolsStale()) return;
+    if (this.sharing) {
+      this.shareAgain = true;
+      return;
+    }
+    this.sharing = true;
+    void this.build('tools', undefined, 0, 'held')
+      .catch((err: unknown) => this.o.log.debug({ err: String((err as Error)?.message ?? err) }, 'shared tools list from the lists held failed'))
+      .finally(() => {
+        this.sharing = false;
+        if (this.shareAgain) {
+          this.shareAgain = false;
+          this.refreshShared();
+        }
+      });
+  }
+
+  /** `wait`: how each part's list is had (PartStore's ListWait); 'held' only for principal undefined. */
+  async build(kind: ListKind, principal: string | undefined, again = 0, wait: ListWait = 'bounded'): Promise<Built> {
     const epoch = this.o.changes.epoch;
     const generation = this.forgotten;
     const ready = readyServers(this.servers(), kind);
@@ -129,7 +180,7 @@ export class AggregateBuilds {
       handles.map(async (h, i): Promise<Part | undefined> => {
         const conn = connection ? await connection(h, principal) : { credential: '', upstream: h.upstream };
         if (i >= ready.length && (conn.upstream.state !== 'ready' || !offers(conn.upstream.capabilities, kind))) return undefined;
-        return this.o.parts.partFor(kind, h, conn);
+        return this.o.parts.partFor(kind, h, conn, wait);
       }),
     );
     const parts: Part[] = [];
@@ -139,9 +190,12 @@ export class AggregateBuilds {
         if (s.value) parts.push(s.value);
       } else {
         failed.push(handles[i].id);
-        this.o.log.warn({ server: handles[i].id, kind, err: String(s.reason?.message ?? s.reason) }, 'list failed');
+        if (wait !== 'held') this.o.log.warn({ server: handles[i].id, kind, err: String(s.reason?.message ?? s.reason) }, 'list failed');
       }
     });
+    // Of the lists held, with one of them gone meanwhile (forgotten, dropped): a build without
+    // that server could give its tools' names to another's, which a client's never would.
+    if (wait === 'held' && failed.length !== 0) throw new Error(`no list held of ${failed.join(', ')}`);
     // A server replaced or reconfigured while the lists were fetched: its part is of the old
     // connection (its process draining) or config. Built again from the servers as they are now;
     // kept, it was listed, and calls routed by it went to the old process. Only a server this
@@ -149,7 +203,7 @@ export class AggregateBuilds {
     // does not offer the kind, or was not ready) leaves every part as good as it was, and
     // building again asked each server for its list again (each kept 0 ms), the slowest too.
     if (generation !== this.forgotten && this.anyReplaced(handles)) {
-      if (again < MAX_BUILDS_AGAIN) return this.build(kind, principal, again + 1);
+      if (again < MAX_BUILDS_AGAIN) return this.build(kind, principal, again + 1, wait);
       return assemble(this.o.names, this.servers, this.o.log, kind, parts, failed, '', epoch);
     }
     let key = '';

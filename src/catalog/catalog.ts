@@ -204,6 +204,7 @@ export class Catalog extends EventEmitter {
       ownConnection: opts.ownConnection,
       listAtReady: opts.listAtReady,
       splits: opts.splits ?? (() => opts.connection !== undefined),
+      warmed: () => this.builds.refreshShared(),
       emit: (event, ...args) => void this.emit(event, ...args),
     });
     this.itemPins = opts.itemPins ?? { prompts: new MemoryPinStore(), resources: new MemoryPinStore(), resourceTemplates: new MemoryPinStore() };
@@ -261,6 +262,7 @@ export class Catalog extends EventEmitter {
     this.groups.replace(groups);
     // Group views are memoised in the aggregates, and calls are routed by them.
     this.builds.drop();
+    this.builds.refreshShared();
     this.everyListChanged();
   }
 
@@ -281,6 +283,7 @@ export class Catalog extends EventEmitter {
       this.changes.tools(h.id);
       this.changes.resources(h.id);
     }
+    this.builds.refreshShared();
   }
 
   /** Clients hear one resources/list_changed for both resource families (as in invalidate). */
@@ -557,11 +560,23 @@ export class Catalog extends EventEmitter {
   }
 
   /**
+   * The shared tools aggregate, which a group key's /healthz counts by, built again from the
+   * lists held if it is not of them (a list changed, pins, groups, a reload): nothing fetched.
+   * Once per /healthz of such a key; the events that change it (a server ready or its tools
+   * changed, pins, groups) build it as they happen, so this only catches what they miss (a
+   * refresh found by a principal's private list, a server removed).
+   */
+  keepSharedToolsCurrent(): void {
+    this.builds.refreshShared();
+  }
+
+  /**
    * A server's tool count in /healthz, without touching any upstream or cache entry: the names
    * of its own list, each once (a server whose cursor went back to the start lists some twice,
    * and the hub shows each once); for a caller limited to tool groups, the tools of the server
-   * those groups show in the shared aggregate built last (none before any list), never a
-   * principal's private one (its size is that principal's).
+   * those groups show in the shared aggregate built last (built from the lists held as soon as
+   * every ready server's tools are listed, and again at each change: keepSharedToolsCurrent),
+   * never a principal's private one (its size is that principal's).
    */
   toolCount(server: string, groups?: Iterable<string>): number {
     const items = this.cache.peek(`${server}\0tools`)?.items;

@@ -30,6 +30,14 @@ export interface Judged {
   settled?: PartRecord[];
 }
 
+/**
+ * How a part's list is had: 'bounded', a refresh waited for up to STALE_WAIT_MS while a stale
+ * entry can stand in (a client's list); 'whole', however long it takes (the hub's own fetch at a
+ * server's ready or change); 'held', the entry of the server's own connection held now, fresh or
+ * not, never fetched (the shared aggregate /healthz counts by: AggregateBuilds.refreshShared).
+ */
+export type ListWait = 'bounded' | 'whole' | 'held';
+
 /** Principals' own lists kept as failed at most (principals that never list again are forgotten past it). */
 const MAX_OWN_FAILED = 10_000;
 
@@ -96,20 +104,21 @@ export class PartStore {
     this.gen++;
   }
 
-  /** `whole`: a refresh under way is waited for however long it takes (ListCache.get). */
-  async partFor(kind: ListKind, h: ServerHandle, conn: Connection, whole = false): Promise<Part> {
+  /** `wait`: how the list is had (ListWait). */
+  async partFor(kind: ListKind, h: ServerHandle, conn: Connection, wait: ListWait = 'bounded'): Promise<Part> {
     if (conn.credential !== '') return this.ownPartFor(kind, h, conn);
     const key = `${h.id}\0${kind}`;
     try {
-      const part = await this.partOf(kind, h, conn, whole);
+      const part = await this.partOf(kind, h, conn, wait);
       // It failed with no list to serve instead: clients that listed meanwhile were shown none
       // of its items, and nothing else tells them (no entry changed; a legacy client has no TTL).
       if (this.listFailed.size !== 0 && this.inUse(h, conn) && this.listFailed.delete(key)) this.o.changed(kind, h.id);
       return part;
     } catch (err) {
       // A connection a reload or `servers restart` replaced since (closed under its fetch): its
-      // failure says nothing of the one in use, which showed it as its own list error.
-      if (!this.inUse(h, conn)) throw err;
+      // failure says nothing of the one in use, which showed it as its own list error. None held
+      // ('held' fetches nothing) says nothing of the server either.
+      if (wait === 'held' || !this.inUse(h, conn)) throw err;
       // Upstream errors come redacted (upstream/upstream-error.ts); the hub's own say no secrets.
       const msg = String((err as Error)?.message ?? err).slice(0, 1000);
       this.listFailed.set(key, msg.startsWith(LIST_METHOD[kind]) ? msg : `${LIST_METHOD[kind]} failed: ${msg}`);
@@ -149,6 +158,11 @@ export class PartStore {
       if (why !== undefined) return why;
     }
     return undefined;
+  }
+
+  /** The list of a kind held on the server's own connection, fresh or not (none fetched). */
+  heldEntry(serverId: string, kind: ListKind): ListEntry | undefined {
+    return this.o.cache.peek(`${serverId}\0${kind}`);
   }
 
   /** The shared entry under `shared` when a principal's own connection is given it: public and fresh. */
@@ -217,8 +231,12 @@ export class PartStore {
    * The list entry for a server, kind and authorization context, and its cache key; public
    * entries of the server's own context are shared.
    */
-  private entryFor(h: ServerHandle, kind: ListKind, conn: Connection, whole = false): { key: string; entry: Promise<ListEntry> } {
+  private entryFor(h: ServerHandle, kind: ListKind, conn: Connection, wait: ListWait): { key: string; entry: Promise<ListEntry> } {
     const shared = `${h.id}\0${kind}`;
+    if (wait === 'held' && conn.credential === '') {
+      const e = this.o.cache.peek(shared);
+      return { key: shared, entry: e ? Promise.resolve(e) : Promise.reject(new Error(`${LIST_METHOD[kind]}: no list held`)) };
+    }
     if (conn.credential !== '') {
       const e = this.sharedFor(shared);
       if (e) {
@@ -237,12 +255,12 @@ export class PartStore {
       entry: this.o.cache.get(key, () => {
         const askedAt = this.o.changes.epoch;
         return fetchList(conn.upstream, kind, h.config.cacheTtlMs, this.o.cacheNow).then((l) => Object.assign(l, { askedAt }));
-      }, whole),
+      }, wait === 'whole'),
     };
   }
 
-  private async partOf(kind: ListKind, h: ServerHandle, conn: Connection, whole = false): Promise<Part> {
-    const { key, entry } = this.entryFor(h, kind, conn, whole);
+  private async partOf(kind: ListKind, h: ServerHandle, conn: Connection, wait: ListWait = 'bounded'): Promise<Part> {
+    const { key, entry } = this.entryFor(h, kind, conn, wait);
     const e = await entry;
     const pk = partKey(h.id, conn.credential, kind);
     let memo = this.judged.get(pk);

@@ -38,6 +38,8 @@ export interface UpstreamWatchOptions {
   listAtReady?: (h: ServerHandle) => boolean;
   /** Whether some principal may have a connection of its own to h (CatalogOptions.splits). */
   splits?: (h: ServerHandle) => boolean;
+  /** A server's tools listed and judged at its ready or change (warm): the shared aggregate /healthz counts by follows. */
+  warmed?: () => void;
   /** The catalog's events: 'changed' (kind, principal?, server?) and 'resourceUpdated'. */
   emit: (event: 'changed' | 'resourceUpdated', ...args: unknown[]) => void;
 }
@@ -109,8 +111,8 @@ export class UpstreamWatch {
     const upstream = h.upstream;
     // The whole refresh, not the stale list after STALE_WAIT_MS: the new list is judged when it
     // comes, and the refetch gate starts no other fetch of it meanwhile.
-    return this.parts.partFor('tools', h, { credential: '', upstream }, true).then(
-      () => undefined,
+    return this.parts.partFor('tools', h, { credential: '', upstream }, 'whole').then(
+      () => this.o.warmed?.(),
       (err: unknown) => {
         // Its connection closed meanwhile (the hub stopping, a restart or reload replacing it):
         // no fault of the server's. A warning said so at every quick exit of `switchyard stdio`

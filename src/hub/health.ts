@@ -41,6 +41,9 @@ export interface HubHealth {
  * `groups`: that key's groups, whose tools alone its counts count.
  */
 export function hubHealth(src: HealthSources, draining: boolean, shows?: (server: string) => boolean, groups?: ReadonlySet<string>): HubHealth {
+  // Counted from the shared tools list built last: built again (from the lists held, none
+  // fetched) when it is not of them, in the background: the answers after this one count by it.
+  if (groups) src.catalog.keepSharedToolsCurrent();
   const servers = [...src.handles.values()].filter((h) => !shows || shows(h.id)).map((h) => serverHealth(h, src.catalog, groups));
   if (draining) return { status: 'stopping', servers };
   const down = failClosedBlocker(src.handles.values());
