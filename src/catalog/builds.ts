@@ -144,7 +144,8 @@ export class AggregateBuilds {
    * servers' own connections, fresh or not: nothing is fetched (what /healthz counts a group key's
    * tools by, which may be polled often). Through build, as a client's list: the names are those
    * a client is given (which of two servers listing one name gets a suffix is decided, and
-   * stored, there). One at a time; one more after it when asked meanwhile.
+   * stored, there). Kept as latestShared only: no call is routed by it (build). One at a time;
+   * one more after it when asked meanwhile.
    */
   refreshShared(): void {
     if (!this.sharedToolsStale()) return;
@@ -219,6 +220,13 @@ export class AggregateBuilds {
       if (p.conn.credential !== '') creds += JSON.stringify([p.h.id, p.conn.credential]);
     }
     const memoKey = `${kind}\0${creds}`;
+    // Of the lists held: for /healthz's counts alone, never what a call is routed by (readyTool).
+    // Its lists may predate a change said since (fetched while it was said): dated after it, it
+    // had calls routed by them with no fetch and no pin check of the list after the change.
+    if (wait === 'held') {
+      const prev = this.built.get(memoKey);
+      return (this.latestShared = prev && prev.key === key ? prev : assemble(this.o.names, this.servers, this.o.log, kind, parts, failed, key, epoch));
+    }
     if (this.lastBuilt.size > 10_000) this.lastBuilt.clear();
     this.lastBuilt.set(`${kind}\0${principal ?? ''}`, memoKey);
     const prev = this.built.get(memoKey);
