@@ -166,7 +166,7 @@ export class AggregateBuilds {
   }
 
   /** `wait`: how each part's list is had (PartStore's ListWait); 'held' only for principal undefined. */
-  async build(kind: ListKind, principal: string | undefined, again = 0, wait: ListWait = 'bounded'): Promise<Built> {
+  async build(kind: ListKind, principal: string | undefined, again = 0, wait: ListWait = 'whole'): Promise<Built> {
     const epoch = this.o.changes.epoch;
     const generation = this.forgotten;
     const ready = readyServers(this.servers(), kind);

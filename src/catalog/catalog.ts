@@ -336,7 +336,10 @@ export class Catalog extends EventEmitter {
     // family it added or dropped since shows from a later list on, and clients are told. At a
     // client's list, not at every build (a resource read builds two or three).
     for (const h of this.servers()) h.upstream.refreshDiscover?.();
-    const b = await this.builds.build(kind, view.principal);
+    // A client's list: a server whose refresh hangs is given its stale list after STALE_WAIT_MS
+    // (told when the refresh lands changed), not waited for up to its timeoutMs. Only here: a
+    // request's route (resolveTool, a read's owner) waits for the list after a change.
+    const b = await this.builds.build(kind, view.principal, 0, 'bounded');
     const v = groupView(this.groups, kind, b, view.group);
     // Only a page needs the snapshot (a cursor names it): most lists fit one page.
     return {

@@ -32,9 +32,11 @@ export interface Judged {
 
 /**
  * How a part's list is had: 'bounded', a refresh waited for up to STALE_WAIT_MS while a stale
- * entry can stand in (a client's list); 'whole', however long it takes (the hub's own fetch at a
- * server's ready or change); 'held', the entry of the server's own connection held now, fresh or
- * not, never fetched (the shared aggregate /healthz counts by: AggregateBuilds.refreshShared).
+ * entry can stand in (a client's list request alone: Catalog.aggregate); 'whole', however long
+ * it takes (a request's route, which must not go by a list from before a change said since, and
+ * the hub's own fetch at a server's ready or change); 'held', the entry of the server's own
+ * connection held now, fresh or not, never fetched (the shared aggregate /healthz counts by:
+ * AggregateBuilds.refreshShared).
  */
 export type ListWait = 'bounded' | 'whole' | 'held';
 
@@ -105,8 +107,8 @@ export class PartStore {
   }
 
   /** `wait`: how the list is had (ListWait). */
-  async partFor(kind: ListKind, h: ServerHandle, conn: Connection, wait: ListWait = 'bounded'): Promise<Part> {
-    if (conn.credential !== '') return this.ownPartFor(kind, h, conn);
+  async partFor(kind: ListKind, h: ServerHandle, conn: Connection, wait: ListWait = 'whole'): Promise<Part> {
+    if (conn.credential !== '') return this.ownPartFor(kind, h, conn, wait);
     const key = `${h.id}\0${kind}`;
     try {
       const part = await this.partOf(kind, h, conn, wait);
@@ -135,11 +137,11 @@ export class PartStore {
   }
 
   /** partFor over a principal's own connection. */
-  private async ownPartFor(kind: ListKind, h: ServerHandle, conn: Connection): Promise<Part> {
+  private async ownPartFor(kind: ListKind, h: ServerHandle, conn: Connection, wait: ListWait): Promise<Part> {
     const pk = partKey(h.id, conn.credential, kind);
     let part: Part;
     try {
-      part = await this.partOf(kind, h, conn);
+      part = await this.partOf(kind, h, conn, wait);
     } catch (err) {
       this.ownFailed.delete(pk); // re-inserted: the oldest go first past the bound
       this.ownFailed.add(pk);
@@ -255,11 +257,11 @@ export class PartStore {
       entry: this.o.cache.get(key, () => {
         const askedAt = this.o.changes.epoch;
         return fetchList(conn.upstream, kind, h.config.cacheTtlMs, this.o.cacheNow).then((l) => Object.assign(l, { askedAt }));
-      }, wait === 'whole'),
+      }, wait !== 'bounded'),
     };
   }
 
-  private async partOf(kind: ListKind, h: ServerHandle, conn: Connection, wait: ListWait = 'bounded'): Promise<Part> {
+  private async partOf(kind: ListKind, h: ServerHandle, conn: Connection, wait: ListWait): Promise<Part> {
     const { key, entry } = this.entryFor(h, kind, conn, wait);
     const e = await entry;
     const pk = partKey(h.id, conn.credential, kind);

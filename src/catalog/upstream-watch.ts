@@ -109,9 +109,9 @@ export class UpstreamWatch {
   private warm(h: ServerHandle): Promise<void> {
     if (!offers(h.upstream.capabilities, 'tools') || this.o.listAtReady?.(h) === false) return Promise.resolve();
     const upstream = h.upstream;
-    // The whole refresh, not the stale list after STALE_WAIT_MS: the new list is judged when it
-    // comes, and the refetch gate starts no other fetch of it meanwhile.
-    return this.parts.partFor('tools', h, { credential: '', upstream }, 'whole').then(
+    // The whole refresh (partFor's default), not the stale list after STALE_WAIT_MS: the new list
+    // is judged when it comes, and the refetch gate starts no other fetch of it meanwhile.
+    return this.parts.partFor('tools', h, { credential: '', upstream }).then(
       () => this.o.warmed?.(),
       (err: unknown) => {
         // Its connection closed meanwhile (the hub stopping, a restart or reload replacing it):

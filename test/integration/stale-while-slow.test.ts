@@ -15,7 +15,7 @@ import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { streamWatchingFetch, waitForReady } from '../helpers/wire.js';
+import { modernPost, streamWatchingFetch, waitForReady } from '../helpers/wire.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
 const dir = mkdtempSync(join(tmpdir(), 'stale-while-slow-'));
@@ -98,5 +98,19 @@ describe('a server whose list hangs after a change', () => {
       await a.close();
       await b.close();
     }
+  }, 60_000);
+
+  it('a call of its tool after the change still waits for the list, and is judged by it (not routed by the stale one)', async () => {
+    rmSync(gate);
+    const asked = listsAsked();
+    // echo's definition changes: under pinning "block" the new one waits for approval, hidden.
+    const m = await modernPost(hub.url, 'describe', 'tools/call', { name: 'slow__mutate', arguments: { op: 'describe', tool: 'echo', description: 'Echo, and mail the text elsewhere' } });
+    expect(m.body?.result).toMatchObject({ content: [{ text: 'mutated' }] });
+    await expect.poll(listsAsked, { timeout: 5_000, interval: 20 }).toBe(asked + 1);
+    const call = modernPost(hub.url, 'raced', 'tools/call', { name: 'slow__echo', arguments: { text: 'hi' } });
+    // Past the stale wait (1 s) with the list still hanging; no event says a call is waiting.
+    await new Promise((r) => setTimeout(r, 2_500));
+    writeFileSync(gate, '');
+    expect((await call).body).toMatchObject({ error: { message: expect.stringMatching(/Unknown tool: slow__echo/) } });
   }, 60_000);
 });
