@@ -26,6 +26,11 @@ export interface DaemonRecord {
   fileListen?: { host: string; port: number };
   /** Its admin listener, when it has one: the socket's absolute path, or a TCP address. */
   admin?: { path: string } | { host: string; port: number };
+  /**
+   * The ledger it writes (an absolute path, or `:memory:`), when it keeps one: ledger.path is
+   * applied only at a restart, so after an edit the CLI's `ledger` commands find it here.
+   */
+  ledger?: string;
 }
 
 /**
@@ -72,7 +77,7 @@ export function readDaemonRecord(file: string): DaemonRecord | undefined {
   if (typeof r !== 'object' || r === null || !Number.isInteger(r.pid) || typeof r.config !== 'string' || !address(r.listen)) return undefined;
   const admin = r.admin;
   const adminOk = admin === undefined || address(admin) || (typeof admin === 'object' && admin !== null && typeof (admin as { path?: unknown }).path === 'string');
-  if (!adminOk || (r.started !== undefined && typeof r.started !== 'string') || (r.fileListen !== undefined && !address(r.fileListen))) return undefined;
+  if (!adminOk || (r.started !== undefined && typeof r.started !== 'string') || (r.fileListen !== undefined && !address(r.fileListen)) || (r.ledger !== undefined && typeof r.ledger !== 'string')) return undefined;
   return r as DaemonRecord;
 }
 

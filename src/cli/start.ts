@@ -1,5 +1,5 @@
 import type { AddressInfo } from 'node:net';
-import { resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import { loadConfigOrExit } from './config-or-exit.js';
 import { adminExposureProblem, configExposureProblem } from '../auth/exposure.js';
@@ -178,7 +178,9 @@ function recordAddress(configFile: string, config: HubConfig, addr: AddressInfo,
     const u = new URL(adminAt);
     adminAddress = { host: u.hostname.replace(/^\[|\]$/g, ''), port: Number(u.port) };
   }
-  const record = { config: resolve(config.file ?? configFile), listen: { host: addr.address, port: addr.port }, fileListen: { host: config.listen.host, port: config.listen.port }, admin: adminAddress };
+  const file = resolve(config.file ?? configFile);
+  const ledger = config.ledger.enabled === false ? undefined : config.ledger.path === ':memory:' ? ':memory:' : resolve(dirname(file), config.ledger.path);
+  const record = { config: file, listen: { host: addr.address, port: addr.port }, fileListen: { host: config.listen.host, port: config.listen.port }, admin: adminAddress, ledger };
   const written = new Set<string>();
   const writeAt = (file: string): void => {
     if (written.has(file)) return;

@@ -97,7 +97,7 @@ describe('a daemon whose config names another port since it started', () => {
 
   // ledger.path, like listen, waits for a restart: its record stayed beside the old ledger, and
   // the CLI, reading the file as edited, looked beside the new one and said no daemon ran (exit 3).
-  it('whose ledger.path was edited too (applied at its restart) is still found: a reload writes its record beside the new ledger as well, both removed when it stops', async () => {
+  it('whose ledger.path was edited too (applied at its restart) is still found: a reload writes its record beside the new ledger as well, both removed when it stops; its ledger is the one `ledger query` reads meanwhile', async () => {
     const hub = await startHub({ listen: { port: 0 }, servers: {} }, { args: ['--no-watch'] });
     const moved = join(hub.dir, 'moved', 'ledger.db');
     try {
@@ -107,13 +107,26 @@ describe('a daemon whose config names another port since it started', () => {
       const seen = hub.logs.length;
       hub.proc.kill('SIGHUP');
       await expect.poll(() => hub.logs.slice(seen).some((l) => l.includes('change only on a restart')), { timeout: 10_000 }).toBe(true);
-      const [r] = await runCliBatch([{ args: ['servers', '--json', '-c', hub.configFile], env: ENV }]);
+      const [r, query, prune] = await runCliBatch([
+        { args: ['servers', '--json', '-c', hub.configFile], env: ENV },
+        { args: ['ledger', 'query', '--json', '-c', hub.configFile], env: ENV },
+        { args: ['ledger', 'prune', '--before', '30d', '-c', hub.configFile], env: ENV },
+      ]);
       expect([r!.code, r!.stderr]).toEqual([0, '']);
       expect(JSON.parse(r!.stdout)).toEqual([]);
+      // The ledger commands read the ledger the daemon writes (it said "no ledger database at
+      // …/moved/ledger.db", exit 1, while the daemon wrote the old one), saying so; a prune is not
+      // sent there unasked.
+      const old = join(hub.dir, 'ledger.db');
+      expect([query!.code, query!.stderr]).toEqual([0, `switchyard ledger query: note: ledger.path names ${moved}, which its running daemon (pid ${hub.proc.pid}) applies at its next restart: it writes ${old}, which is read\n`]);
+      expect([prune!.code, prune!.stderr]).toEqual([1, expect.stringContaining(`it writes ${old}; give that one with --db`)]);
     } finally {
       await hub.stop();
     }
     expect([existsSync(join(hub.dir, 'ledger.db.daemon')), existsSync(`${moved}.daemon`)]).toEqual([false, false]);
+    // Stopped, the edited path is the config's ledger, not made yet: said as before.
+    const [after] = await runCliBatch([{ args: ['ledger', 'query', '-c', hub.configFile], env: ENV }]);
+    expect([after!.code, after!.stderr]).toEqual([1, expect.stringContaining(`no ledger database at ${moved} (ledger.path)`)]);
   }, 60_000);
 
   it("two daemons whose ledgers share a folder keep a record each: the one stopping first leaves the other's", async () => {

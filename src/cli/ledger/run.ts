@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { LedgerReader } from '../../ledger/reader.js';
 import { counted } from '../../counted.js';
 import { ledgerWriterText, linkedLedger } from '../ledger-lock.js';
@@ -6,6 +7,7 @@ import { UsageError } from '../usage-error.js';
 import type { LedgerCliIo } from './io.js';
 import { type CommonArgs, ledgerOff, resolveLedgerPath, sqliteSaysOf } from './ledger-file.js';
 import { leftBehind } from './left-behind.js';
+import { runningDaemonLedger } from './running-ledger.js';
 
 /**
  * A subcommand's handler made of its two halves: `usage` reads its options (pure, throwing
@@ -33,8 +35,16 @@ export function subcommandRunner(io: LedgerCliIo): SubcommandRunner {
       // A writer (prune) under another name of the file would write beside the hub's -wal (ledger-lock.ts).
       const linked = writable ? linkedLedger(path) : undefined;
       if (linked) throw linked;
-      // The config's ledger (not a --db named on purpose) not made yet: a first run, before any `start`.
-      if (!args.db && !existsSync(path)) throw new Error(`no ledger database at ${path} (ledger.path): ${ledgerOff(args) ? 'the config has ledger.enabled false, so its hub keeps none' : 'the hub makes it when it starts'}, or give one with --db`);
+      // The config's ledger (not a --db named on purpose) not made yet: a first run, before any
+      // `start`, or an edited ledger.path, which its running daemon applies at its restart only:
+      // read (never pruned) where that daemon writes, saying so.
+      if (!args.db && !existsSync(path)) {
+        const running = runningDaemonLedger(path, resolve(args.config ?? 'hub.config.json'));
+        const edited = running && `ledger.path names ${path}, which its running daemon (pid ${running.pid}) applies at its next restart: it writes ${running.ledger}`;
+        if (!running || writable) throw new Error(edited ? `${edited}; give that one with --db` : `no ledger database at ${path} (ledger.path): ${ledgerOff(args) ? 'the config has ledger.enabled false, so its hub keeps none' : 'the hub makes it when it starts'}, or give one with --db`);
+        io.err(`switchyard ledger ${sub}: note: ${edited}, which is read\n`);
+        path = running.ledger;
+      }
       // A writer beside a running hub of an older Switchyard must not upgrade its ledger.
       reader = LedgerReader.open({ path, writable, heldBy: writable ? ledgerWriterText(path) : undefined });
       const left = leftBehind(path, reader);
