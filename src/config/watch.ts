@@ -3,7 +3,7 @@
  * when the file changes. The folder is watched rather than the file, because editors save by
  * writing a new file and renaming it over the old one (and, for a file reached through a
  * symlink, the folder of the file it points to as well); events are debounced, and a save that
- * leaves the text unchanged does nothing. A config that does not load is rejected with one
+ * leaves the text as last applied does nothing. A config that does not load is rejected with one
  * log line per problem and the running config is kept. Reloads never overlap.
  */
 import { lstatSync, readFileSync, readlinkSync, watch, type FSWatcher } from 'node:fs';
@@ -135,9 +135,12 @@ export function watchConfig<R>(file: string, log: Logger, apply: (c: HubConfig) 
       log.error({ file: path, reason, problems }, `config reload rejected; the running config is kept: ${problems.join('; ')}`);
       return { status: 'rejected', problems };
     }
-    lastText = text;
     try {
-      return { status: 'applied', report: await apply(next) };
+      const report = await apply(next);
+      // Only now: a text whose apply failed must not pass for applied, so that saving it again
+      // (once what failed is fixed) retries it.
+      lastText = text;
+      return { status: 'applied', report };
     } catch (err) {
       log.error({ file: path, reason, err: (err as Error).message }, 'config reload failed; the running config is kept');
       return { status: 'failed', error: (err as Error).message };

@@ -92,6 +92,21 @@ describe('config watcher outcomes', () => {
     expect(await asked).toEqual({ status: 'applied', report: 2 });
     w.close();
   });
+  it('a file whose apply failed is not taken for applied: saving the same text again retries it', async () => {
+    const file = configFile({ servers: {}, pageSize: 1 });
+    let fail = true;
+    const w = watchConfig(file, silentLogger, async (c: HubConfig) => {
+      if (fail) throw new Error('servers.x: cannot be built');
+      return c.pageSize;
+    }, { watchFile: false });
+    writeFileSync(file, JSON.stringify({ servers: {}, pageSize: 2 }));
+    expect(await w.reloadNow('file changed')).toEqual({ status: 'failed', error: 'servers.x: cannot be built' });
+    fail = false;
+    // Saved again as it was (the cause fixed outside the file): applied, not "unchanged".
+    expect(await w.reloadNow('file changed')).toEqual({ status: 'applied', report: 2 });
+    expect(await w.reloadNow('file changed')).toEqual({ status: 'unchanged' });
+    w.close();
+  });
 });
 
 describe('what switchyard reload prints', () => {
