@@ -119,6 +119,9 @@ export function watchConfig<R>(file: string, log: Logger, apply: (c: HubConfig) 
   const path = resolve(file);
   const debounceMs = opts.debounceMs ?? 250;
   let lastText = 'loadedText' in opts ? opts.loadedText : readText(path);
+  // The file's last text was refused (rejected, or its apply failed): the last log line about it
+  // says so, and a return to the running text must be said too.
+  let refused = false;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<ReloadOutcome<R>> | undefined;
   let again: string | undefined;
@@ -126,13 +129,18 @@ export function watchConfig<R>(file: string, log: Logger, apply: (c: HubConfig) 
 
   const once = async (reason: string): Promise<ReloadOutcome<R>> => {
     const text = readText(path);
-    if (reason === 'file changed' && text === lastText) return { status: 'unchanged' };
+    if (reason === 'file changed' && text === lastText) {
+      if (refused) log.info({ file: path, reason }, 'config file is back to the running config; nothing to reload');
+      refused = false;
+      return { status: 'unchanged' };
+    }
     let next: HubConfig;
     try {
       next = loadConfig(path);
     } catch (err) {
       const problems = (err instanceof ConfigError ? err.problems : [(err as Error).message]).map(inHubEnvironment);
       log.error({ file: path, reason, problems }, `config reload rejected; the running config is kept: ${problems.join('; ')}`);
+      refused = true;
       return { status: 'rejected', problems };
     }
     try {
@@ -140,9 +148,11 @@ export function watchConfig<R>(file: string, log: Logger, apply: (c: HubConfig) 
       // Only now: a text whose apply failed must not pass for applied, so that saving it again
       // (once what failed is fixed) retries it.
       lastText = text;
+      refused = false;
       return { status: 'applied', report };
     } catch (err) {
       log.error({ file: path, reason, err: (err as Error).message }, 'config reload failed; the running config is kept');
+      refused = true;
       return { status: 'failed', error: (err as Error).message };
     }
   };

@@ -5,6 +5,7 @@
 import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { watchConfig } from '../../src/config/watch.js';
 import type { HubConfig } from '../../src/config/types.js';
@@ -105,6 +106,35 @@ describe('config watcher outcomes', () => {
     // Saved again as it was (the cause fixed outside the file): applied, not "unchanged".
     expect(await w.reloadNow('file changed')).toEqual({ status: 'applied', report: 2 });
     expect(await w.reloadNow('file changed')).toEqual({ status: 'unchanged' });
+    w.close();
+  });
+
+  it('a file refused (rejected, or its apply failed) and then put back as the running config says so, once, in the log', async () => {
+    const running = JSON.stringify({ servers: {}, pageSize: 1 });
+    const file = configFile({ servers: {}, pageSize: 1 });
+    const logged: { level: number; msg: string }[] = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void logged.push(JSON.parse(line)) });
+    let fail = false;
+    const w = watchConfig(file, log, async () => {
+      if (fail) throw new Error('servers.x: cannot be built');
+    }, { watchFile: false });
+    const back = () => logged.filter((l) => l.level === 30 && /back to the running config/.test(l.msg)).length;
+    writeFileSync(file, JSON.stringify({ servers: {}, pageSize: -1 }));
+    expect((await w.reloadNow('file changed')).status).toBe('rejected');
+    writeFileSync(file, running);
+    expect(await w.reloadNow('file changed')).toEqual({ status: 'unchanged' });
+    expect(logged.at(-1)?.msg).toMatch(/^config file is back to the running config/);
+    expect(back()).toBe(1);
+    // A save without edits after that says nothing more.
+    expect(await w.reloadNow('file changed')).toEqual({ status: 'unchanged' });
+    expect(back()).toBe(1);
+    // The same after an apply that failed.
+    fail = true;
+    writeFileSync(file, JSON.stringify({ servers: {}, pageSize: 2 }));
+    expect((await w.reloadNow('file changed')).status).toBe('failed');
+    writeFileSync(file, running);
+    expect(await w.reloadNow('file changed')).toEqual({ status: 'unchanged' });
+    expect(back()).toBe(2);
     w.close();
   });
 });
