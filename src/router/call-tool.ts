@@ -475,9 +475,13 @@ export class ToolCall {
     // lost), its row saying so as the edge's refusal does.
     const revoked = heldKeyRefusal(this.opts.credentials, keysAt, ctx.credentialKey, ctx.principal, ctx.group);
     if (revoked) {
-      await finish({ outcome: 'denied', errorKind: 'policy', errorCode: revoked.status, errorMessage: revoked.message }, undefined, false);
+      // Its legacy session ended with that reload (SessionTable.endSessionsOf): its client is
+      // answered 404 'Session not found: …' by the session's end (Endpoint.legacyRequest), so the
+      // row says that, cancelled, as it does for a call that was in flight then.
+      const ended = ctx.signal.aborted ? cutOffError(notSent(new CancelledError(reasonOf(ctx.signal))), ctx.signal) : undefined;
+      await finish(ended ? outcomeOfError(ended) : { outcome: 'denied', errorKind: 'policy', errorCode: revoked.status, errorMessage: revoked.message }, undefined, false);
       unspent?.();
-      throw new CredentialRevokedError(revoked);
+      throw ended ?? new CredentialRevokedError(revoked);
     }
     // A reload changed the groups while the call was held (its row written, a plugin, the user's
     // confirmation): a tool its group no longer shows is not sent through it, as it would not be

@@ -3,13 +3,17 @@
  * beforeCall), while a reload revokes that key (`switchyard keys remove`) or narrows its groups:
  * the call is not sent, and is answered as a request with that key is now (401 with its
  * challenge, or 403 for an endpoint its groups lost), its row saying so. A key the reload kept
- * has its held call sent. Real built hub and CLI, SDK v2 client, the repo's mutable server.
+ * has its held call sent. A legacy client's held call, whose session that reload ended, is
+ * answered as that session's calls in flight are (404 -32001), its row cancelled so. Real built
+ * hub and CLI, SDK v2 and v1 clients, the repo's mutable server.
  */
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
+import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { sha256Hex } from '../helpers/auth.js';
 import { runCli } from '../helpers/cli.js';
 import { loggedTimes } from '../helpers/config-edit.js';
@@ -112,5 +116,32 @@ describe('a held tools/call whose API key a reload revoked', () => {
     // A request with the key there now is refused the same way by the edge.
     const now = await post(g, modernBody('after', 'tools/call', { name: 'r__echo', arguments: { text: 'x' } }), { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${ALICE}` });
     expect(now.status).toBe(403);
+  });
+
+  it('of a legacy session the reload ended is answered 404 -32001 saying why, and its row says so (cancelled), as a call in flight then is', async () => {
+    const r = await rigged();
+    const client = new ClientV1({ name: 'alice-legacy-held', version: '1.0.0' });
+    await client.connect(new TransportV1(new URL(r.hub.url), { requestInit: { headers: { authorization: `Bearer ${ALICE}` } } }));
+    try {
+      const before = r.calls();
+      // The SDK's StreamableHTTPError carries the HTTP status as its code.
+      const held = client.callTool({ name: 'r__echo', arguments: { text: 'held' } }).then(
+        () => 'answered',
+        (err: Error & { code?: number }) => `${err.code} ${err.message}`,
+      );
+      await holding(r.dir);
+      const removed = await runCli(['keys', 'remove', 'alice', '--config', r.hub.configFile]);
+      expect(removed.code, removed.stderr).toBe(0);
+      await loggedTimes(r.hub, 'config reloaded', 1);
+      writeFileSync(join(r.dir, 'open'), '');
+      const why = 'the client session ended while the request was in flight: the API key that opened it was revoked';
+      const outcome = await held;
+      expect(outcome).toMatch(/^404 /);
+      expect(outcome).toContain(JSON.stringify({ code: -32001, message: `Session not found: ${why}` }).slice(1, -1));
+      expect(r.calls()).toBe(before);
+      await expect.poll(() => rowsOf(r.hub, 'alice'), { timeout: 10_000, interval: 50 }).toEqual([{ outcome: 'cancelled', code: null, message: why }]);
+    } finally {
+      await client.close().catch(() => undefined);
+    }
   });
 });
