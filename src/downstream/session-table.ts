@@ -298,19 +298,20 @@ export class SessionTable {
   /**
    * Sessions opened on `/mcp/<group>` of a group a reload removed end at once, GET streams
    * included: their every request would get the path's 404, while a GET stream stayed open,
-   * told nothing, and the session held its place.
+   * told nothing, and the session held its place. A request in flight is told why.
    */
   endSessionsOfGroups(gone: (group: string) => boolean): number {
     let n = 0;
-    for (const [id, s] of this.sessions) if (s.group !== undefined && gone(s.group) && this.endSession(id)) n++;
+    for (const [id, s] of this.sessions) if (s.group !== undefined && gone(s.group) && this.endSession(id, groupRemoved(s.group))) n++;
     return n;
   }
 }
 
 const NO_KEYS: ReadonlySet<string> = new Set();
-/** Why endSessionsOf ended a session, as its requests in flight are told. */
+/** Why endSessionsOf or endSessionsOfGroups ended a session, as its requests in flight are told. */
 const REVOKED = 'the API key that opened it was revoked';
 const NARROWED = 'the API key that opened it no longer reaches this endpoint (its groups changed)';
+const groupRemoved = (group: string): string => `the group it was opened on (/mcp/${group}) was removed`;
 
 /** SessionTable.sessionFor's answer for a session it would take back if the hub had room (503, not 404). */
 export const NO_ROOM = Symbol('no room for the session');

@@ -3,7 +3,7 @@
  * reload that revokes the API key that opened it) still answers that request: 202 is for
  * notifications and responses, and an SDK client that gets it for a request waits for an answer
  * until its own timeout. The request is answered as any request naming an ended session is
- * (404, -32001), saying why when the hub ended it (the key revoked), and the call upstream is
+ * (404, -32001), saying why when the hub ended it (the key revoked, its group removed), and the call upstream is
  * cancelled. Real built hub and CLI, SDK v1 client and server.
  */
 import { join } from 'node:path';
@@ -13,7 +13,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { sha256Hex } from '../helpers/auth.js';
 import { runCli } from '../helpers/cli.js';
-import { loggedTimes } from '../helpers/config-edit.js';
+import { loggedTimes, setSection } from '../helpers/config-edit.js';
 import { waitForReady } from '../helpers/wire.js';
 import { queryRows, SDK1 } from './ledger-helpers.js';
 
@@ -83,6 +83,38 @@ describe('a legacy session whose API key a reload revokes under a request in fli
       expect(outcome).toContain(JSON.stringify({ code: -32001, message: why }).slice(1, -1));
       await expect
         .poll(async () => (await queryRows(db)).filter((r) => r.method === 'tools/call' && r.clientName === 'key-revoked').map((r) => [r.outcome, r.errorMessage]), { timeout: 5_000 })
+        .toEqual([['cancelled', why.replace('Session not found: ', '')]]);
+    } finally {
+      await client.close().catch(() => undefined);
+    }
+  }, 40_000);
+});
+
+describe("a legacy session whose group a reload removes under a request in flight", () => {
+  let grouped: HubProcess | undefined;
+  afterAll(async () => void (await grouped?.stop()));
+
+  it('answers the request -32001 saying its group was removed, and records the call cancelled so', async () => {
+    grouped = await startHub({ groups: { g: { servers: ['s'] } }, servers: { s: nodeServer(SDK1) } });
+    const h = grouped;
+    await waitForReady(h.url, ['s']);
+    const client = new Client({ name: 'group-removed', version: '1' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(h.url.replace(/\/mcp$/, '/mcp/g'))));
+    try {
+      const call = client.callTool({ name: 's__slow', arguments: { ms: 8000 } }, undefined, { timeout: 30_000 }).then(
+        () => 'answered',
+        (err: Error & { code?: number }) => `${err.code} ${err.message}`,
+      );
+      const db = join(h.dir, 'ledger.db');
+      await expect.poll(async () => (await queryRows(db)).some((r) => r.method === 'tools/call' && r.clientName === 'group-removed'), { timeout: 10_000 }).toBe(true);
+      setSection(h, 'groups', undefined);
+      await loggedTimes(h, 'config reload: groups replaced', 1);
+      const why = 'Session not found: the client session ended while the request was in flight: the group it was opened on (/mcp/g) was removed';
+      const outcome = await call;
+      expect(outcome).toMatch(/^404 /);
+      expect(outcome).toContain(JSON.stringify({ code: -32001, message: why }).slice(1, -1));
+      await expect
+        .poll(async () => (await queryRows(db)).filter((r) => r.method === 'tools/call' && r.clientName === 'group-removed').map((r) => [r.outcome, r.errorMessage]), { timeout: 5_000 })
         .toEqual([['cancelled', why.replace('Session not found: ', '')]]);
     } finally {
       await client.close().catch(() => undefined);
