@@ -475,10 +475,7 @@ export class ToolCall {
     // lost), its row saying so as the edge's refusal does.
     const revoked = heldKeyRefusal(this.opts.credentials, keysAt, ctx.credentialKey, ctx.principal, ctx.group);
     if (revoked) {
-      // Its legacy session ended with that reload (SessionTable.endSessionsOf): its client is
-      // answered 404 'Session not found: …' by the session's end (Endpoint.legacyRequest), so the
-      // row says that, cancelled, as it does for a call that was in flight then.
-      const ended = ctx.signal.aborted ? cutOffError(notSent(new CancelledError(reasonOf(ctx.signal))), ctx.signal) : undefined;
+      const ended = endedWhileHeld(ctx);
       await finish(ended ? outcomeOfError(ended) : { outcome: 'denied', errorKind: 'policy', errorCode: revoked.status, errorMessage: revoked.message }, undefined, false);
       unspent?.();
       throw ended ?? new CredentialRevokedError(revoked);
@@ -491,7 +488,7 @@ export class ToolCall {
       (ctx.group !== undefined && this.catalog.groups.version !== groupsAt && !this.catalog.groups.includes(ctx.group, 'tools', server.id, hubName, upstreamName, server.config.prefix)) ||
       unshownSince(server, this.opts.server, upstreamName)
     ) {
-      const err = new RpcError(INVALID_PARAMS, `Unknown tool: ${hubName}`);
+      const err = endedWhileHeld(ctx) ?? new RpcError(INVALID_PARAMS, `Unknown tool: ${hubName}`);
       await finish(outcomeOfError(err), undefined, false);
       unspent?.();
       throw err;
@@ -755,4 +752,14 @@ function firstText(result: Result): string | undefined {
 function argumentsProblem(args: unknown): RpcError | undefined {
   if (args === undefined || args === null || (typeof args === 'object' && !Array.isArray(args))) return undefined;
   return new RpcError(INVALID_PARAMS, `Invalid params: tools/call arguments must be an object, not ${Array.isArray(args) ? 'an array' : typeof args}`);
+}
+
+/**
+ * A held call refused because a reload changed its key or groups, whose client's request the
+ * same reload ended (its legacy session's end, SessionTable.endSessionsOf/endSessionsOfGroups):
+ * its client is answered by that end (Endpoint.legacyRequest: 404 'Session not found: …'), so
+ * its row says that, cancelled and not sent, as for a call in flight then, not the refusal.
+ */
+function endedWhileHeld(ctx: CallContext): unknown {
+  return ctx.signal.aborted ? cutOffError(notSent(new CancelledError(reasonOf(ctx.signal))), ctx.signal) : undefined;
 }

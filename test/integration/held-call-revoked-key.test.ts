@@ -4,7 +4,8 @@
  * the call is not sent, and is answered as a request with that key is now (401 with its
  * challenge, or 403 for an endpoint its groups lost), its row saying so. A key the reload kept
  * has its held call sent. A legacy client's held call, whose session that reload ended, is
- * answered as that session's calls in flight are (404 -32001), its row cancelled so. Real built
+ * answered as that session's calls in flight are (404 -32001), its row cancelled so; so is one
+ * whose session that reload ended by removing its group. Real built
  * hub and CLI, SDK v2 and v1 clients, the repo's mutable server.
  */
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -16,7 +17,7 @@ import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { sha256Hex } from '../helpers/auth.js';
 import { runCli } from '../helpers/cli.js';
-import { loggedTimes } from '../helpers/config-edit.js';
+import { loggedTimes, setSection } from '../helpers/config-edit.js';
 import { holdingPlugin } from '../helpers/hold-plugin.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders, post, type Json } from '../helpers/wire.js';
@@ -135,6 +136,31 @@ describe('a held tools/call whose API key a reload revoked', () => {
       await loggedTimes(r.hub, 'config reloaded', 1);
       writeFileSync(join(r.dir, 'open'), '');
       const why = 'the client session ended while the request was in flight: the API key that opened it was revoked';
+      const outcome = await held;
+      expect(outcome).toMatch(/^404 /);
+      expect(outcome).toContain(JSON.stringify({ code: -32001, message: `Session not found: ${why}` }).slice(1, -1));
+      expect(r.calls()).toBe(before);
+      await expect.poll(() => rowsOf(r.hub, 'alice'), { timeout: 10_000, interval: 50 }).toEqual([{ outcome: 'cancelled', code: null, message: why }]);
+    } finally {
+      await client.close().catch(() => undefined);
+    }
+  });
+
+  it("of a legacy session a reload ended by removing its group is answered 404 -32001 saying so, and its row says so (cancelled)", async () => {
+    const r = await rigged();
+    const client = new ClientV1({ name: 'alice-legacy-group', version: '1.0.0' });
+    await client.connect(new TransportV1(new URL(r.hub.url.replace(/\/mcp$/, '/mcp/g')), { requestInit: { headers: { authorization: `Bearer ${ALICE}` } } }));
+    try {
+      const before = r.calls();
+      const held = client.callTool({ name: 'r__echo', arguments: { text: 'held' } }).then(
+        () => 'answered',
+        (err: Error & { code?: number }) => `${err.code} ${err.message}`,
+      );
+      await holding(r.dir);
+      setSection(r.hub, 'groups', { h: { servers: ['r'] } });
+      await loggedTimes(r.hub, 'config reload: groups replaced', 1);
+      writeFileSync(join(r.dir, 'open'), '');
+      const why = 'the client session ended while the request was in flight: the group it was opened on (/mcp/g) was removed';
       const outcome = await held;
       expect(outcome).toMatch(/^404 /);
       expect(outcome).toContain(JSON.stringify({ code: -32001, message: `Session not found: ${why}` }).slice(1, -1));
