@@ -159,14 +159,19 @@ export class Authenticator {
    * null while the API key `key` (its configured hash) still lets `principal` in at `group`'s
    * endpoint; otherwise what a request with it is answered now: 401 for a key removed or given to
    * another principal, 403 for one whose groups no longer take the endpoint (as authenticate and
-   * the edge answer them, the reason saying the call was held and not sent).
+   * the edge answer them, the reason saying the call was held and not sent), and 403
+   * insufficient_scope for one that lost a scope `hubName` (`base`: its name before any renaming) needs.
    */
-  revokedRefusal(key: string, principal: string, group: string | undefined): Refusal | null {
+  revokedRefusal(key: string, principal: string, group: string | undefined, hubName: string, base: string): Refusal | null {
     const holder = this.keys.holderOf(key);
     const held = 'revoked while the call was held; it was not sent';
     if (!holder || holder.principal !== principal) return this.unauthorized('invalid_token', `unknown API key (${held})`, group);
     if (holder.groups && !(group !== undefined && holder.groups.has(group)))
       return { status: 403, headers: {}, message: `Forbidden: this API key may use only ${[...holder.groups].map((g) => `/mcp/${g}`).join(', ')} (${held})`, principal };
+    // Its scopes narrowed: refused as checkToolScopes refuses the key at the edge now.
+    const needed = this.toolScopes.required(hubName, base);
+    if (needed.length > 0 && missingScopes(holder.scopes, needed).length > 0)
+      return { ...this.insufficientScope([...new Set([...this.baseScopes, ...needed])], `calling ${hubName} needs scope ${needed.join(' ')} (the key lost it while the call was held; it was not sent)`, group), principal };
     return null;
   }
 

@@ -1,15 +1,17 @@
 /**
  * A credential checked again before a held call is sent: a call let in, then held (a plugin's
  * beforeCall, its row's write, its connection), is not sent once a reload revoked the API key
- * it came with. The edge checked the key when the request came; nothing did after.
+ * it came with, or took from it the scope its tool needs. The edge checked the key when the
+ * request came; nothing did after.
  */
 import { INVALID_REQUEST, RpcError } from '../protocol/errors.js';
+import { baseName } from '../catalog/names.js';
 import type { Refusal } from './authenticator.js';
 
 /** What the router asks of the hub's Authenticator: cheap until the key set changes. */
 export interface HeldCredentials {
   readonly keysVersion: number;
-  revokedRefusal(key: string, principal: string, group: string | undefined): Refusal | null;
+  revokedRefusal(key: string, principal: string, group: string | undefined, hubName: string, base: string): Refusal | null;
 }
 
 /**
@@ -22,8 +24,21 @@ export class CredentialRevokedError extends RpcError {
   }
 }
 
-/** The refusal for a call held since `versionAt`, or null when its key (if any) still holds. */
-export function heldKeyRefusal(creds: HeldCredentials | undefined, versionAt: number, key: string | undefined, principal: string, group: string | undefined): Refusal | null {
+/**
+ * The refusal for a call of `hubName` (its server's `prefix`, its `upstreamName`) held since
+ * `versionAt`, or null when its key (if any) still holds, scopes included. The base name the
+ * tool scopes' globs also meet is made only once the key set moved: nothing per call.
+ */
+export function heldKeyRefusal(
+  creds: HeldCredentials | undefined,
+  versionAt: number,
+  key: string | undefined,
+  principal: string,
+  group: string | undefined,
+  hubName: string,
+  prefix: string,
+  upstreamName: string,
+): Refusal | null {
   if (creds === undefined || key === undefined || creds.keysVersion === versionAt) return null;
-  return creds.revokedRefusal(key, principal, group);
+  return creds.revokedRefusal(key, principal, group, hubName, baseName(prefix, upstreamName));
 }

@@ -473,7 +473,7 @@ export class ToolCall {
     // A reload revoked its API key while the call was held (its row written, a plugin): not sent,
     // and answered as a request with that key is now (401, or 403 for an endpoint its groups
     // lost), its row saying so as the edge's refusal does.
-    const revoked = heldKeyRefusal(this.opts.credentials, keysAt, ctx.credentialKey, ctx.principal, ctx.group);
+    const revoked = heldKeyRefusal(this.opts.credentials, keysAt, ctx.credentialKey, ctx.principal, ctx.group, hubName, server.config.prefix, upstreamName);
     if (revoked) {
       const ended = endedWhileHeld(ctx);
       await finish(ended ? outcomeOfError(ended) : { outcome: 'denied', errorKind: 'policy', errorCode: revoked.status, errorMessage: revoked.message }, undefined, false);

@@ -5,7 +5,8 @@
  * challenge, or 403 for an endpoint its groups lost), its row saying so. A key the reload kept
  * has its held call sent. A legacy client's held call, whose session that reload ended, is
  * answered as that session's calls in flight are (404 -32001), its row cancelled so; so is one
- * whose session that reload ended by removing its group. Real built
+ * whose session that reload ended by removing its group. A key that lost the scope its tool
+ * needs is refused 403 insufficient_scope, as the edge refuses it now. Real built
  * hub and CLI, SDK v2 and v1 clients, the repo's mutable server.
  */
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -15,7 +16,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { sha256Hex } from '../helpers/auth.js';
+import { sha256Hex, signingKey, writeJwks, ISSUER, AUDIENCE } from '../helpers/auth.js';
 import { runCli } from '../helpers/cli.js';
 import { loggedTimes, setSection } from '../helpers/config-edit.js';
 import { holdingPlugin } from '../helpers/hold-plugin.js';
@@ -169,5 +170,42 @@ describe('a held tools/call whose API key a reload revoked', () => {
     } finally {
       await client.close().catch(() => undefined);
     }
+  });
+
+  it("whose scopes a reload took the tool's scope from is not sent, and is refused 403 insufficient_scope as the edge refuses that key now", async () => {
+    const dir = tmp();
+    writeFileSync(join(dir, 'plugin.mjs'), holdingPlugin(dir));
+    writeJwks(join(dir, 'jwks.json'), [await signingKey('k1')]);
+    const statsFile = join(dir, 'stats.json');
+    const r = nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', TOOLS, STATS_FILE: statsFile });
+    hub = await startHub(
+      {
+        auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE), scopes: ['echo'] }], oauth: { issuer: ISSUER, audience: AUDIENCE, jwksFile: 'jwks.json', toolScopes: { '*__echo': 'echo' } } },
+        plugins: { paths: ['./plugin.mjs'] },
+        servers: { r },
+      },
+      { dir },
+    );
+    const h = hub;
+    await expect
+      .poll(async () => ((await (await fetch(new URL('/healthz', h.url), { headers: { authorization: `Bearer ${ALICE}` } })).json()) as { servers?: Json[] }).servers?.[0]?.state, { timeout: 20_000, interval: 50 })
+      .toBe('ready');
+    const pending = post(h.url, modernBody('shrunk', 'tools/call', { name: 'r__echo', arguments: { text: 'held' } }), { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${ALICE}` });
+    await holding(dir);
+    const config = JSON.parse(readFileSync(h.configFile, 'utf8')) as { auth: { apiKeys: { principal: string; scopes?: string[] }[] } };
+    config.auth.apiKeys[0]!.scopes = [];
+    writeFileSync(h.configFile, JSON.stringify(config));
+    await loggedTimes(h, 'config reloaded', 1);
+    writeFileSync(join(dir, 'open'), '');
+    const reply = await pending;
+    const message = 'Forbidden: calling r__echo needs scope echo (the key lost it while the call was held; it was not sent)';
+    expect(reply.status).toBe(403);
+    expect(reply.body?.error).toEqual({ code: -32600, message });
+    expect(reply.headers.get('www-authenticate')).toContain('insufficient_scope');
+    expect(existsSync(statsFile) ? ((JSON.parse(readFileSync(statsFile, 'utf8')) as Record<string, number>)['tools/call'] ?? 0) : 0).toBe(0);
+    await expect.poll(() => rowsOf(h, 'alice'), { timeout: 10_000, interval: 50 }).toEqual([{ outcome: 'denied', code: 403, message }]);
+    // A request with the key now is refused by the edge for the same scope.
+    const now = await post(h.url, modernBody('after', 'tools/call', { name: 'r__echo', arguments: { text: 'x' } }), { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${ALICE}` });
+    expect(now.status).toBe(403);
   });
 });
