@@ -707,6 +707,9 @@ export class Endpoint {
       if (reason instanceof SessionEndedError && ex.transport === 'http')
         return ex.reply(errorResponse(req.id, new RpcError(-32001, `Session not found: ${reason.message}`)), 404);
       if (err instanceof CancelledError || ac.signal.aborted) return ex.reply(undefined, 202);
+      // A held call its key no longer lets through (a scope it lost; the session goes on): the
+      // status and challenge the edge gives that key now, as a modern client's is answered.
+      if (err instanceof CredentialRevokedError) return ex.reply(errorResponse(req.id, err), err.refusal.status, err.refusal.headers);
       ex.reply(errorResponse(req.id, toLegacyError(asRpc(err, this.log))));
     } finally {
       session.inflight.delete(key);

@@ -208,4 +208,50 @@ describe('a held tools/call whose API key a reload revoked', () => {
     const now = await post(h.url, modernBody('after', 'tools/call', { name: 'r__echo', arguments: { text: 'x' } }), { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${ALICE}` });
     expect(now.status).toBe(403);
   });
+
+  it("of a legacy session whose key a reload left without the tool's scope is refused 403 insufficient_scope too, as the edge refuses it now", async () => {
+    const dir = tmp();
+    writeFileSync(join(dir, 'plugin.mjs'), holdingPlugin(dir));
+    writeJwks(join(dir, 'jwks.json'), [await signingKey('k1')]);
+    const r = nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', TOOLS });
+    hub = await startHub(
+      {
+        auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE), scopes: ['echo'] }], oauth: { issuer: ISSUER, audience: AUDIENCE, jwksFile: 'jwks.json', toolScopes: { '*__echo': 'echo' } } },
+        plugins: { paths: ['./plugin.mjs'] },
+        servers: { r },
+      },
+      { dir },
+    );
+    const h = hub;
+    await expect
+      .poll(async () => ((await (await fetch(new URL('/healthz', h.url), { headers: { authorization: `Bearer ${ALICE}` } })).json()) as { servers?: Json[] }).servers?.[0]?.state, { timeout: 20_000, interval: 50 })
+      .toBe('ready');
+    const client = new ClientV1({ name: 'alice-legacy-scoped', version: '1.0.0' });
+    await client.connect(new TransportV1(new URL(h.url), { requestInit: { headers: { authorization: `Bearer ${ALICE}` } } }));
+    try {
+      const held = client.callTool({ name: 'r__echo', arguments: { text: 'held' } }).then(
+        () => 'answered',
+        (err: Error & { code?: number }) => `${err.code} ${err.message}`,
+      );
+      await holding(dir);
+      const config = JSON.parse(readFileSync(h.configFile, 'utf8')) as { auth: { apiKeys: { principal: string; scopes?: string[] }[] } };
+      config.auth.apiKeys[0]!.scopes = [];
+      writeFileSync(h.configFile, JSON.stringify(config));
+      await loggedTimes(h, 'config reloaded', 1);
+      writeFileSync(join(dir, 'open'), '');
+      const message = 'Forbidden: calling r__echo needs scope echo (the key lost it while the call was held; it was not sent)';
+      const outcome = await held;
+      // What the edge answers this key's request now, 403 with the challenge, not a 200 -32600.
+      const now = await client.callTool({ name: 'r__echo', arguments: { text: 'x' } }).then(
+        () => 'answered',
+        (err: Error & { code?: number }) => `${err.code} ${err.message}`,
+      );
+      expect(now).toMatch(/^403 /);
+      expect(outcome).toMatch(/^403 /);
+      expect(outcome).toContain(message);
+      await expect.poll(() => rowsOf(h, 'alice'), { timeout: 10_000, interval: 50 }).toContainEqual({ outcome: 'denied', code: 403, message });
+    } finally {
+      await client.close().catch(() => undefined);
+    }
+  });
 });
