@@ -2,7 +2,9 @@
  * Server-side validation of `Mcp-Param-*` headers (digest §3.4, §6.3; SEP-2243): a tool whose
  * inputSchema marks a property with `x-mcp-header` makes an HTTP client mirror that argument in
  * `Mcp-Param-<Name>`, and a server that serves the schema must check the mirror against the body.
- * A mismatch, a missing header for a present value, or a bad Base64 sentinel is -32020.
+ * A mismatch, a missing header for a present value, or a bad Base64 sentinel is -32020. A
+ * header for an absent (or null) argument mirrors nothing: the client M! omit it (§3.4), and the
+ * server ignores it, as the SDK v2 server does and as the edge treats an Mcp-Name with no name.
  */
 
 import { decodeHeaderValue } from './header-value.js';
@@ -11,10 +13,13 @@ import { isObj } from './jsonrpc.js';
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const MAX_DEPTH = 8;
 
-/** One argument a tool asks clients to mirror: its path from the root and its lower-case header. */
+/** One argument a tool asks clients to mirror: its path from the root and its header. */
 export interface ParamHeaderDecl {
   path: string[];
+  /** Lower-case, to look the header up by. */
   header: string;
+  /** As the schema spells it (`Mcp-Param-Region`), to name it in an error. */
+  name: string;
   type: 'string' | 'integer' | 'boolean';
 }
 type Decl = ParamHeaderDecl;
@@ -34,7 +39,7 @@ function scan(schema: unknown, path: string[], out: Decl[]): void {
     const h = sub['x-mcp-header'];
     const p = [...path, key];
     if (typeof h === 'string' && TOKEN.test(h) && (sub.type === 'string' || sub.type === 'integer' || sub.type === 'boolean'))
-      out.push({ path: p, header: `mcp-param-${h.toLowerCase()}`, type: sub.type });
+      out.push({ path: p, header: `mcp-param-${h.toLowerCase()}`, name: `Mcp-Param-${h}`, type: sub.type });
     scan(sub, p, out);
   }
 }
@@ -132,15 +137,12 @@ function matches(decl: Decl, value: string | number | boolean, text: string): bo
 export function paramHeaderProblem(inputSchema: unknown, args: unknown, header: (name: string) => string | undefined): string | null {
   for (const d of declaredParamHeaders(inputSchema)) {
     const value = argumentAt(args, d.path);
-    const raw = header(d.header);
-    const name = `Mcp-Param-${d.header.slice('mcp-param-'.length)}`;
-    if (value === undefined || value === null) {
-      if (raw !== undefined) return `${name} header is present but arguments.${d.path.join('.')} is not`;
-      continue;
-    }
+    if (value === undefined || value === null) continue;
     // An object or an array has no header form (digest §3.4): nothing to mirror, and the
     // argument is the schema check's to refuse (as the SDK v2 server has it), not the header's.
     if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') continue;
+    const raw = header(d.header);
+    const name = d.name;
     if (raw === undefined) return `missing ${name} header for arguments.${d.path.join('.')}`;
     const text = decodeHeaderValue(raw);
     if (text === null) return `${name} header has an invalid Base64 value`;

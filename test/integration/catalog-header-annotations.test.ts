@@ -125,4 +125,23 @@ describe('tools with an invalid x-mcp-header annotation, or schemas no client ca
       ['region-wrong-header', 'rpc_error'],
     ]);
   });
+
+  // The header mirrors an argument; an absent or null one has nothing to mirror (the client M!
+  // omit it, digest §3.4), so a header sent anyway is ignored, as the SDK v2 server does: the
+  // hub refused it -32020. And a -32020 names the header as the schema declares it, not
+  // lower-cased ('Mcp-Param-region').
+  it('a Mcp-Param-* header for an absent or null argument is ignored; a -32020 names the header as the schema spells it', async () => {
+    const call = (id: string, args: Json, header: Record<string, string>) =>
+      post(hub.url, modernBody(id, 'tools/call', { name: 'm__region', arguments: args }), { ...modernHeaders('tools/call', 'm__region'), ...header });
+    for (const [id, args] of [['region-absent', {}], ['region-null', { region: null }]] as const) {
+      const r = await call(id, args, { 'mcp-param-region': 'eu' });
+      expect(r.status, `${id}: ${r.text}`).toBe(200);
+      expect(r.body?.error, id).toBeUndefined();
+      expect(r.body?.result, id).toBeDefined();
+    }
+    const missing = await call('region-missing', { region: 'eu' }, {});
+    expect([missing.status, missing.body?.error?.code, missing.body?.error?.message]).toEqual([400, -32020, 'missing Mcp-Param-Region header for arguments.region']);
+    const wrong = await call('region-mismatch', { region: 'eu' }, { 'mcp-param-region': 'us' });
+    expect(wrong.body?.error?.message).toBe('Mcp-Param-Region header does not match arguments.region');
+  });
 });
