@@ -73,6 +73,11 @@ export function checkModernHeaders(method: string, params: Params | undefined, e
   const meta = (req.params?._meta ?? {}) as Params;
   // A notification needs no _meta (2026-07-28 NotificationParams): without a version of its own, its header's stands.
   const own = meta[META_PROTOCOL_VERSION];
+  // A version that is no string is no version (the schema's `_meta` key is a string): the `_meta`
+  // field is malformed (-32602, as the SDK v2 server answers), not a header that fails to match it
+  // (-32020 'header 2026-07-28 does not match _meta 5', which told the client to fix its header).
+  if (own !== undefined && typeof own !== 'string')
+    return { status: 400, error: new RpcError(INVALID_PARAMS, `invalid _meta ${META_PROTOCOL_VERSION}: a version string, not ${shownVersion(own)}`) };
   const version = own === undefined && notification && ex.transport === 'http' ? ex.header('mcp-protocol-version') : own;
   // Header ≠ body is a malformed request whatever the version, so it is checked first.
   if (ex.transport === 'http') {

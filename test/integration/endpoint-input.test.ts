@@ -347,6 +347,25 @@ describe('bad input at the HTTP endpoint', () => {
     expect(quoted.filter((y) => ['long-header', 'long-legacy-header'].includes(String(y.requestId))).every((y) => String(y.errorMessage).length < 300)).toBe(true);
   });
 
+  // A version that is no string is no version: its `_meta` field is of the wrong type (-32602,
+  // as the SDK v2 server answers), whatever the header says. It was -32020 'MCP-Protocol-Version
+  // header 2026-07-28 does not match _meta 5', telling the client to fix a header it had right.
+  it('a _meta protocol version that is no string → 400 with -32602, not a header mismatch', async () => {
+    for (const [i, v] of ([5, null, true, ['2026-07-28'], { v: MODERN_VERSION }] as unknown[]).entries()) {
+      const r = await post(url, modernBody(`nonstring-version-${i}`, 'tools/list', {}, modernMeta({ [META_VERSION]: v })), modernHeaders('tools/list'));
+      expect(expectError(r, 400, -32602).error.message, JSON.stringify(v)).toBe(`invalid _meta ${META_VERSION}: a version string, not ${JSON.stringify(v)}`);
+    }
+    // Without the header too: the body is what is malformed.
+    const { 'mcp-protocol-version': _, ...noVersion } = modernHeaders('tools/list');
+    const bare = await post(url, modernBody('nonstring-version-bare', 'tools/list', {}, modernMeta({ [META_VERSION]: 5 })), noVersion);
+    expectError(bare, 400, -32602);
+    // A string that differs from the header is still the header's mismatch.
+    const differs = await post(url, modernBody('string-version-differs', 'tools/list', {}, modernMeta({ [META_VERSION]: '2099-01-01' })), modernHeaders('tools/list'));
+    expectError(differs, 400, -32020);
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { outcome: 'rpc_error' }, (x) => x.filter((y) => String(y.requestId).startsWith('nonstring-version-')).length >= 6);
+    expect(rows.filter((y) => String(y.requestId).startsWith('nonstring-version-')).every((y) => y.errorCode === -32602)).toBe(true);
+  });
+
   it('missing _meta clientCapabilities → 400 with -32602', async () => {
     const meta = { [META_VERSION]: MODERN_VERSION, [META_INFO]: { name: 'raw', version: '1' } };
     const r = await post(url, modernBody(13, 'tools/list', {}, meta), modernHeaders('tools/list'));
@@ -600,16 +619,16 @@ describe('bad input at the HTTP endpoint', () => {
   it('values a message quotes that have a "toString" of their own → their error, not 500, and a row', async () => {
     const odd = { toString: 1 };
     const version = await post(url, modernBody('odd-version', 'tools/list', {}, modernMeta({ [META_VERSION]: odd })), modernHeaders('tools/list'));
-    expectError(version, 400, -32020);
+    expectError(version, 400, -32602);
     const unsupported = await post(url, modernBody('odd-version-stdio-like', 'tools/list', {}, modernMeta({ [META_VERSION]: { valueOf: 'x', toString: [] } })), { ...modernHeaders('tools/list'), 'mcp-protocol-version': '[object Object]' });
-    expectError(unsupported, 400, -32020);
+    expectError(unsupported, 400, -32602);
     const level = await post(url, modernBody('odd-level', 'tools/list', {}, modernMeta({ 'io.modelcontextprotocol/logLevel': odd })), modernHeaders('tools/list'));
     expectError(level, 200, -32602);
     const s = await legacySession(url);
     const setLevel = await s.request(77, 'logging/setLevel', { level: odd });
     expectError(setLevel, 200, -32602);
     const rows = await waitForRows(join(hub.dir, 'ledger.db'), { outcome: 'rpc_error' }, (x) => ['odd-version', 'odd-level', 'odd-version-stdio-like'].every((id) => x.some((y) => y.requestId === id)));
-    expect(rows.filter((y) => String(y.requestId).startsWith('odd-')).map((y) => y.errorCode).sort((a, b) => Number(a) - Number(b))).toEqual([-32602, -32020, -32020]);
+    expect(rows.filter((y) => String(y.requestId).startsWith('odd-')).map((y) => y.errorCode).sort((a, b) => Number(a) - Number(b))).toEqual([-32602, -32602, -32602]);
     expect(hub.logs.filter((l) => l.includes('request handler failed'))).toEqual([]);
   });
 

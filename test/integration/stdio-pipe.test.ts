@@ -728,14 +728,18 @@ describe.concurrent('calls of `switchyard stdio` waiting in the hub when a SIGTE
 });
 
 describe.concurrent('a modern request on `switchyard stdio` claiming a version that is no string', () => {
-  // data.requested was the number itself; the schema has it a string, as clients read it.
-  it('is -32022 with data.requested a string', async () => {
+  // A version that is no string is no version: the `_meta` field is malformed (-32602, as the SDK
+  // v2 server's stdio answers it, and as the hub's HTTP edge does); it was -32022 'unsupported
+  // protocol version: 2026'. A string it does not serve is still -32022, data.requested as sent.
+  it('is -32602 naming the _meta key; a string version it does not serve is -32022', async () => {
     const { c } = twoServerHub('sy-pipe-version-');
     try {
-      for (const [id, v, shown] of [[1, 2026, '2026'], [2, { v: 1 }, '{"v":1}'], [3, '1999-01-01', '1999-01-01']] as const) {
+      for (const [id, v, shown] of [[1, 2026, '2026'], [2, { v: 1 }, '{"v":1}'], [4, null, 'null']] as const) {
         const r = await c.request({ jsonrpc: '2.0', id, method: 'tools/list', params: { _meta: { ...META, 'io.modelcontextprotocol/protocolVersion': v } } });
-        expect(r.error, JSON.stringify(v)).toMatchObject({ code: -32022, data: { supported: [MODERN], requested: shown } });
+        expect(r.error, JSON.stringify(v)).toEqual({ code: -32602, message: `invalid _meta io.modelcontextprotocol/protocolVersion: a version string, not ${shown}` });
       }
+      const r = await c.request({ jsonrpc: '2.0', id: 3, method: 'tools/list', params: { _meta: { ...META, 'io.modelcontextprotocol/protocolVersion': '1999-01-01' } } });
+      expect(r.error).toMatchObject({ code: -32022, data: { supported: [MODERN], requested: '1999-01-01' } });
     } finally {
       c.kill();
     }
