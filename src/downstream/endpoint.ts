@@ -142,8 +142,12 @@ export class Endpoint {
     // well-formed one would (the question it answers, which fails with its problem) or nowhere.
     if (c.kind === 'invalid' && !c.response) {
       const rows = c.members ? refusedMembers(c.members) : [];
+      // A lone malformed message's row names the era its method and `_meta` claim say (as a
+      // well-formed one's would: eraOfRequest), not legacy for want of a method it records.
+      const raw = c.message;
+      const era = raw && rows.length === 0 ? eraOfRequest(typeof raw.method === 'string' ? raw.method : undefined, raw.params, ex.header('mcp-protocol-version')) : undefined;
       if (rows.length === 0) rows.push({ id: c.id, method: c.method ?? INVALID_MESSAGE, target: c.target });
-      for (const r of rows) await recordRefused(this.core, r, ex, c.error);
+      for (const r of rows) await recordRefused(this.core, r, ex, c.error, era);
       // A notification is never answered (JSON-RPC): over stdio nothing is written; over HTTP its
       // POST is refused with a status, whose body may say why (digest §6.2, §6.3).
       if (c.notification && ex.transport === 'stdio') return ex.reply(undefined, 202);

@@ -49,6 +49,12 @@ export type Classified =
        * only be a malformed answer to it.
        */
       methodless?: true;
+      /**
+       * The malformed object as sent (a message that breaks the envelope or has no id of a valid
+       * type), kept for its row's era: its method and `_meta` claim say it as a well-formed
+       * one's would (eraOfRequest), where the row records neither.
+       */
+      message?: Record<string, unknown>;
       /** A batch refused whole: its members, whose requests are recorded one by one. */
       members?: readonly unknown[];
       /**
@@ -110,7 +116,7 @@ export function classify(v: unknown): Classified {
   const id = isId(v.id) ? v.id : undefined;
   if (v.jsonrpc !== '2.0') {
     const error = new RpcError(INVALID_REQUEST, 'jsonrpc must be "2.0"');
-    return id !== undefined && v.method === undefined ? { kind: 'invalid', error, id, methodless: true } : { kind: 'invalid', error, id };
+    return id !== undefined && v.method === undefined ? { kind: 'invalid', error, id, methodless: true, message: v } : { kind: 'invalid', error, id, message: v };
   }
   if (typeof v.method === 'string') {
     // Its method is known: its row is found by it, as a well-formed request's is. JSON-RPC 2.0
@@ -127,7 +133,7 @@ export function classify(v: unknown): Classified {
       return { kind: 'invalid', error: new RpcError(INVALID_PARAMS, `Invalid params: ${TOO_DEEP}`), id, method: v.method, target };
     }
     if (!('id' in v)) return { kind: 'notification', msg: v as unknown as Notification };
-    if (id === undefined) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'id must be a string or an integer (at most 2^53 - 1 in size), never null') };
+    if (id === undefined) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'id must be a string or an integer (at most 2^53 - 1 in size), never null'), message: v };
     return { kind: 'request', msg: v as unknown as Request };
   }
   if ('result' in v || 'error' in v) {
@@ -141,7 +147,7 @@ export function classify(v: unknown): Classified {
     return { kind: 'response', msg: v as unknown as Response };
   }
   const error = new RpcError(INVALID_REQUEST, NOT_A_MESSAGE);
-  return id !== undefined && v.method === undefined ? { kind: 'invalid', error, id, methodless: true } : { kind: 'invalid', error, id };
+  return id !== undefined && v.method === undefined ? { kind: 'invalid', error, id, methodless: true, message: v } : { kind: 'invalid', error, id, message: v };
 }
 
 /** Parse one frame (a stdio line or an HTTP body). */

@@ -746,6 +746,34 @@ describe.concurrent('a modern request on `switchyard stdio` claiming a version t
   });
 });
 
+describe.concurrent('malformed messages on `switchyard stdio` (a wrong jsonrpc, an id of a bad type)', () => {
+  // Their rows said 2025-11-25 whatever their `_meta` claimed: the era rule had neither their
+  // method nor their params. They name the era a well-formed message's row would (eraOfRequest).
+  it("are recorded in the era their method and _meta claim say, as a well-formed request's row is", async () => {
+    const { c, ledger } = twoServerHub('sy-pipe-malformed-era-');
+    try {
+      const lines = [
+        { jsonrpc: '1.0', id: 'wrong-jsonrpc-modern', method: 'tools/list', params: { _meta: META } },
+        { jsonrpc: '1.0', id: 'wrong-jsonrpc-legacy', method: 'tools/list', params: {} },
+        // An initialize is modern only with a modern claim, as eraOfRequest has it.
+        { jsonrpc: '1.0', id: 'wrong-jsonrpc-init', method: 'initialize', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2025-11-25' } } },
+        { jsonrpc: '2.0', id: 1.5, method: 'tools/list', params: { _meta: META } },
+      ];
+      for (const l of lines) c.send(JSON.stringify(l));
+      await c.request({ jsonrpc: '2.0', id: 'after', method: 'ping', params: { _meta: META } });
+      const rows = await waitForRows(ledger, { method: '(invalid)' }, (r) => r.length >= 4, 20_000);
+      expect(rows.map((r) => [r.requestId, r.clientEra]).sort()).toEqual([
+        ['', MODERN],
+        ['wrong-jsonrpc-init', '2025-11-25'],
+        ['wrong-jsonrpc-legacy', '2025-11-25'],
+        ['wrong-jsonrpc-modern', MODERN],
+      ]);
+    } finally {
+      c.kill();
+    }
+  });
+});
+
 describe.concurrent('messages of `switchyard stdio` naming a request by a value that is no id', () => {
   // {"toString": 1} has no primitive: String() of it threw where the hub looked the id up, logged
   // as a handler failure; a cancellation without a requestId named the request whose id is "undefined".
