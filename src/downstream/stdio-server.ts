@@ -279,7 +279,7 @@ export class StdioServer {
     const gate = this.opts.gate;
     const admitted =
       gate?.limiting && (c.kind === 'request' || (c.kind === 'invalid' && !c.response))
-        ? gate.admitLocal(ex.principal, c.kind === 'request' ? c.msg : undefined, { requestBytes: bytes, group: this.opts.group }).then((refused) => {
+        ? gate.admitLocal(ex.principal, c.kind === 'request' ? c.msg : undefined, { requestBytes: bytes, group: this.opts.group, malformed: c.kind === 'invalid' ? c.message : undefined }).then((refused) => {
             if (!refused) return this.endpoint.message(c, ex, this.session);
             ex.reply(errorResponse(id, new RpcError(INVALID_REQUEST, refused.message)));
           })

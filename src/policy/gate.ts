@@ -30,6 +30,11 @@ export interface RequestFacts {
    * MCP-Protocol-Version says its era as the endpoint tells it (eraOfRequest). None over stdio.
    */
   headers?: Readonly<Record<string, string | string[] | undefined>>;
+  /**
+   * A malformed message as sent (no request to pass: a wrong `jsonrpc`, an id of a bad type),
+   * read only for a refusal's row: its method and `_meta` claim say its era, as a request's do.
+   */
+  malformed?: Readonly<Record<string, unknown>>;
 }
 
 /** A request refused before its body was read: not authenticated (401/403), too large (413), not JSON (415). */
@@ -202,7 +207,7 @@ export class EdgeGate {
         clientAddress: facts.clientAddress,
         // The era the endpoint would have served it in: its header's, or its `_meta` claim's
         // (an initialize's only when modern), as classifyEra tells them.
-        clientEra: eraOfRequest(req?.method, req?.params, versionHeader(facts.headers)),
+        clientEra: req ? eraOfRequest(req.method, req.params, versionHeader(facts.headers)) : eraOfMalformed(facts),
         method: req?.method ?? INVALID_MESSAGE,
         hubName: tool,
         requestBytes: facts.requestBytes,
@@ -240,4 +245,10 @@ function toolOf(req: Request | undefined): string | undefined {
 function versionHeader(headers: RequestFacts['headers']): string | undefined {
   const v = headers?.['mcp-protocol-version'];
   return Array.isArray(v) ? v[0] : v;
+}
+
+/** The era of a refused message that is no request (RequestFacts.malformed), as eraOfRequest tells a request's. */
+function eraOfMalformed(facts: RequestFacts): ReturnType<typeof eraOfRequest> {
+  const m = facts.malformed;
+  return eraOfRequest(typeof m?.method === 'string' ? m.method : undefined, m?.params, versionHeader(facts.headers));
 }

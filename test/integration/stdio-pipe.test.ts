@@ -774,6 +774,25 @@ describe.concurrent('malformed messages on `switchyard stdio` (a wrong jsonrpc, 
   });
 });
 
+describe.concurrent('malformed messages on `switchyard stdio` refused at the rate limit', () => {
+  // The gate had no request to read an era from, so the denied row said 2025-11-25 for any.
+  it("are recorded denied in the era their method and _meta claim say", async () => {
+    const { c, ledger } = twoServerHub('sy-pipe-malformed-limit-', { policy: { rateLimit: { perPrincipal: { burst: 1, perSecond: 0.001 } } } });
+    try {
+      await c.request({ jsonrpc: '2.0', id: 'first', method: 'ping', params: { _meta: META } });
+      c.send(JSON.stringify({ jsonrpc: '1.0', id: 'limited-modern', method: 'tools/list', params: { _meta: META } }));
+      c.send(JSON.stringify({ jsonrpc: '1.0', id: 'limited-legacy', method: 'tools/list', params: {} }));
+      const rows = await waitForRows(ledger, { method: '(invalid)' }, (r) => r.length >= 2, 20_000);
+      expect(rows.map((r) => [r.outcome, r.clientEra]).sort()).toEqual([
+        ['denied', '2025-11-25'],
+        ['denied', MODERN],
+      ]);
+    } finally {
+      c.kill();
+    }
+  });
+});
+
 describe.concurrent('messages of `switchyard stdio` naming a request by a value that is no id', () => {
   // {"toString": 1} has no primitive: String() of it threw where the hub looked the id up, logged
   // as a handler failure; a cancellation without a requestId named the request whose id is "undefined".
