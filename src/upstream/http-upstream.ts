@@ -81,7 +81,13 @@ export class HttpUpstream extends HandshakingUpstream {
   /** Legacy cancellations under way (their POSTs), and those waiting for their request to be taken (cancelUpstream). */
   private readonly cancelling = new PendingWork();
   private readonly untaken = new UntakenCancels();
-  /** The session a 404 said is gone (renew): nothing to end there. */
+  /**
+   * The session a 404 said is gone (renew): nothing to end there. A 400 saying the server holds
+   * no such session (sessionRefused) does not set it: that may come of a proxy that dropped the
+   * header, the server holding the session still, so the replaced one is ended (retire) as the
+   * digest asks of a client done with a session (§6.2), best effort: a server that has no such
+   * session answers the DELETE 400 or 404.
+   */
   private gone: string | undefined;
   /** Sessions replaced while calls still ran on them: ended (DELETE) once the last of those is over. */
   private readonly retiring = new Set<string>();
@@ -140,7 +146,7 @@ export class HttpUpstream extends HandshakingUpstream {
       gap: () => void this.emit('gap'),
       // Its subscribed resources are said updated to their subscribers (UpstreamSubscriptions, which knows them).
       unheard: () => void this.emit('unheard'),
-      renew: (stale) => this.renew(stale),
+      renew: (stale, gone) => this.renew(stale, gone),
       foundDown: (reason, minDelayMs) => this.foundDown(reason, minDelayMs),
     };
   }
@@ -435,7 +441,10 @@ export class HttpUpstream extends HandshakingUpstream {
       if (this._era === LEGACY && a.lastEventId !== undefined && problem === undefined) return this.resume(p, a.lastEventId, a.retryMs, 0);
       return this.stopWaiting(p, new TransportError(problem ?? (s === 202 ? 'the upstream accepted the request without answering it' : 'the answer ended without a response'), s));
     }
-    if (p.session !== undefined && this._era === LEGACY && !p.retried && ((s === 404 && (!answers(a.body, p) || sessionNotFound(a.body))) || (s === 400 && sessionRefused(a.body)))) return this.renewSession(p);
+    if (p.session !== undefined && this._era === LEGACY && !p.retried) {
+      if (s === 404 && (!answers(a.body, p) || sessionNotFound(a.body))) return this.renewSession(p, true);
+      if (s === 400 && sessionRefused(a.body)) return this.renewSession(p, false);
+    }
     // The hub's own listen stream is no call: a server without one may refuse it with a bare 404
     // or 405 (ListenManager then leaves it be), which says nothing about the era of its calls.
     if (this.spec.era === 'auto' && !p.listen && monotonicNow() - this.stillSameEraAt >= REFUSAL_REPROBE_MS) {
@@ -492,23 +501,31 @@ export class HttpUpstream extends HandshakingUpstream {
    * the session (once, shared by every call that hit the same 404) and send the same frame
    * again, once. A second 404 fails the call.
    */
-  private renewSession(p: Pending): void {
+  private renewSession(p: Pending, gone: boolean): void {
     p.retried = true;
-    this.renew(p.session).then(
+    const stale = p.session;
+    this.renew(stale, gone).then(
       () => {
         if (!this.isPending(p)) return;
         p.session = this.session;
+        // The old session, replaced but not known gone, waits for its calls (retire): this one is off it now.
+        if (stale !== undefined && this.retiring.has(stale)) this.retire(stale);
         this.post(p, p.frame!, this.legacyHeaders);
       },
       (err: unknown) => this.failCall(p, new TransportError(`session expired and could not be renewed: ${errMessage(err)}`)),
     );
   }
 
-  /** A new session in place of `stale` (once, however many found it gone); settles when it is open. */
-  private renew(stale: string | undefined): Promise<void> {
+  /**
+   * A new session in place of `stale` (once, however many found it gone); settles when it is
+   * open. `gone`: a 404 said so (nothing to end); otherwise the old session is ended once replaced.
+   */
+  private renew(stale: string | undefined, gone: boolean): Promise<void> {
     if (this.session === stale) {
+      // One 404 among the answers that set off this renewal says the session is gone.
+      if (gone) this.gone = stale;
+      else if (this.renewing === undefined) this.gone = undefined;
       this.log.info('legacy session expired; initializing again');
-      this.gone = stale;
       this.renewing ??= this.initialize()
         // Said only while ready: a renewal a call in flight set off after the circuit opened
         // (a 404 it met then) would otherwise have it `ready` again before its cool-down, a

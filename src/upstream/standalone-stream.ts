@@ -37,8 +37,8 @@ export interface StandaloneStreamHost {
    * what the server said in between is lost for good (its subscribed resources' updates too).
    */
   unheard(): void;
-  /** A new session in place of `stale` (HttpUpstream.renew). */
-  renew(stale: string | undefined): Promise<void>;
+  /** A new session in place of `stale`, which a 404 said `gone` (HttpUpstream.renew). */
+  renew(stale: string | undefined, gone: boolean): Promise<void>;
   /** The server is down: refuse its calls and probe it (HttpUpstream.foundDown). */
   foundDown(reason: string, minDelayMs: number): void;
 }
@@ -156,7 +156,7 @@ export class StandaloneStream {
           // 404 would have the hub initialize again and again.
           this.ctl = undefined;
           if (this.host.closed || this.host.session !== session) return;
-          this.host.renew(session).catch((err: unknown) =>
+          this.host.renew(session, a.status === 404).catch((err: unknown) =>
             this.host.closed
               ? this.host.log.debug('session renewal ended by the close')
               : this.host.log.warn({ err: errMessage(err) }, 'session gone (GET stream answered 404) and could not be renewed; the next call tries again'),

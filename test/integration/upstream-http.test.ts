@@ -275,6 +275,9 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     expect(rpcBodies(seen).filter((b) => b.method === 'initialize')).toHaveLength(2);
   });
 
+  /** The sessions a DELETE ended, by id. */
+  const deleted = (): (string | undefined)[] => seen.filter((s) => s.method === 'DELETE').map((s) => s.headers['mcp-session-id'] as string | undefined);
+
   it('renews a session whose 404 names the request (a Switchyard hub behind this one answers so)', async () => {
     goneWithId = true;
     const u = make(spec(url));
@@ -299,6 +302,22 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     const calls = seen.filter((s) => s.body.includes('"tools/call"'));
     expect(calls.map((c) => c.headers['mcp-session-id'])).toEqual([first, u.sessionId]);
     expect(rpcBodies(seen).filter((b) => b.method === 'initialize')).toHaveLength(2);
+    // A 400 may come of a server that holds the session still (a proxy dropped the header): the
+    // replaced session is ended, best effort. A close waits for every DELETE sent, so all are seen.
+    const renewed = u.sessionId!;
+    await u.close();
+    expect(deleted().sort()).toEqual([first, renewed].sort());
+  });
+
+  it('does not end a session a 404 said is gone: only the renewed one is ended, at the close', async () => {
+    const u = make(spec(url));
+    await u.start();
+    const first = u.sessionId!;
+    await forget(first);
+    expect(text(await u.request('tools/call', { name: 'echo', arguments: { text: 'x' } }))).toBe('x');
+    const renewed = u.sessionId!;
+    await u.close();
+    expect(deleted()).toEqual([renewed]);
   });
 
   it('renews, with no call made, a session whose GET stream the server answers 400 "Invalid or missing session ID"', async () => {
@@ -311,6 +330,10 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     await waitFor(() => u.sessionId !== undefined && u.sessionId !== first, 10_000, 'a new session');
     await waitFor(() => seen.some((s) => s.method === 'GET' && s.headers['mcp-session-id'] === u.sessionId), 5000, 'the new session\'s GET stream');
     expect(rpcBodies(seen).filter((b) => b.method === 'initialize')).toHaveLength(2);
+    // Not known gone (a 400, not a 404): the replaced session is ended too, best effort.
+    const renewed = u.sessionId!;
+    await u.close();
+    expect(deleted().sort()).toEqual([first, renewed].sort());
   });
 
   it('closed while it renews the session, it stays stopped: the new session is ended, no stream opened on it', async () => {
@@ -337,9 +360,6 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     expect(u.sessionId).toBeUndefined();
     expect(seen.some((s) => s.method === 'GET' && s.headers['mcp-session-id'] === renewed)).toBe(false);
   });
-
-  /** The sessions a DELETE ended, by id. */
-  const deleted = (): (string | undefined)[] => seen.filter((s) => s.method === 'DELETE').map((s) => s.headers['mcp-session-id'] as string | undefined);
 
   it('closed during its first handshake (initialize, or notifications/initialized, unanswered), it ends the session that handshake opened', async () => {
     for (const step of ['initialize', 'notifications/initialized'] as const) {
