@@ -395,6 +395,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   private decoder: Transform | undefined;
   /** Writes to the decoder (its end too) it has not yet taken through: see `decoding`. */
   private inDecoder = 0;
+  /** The connection's error, once a compressed event stream was cut: settled with it once its decoder is flushed (onError). */
+  private cut: Error | undefined;
   /** Times sent again after a lost kept-alive connection (onError). */
   private replays = 0;
 
@@ -537,6 +539,8 @@ class Exchange implements Dispatcher.DispatchHandler {
     d.on('error', (err: Error) => {
       // A broken error body leaves the status to tell; a broken answer fails the exchange.
       if (this.answer!.status >= 300) return this.finish();
+      // The flushed stream of a cut connection ends unfinished, as it would: the cut is the error.
+      if (this.cut) return this.settleCut(this.cut);
       const e = new TransportError(`the answer's ${this.coding} content coding is broken: ${err.message}`, this.answer!.status);
       this.settle(e);
       this.abort(e);
@@ -563,6 +567,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       } catch (err) {
         return this.settle(new TransportError(`event stream failed: ${(err as Error).message}`, a.status));
       }
+      if (this.cut) return this.settleCut(this.cut);
       if (this.sse.result.lastEventId !== undefined) a.lastEventId = this.sse.result.lastEventId;
       if (this.sse.result.retryMs !== undefined) a.retryMs = this.sse.result.retryMs;
       return this.settle(undefined);
@@ -585,9 +590,15 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.settled) return;
     if (this.answer) {
       if (err instanceof TransportError) return this.settle(err);
-      const message = `HTTP ${this.request.method} failed: ${errText(err)}`;
-      const id = this.sse?.result.lastEventId;
-      return this.settle(id === undefined ? new TransportError(message, this.answer.status) : new StreamCutError(message, this.answer.status, id, this.sse!.result.retryMs, this.answer.messages));
+      // A compressed event stream's last bytes may still be in its decoder (it works on the
+      // thread pool, a turn or more behind the socket): the events they complete (the response,
+      // say) are delivered before the cut fails the exchange, as an uncompressed stream's are.
+      if (this.sse && this.decoder && !this.cut) {
+        this.cut = err;
+        this.inDecoder++;
+        return void this.decoder.end();
+      }
+      return this.settleCut(err);
     }
     const code = (err as NodeJS.ErrnoException).code ?? '';
     const method = this.request.method;
@@ -602,6 +613,14 @@ class Exchange implements Dispatcher.DispatchHandler {
     }
     // Before any answer: a refused or unresolvable connection surely never delivered it.
     this.settle(new TransportError(`HTTP ${method} failed: ${errText(err)}`, undefined, NOT_DELIVERED.has(code)));
+  }
+
+  /** Fails an answer whose connection broke after it began: a stream with an event id can be resumed from it. */
+  private settleCut(err: Error): void {
+    const a = this.answer!;
+    const message = `HTTP ${this.request.method} failed: ${errText(err)}`;
+    const id = this.sse?.result.lastEventId;
+    this.settle(id === undefined ? new TransportError(message, a.status) : new StreamCutError(message, a.status, id, this.sse!.result.retryMs, a.messages));
   }
 
   private deliver(text: string): void {
