@@ -1,4 +1,5 @@
 import type { ServerHandle } from '../catalog/catalog.js';
+import { hasPrincipalCredentials } from '../catalog/principal-conn.js';
 import type { PrincipalCredentials } from '../config/types.js';
 import type { Logger } from '../log.js';
 import { MODERN } from '../protocol/era.js';
@@ -98,7 +99,7 @@ export class PrincipalUpstreams {
    */
   splits(h: ServerHandle): boolean {
     if (!h.config.url) return h.config.processPerPrincipal === true && this.authRequired;
-    if (Object.keys(h.config.credentials ?? {}).length > 0) return true;
+    if (hasPrincipalCredentials(h)) return true;
     return this.authRequired && h.upstream.era !== MODERN;
   }
 

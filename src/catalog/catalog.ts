@@ -17,7 +17,7 @@ import type { ResourceRouteStore } from './resource-routes.js';
 import { contentSnapshot } from './snapshot.js';
 import { uriKey } from './uri-key.js';
 import { ListenManager } from './upstream-listen.js';
-import { principalOfConn } from './principal-conn.js';
+import { hasPrincipalCredentials, principalOfConn } from './principal-conn.js';
 import { PartStore } from './part-store.js';
 import { AggregateBuilds, readyServers } from './builds.js';
 import { listHints, type ListHintsOptions } from './list-hints.js';
@@ -482,7 +482,7 @@ export class Catalog extends EventEmitter {
    * session or a process of a principal's own uses the server's credentials: the same lists).
    */
   private sharedName(kind: 'tools' | 'prompts'): (h: ServerHandle, upstreamName: string) => boolean | undefined {
-    return (h, upstreamName) => (hasOwnCredentials(h) ? this.parts.lastListed(h.id, kind, upstreamName) : undefined);
+    return (h, upstreamName) => (hasPrincipalCredentials(h) ? this.parts.lastListed(h.id, kind, upstreamName) : undefined);
   }
 
   /** The server that is down behind a tool or prompt name no list of this process shows now (owners.ts). */
@@ -626,10 +626,4 @@ export class Catalog extends EventEmitter {
   listError(serverId: string): string | undefined {
     return this.parts.listError(serverId);
   }
-}
-
-/** Whether some principal has credentials of its own to the server (`servers.<id>.credentials`). */
-function hasOwnCredentials(h: ServerHandle): boolean {
-  for (const _ in h.config.credentials ?? {}) return true;
-  return false;
 }

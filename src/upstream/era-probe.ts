@@ -149,7 +149,12 @@ export function refusedAsLegacy(status: number, body: string | undefined, versio
   if (c.kind !== 'response' || !('error' in c.msg) || !isObj(c.msg.error) || c.msg.error.code !== UNSUPPORTED_PROTOCOL_VERSION || !isObj(c.msg.error.data)) return undefined;
   const supported = stringList(c.msg.error.data.supported);
   if (supported === undefined || supported.includes(version)) return undefined;
-  return `HTTP ${status} ${said(c.msg.error)} (it speaks ${redactErrorText(supported.join(', ').slice(0, 200))})`;
+  return speaksOther(status, c.msg.error, supported);
+}
+
+/** A -32022 refusal in words: the status, what the server said, and the versions it speaks (cut, redacted). */
+function speaksOther(status: number, error: RpcErrorObject, supported: readonly string[]): string {
+  return `HTTP ${status} ${said(error)} (it speaks ${redactErrorText(supported.join(', ').slice(0, 200))})`;
 }
 
 /**
@@ -174,7 +179,7 @@ export function refusedAsModern(status: number, body: string | undefined, id: Id
     // echo the request's). It refuses before dispatch, so the request did not run.
     if ('error' in c.msg && isObj(c.msg.error)) {
       const v = fromUnsupportedVersion(c.msg.error);
-      if (v !== undefined && v.kind !== 'modern-retry') return `HTTP ${status} ${said(c.msg.error)} (it speaks ${redactErrorText((c.msg.error.data as { supported: string[] }).supported.join(', ').slice(0, 200))})`;
+      if (v !== undefined && v.kind !== 'modern-retry') return speaksOther(status, c.msg.error, (c.msg.error.data as { supported: string[] }).supported);
     }
     const rid = c.msg.id;
     if (rid === undefined || rid === null) {
