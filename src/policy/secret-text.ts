@@ -1,4 +1,5 @@
 import { redactConfigSecrets } from './config-secrets.js';
+import { DEFAULT_REDACT_KEYS } from './secret-keys.js';
 
 /**
  * Credentials recognisable by their shape (well-known token formats, bearer tokens, passwords
@@ -114,18 +115,33 @@ function jwtStart(seg: string): number {
 }
 
 /**
- * For the hub's own log lines only (an upstream's stderr, error messages): a value assigned to
- * a name that says it is a credential (`password=…`, `DB_PASSWORD: …`, `"apiKey": "…"`). Not in
- * SECRET_RULES, which also rewrite tool results, where it would blank `token: string` in code a
- * filesystem tool returns; in a log line a false positive costs nothing.
+ * For text the hub writes out of what an upstream or a client said (log lines, an upstream's
+ * error passed to a client, a ledger row), never for tool results:
+ * - an Authorization header written out in text (a curl line, a request dump), whatever its
+ *   scheme: `Basic <user:password in base64>`, `Token …`, a short bearer token carry
+ *   credentials no shape rule knows; the scheme is kept;
+ * - a value assigned to a name that says it is a credential (`password=…`, `DB_PASSWORD: …`,
+ *   `"apiKey": "…"`).
+ * Not in SECRET_RULES, which also rewrite tool results, where the second would blank
+ * `token: string` in code a filesystem tool returns; in an error or a log line a false positive
+ * costs a word, a real one the credential. Both gated, so text with none of the names costs one
+ * search with the shapes' gate.
  */
 export const LOG_SECRET_RULES: readonly SecretRule[] = [
   ...SECRET_RULES,
   {
+    kind: 'authorization',
+    // What a shape rule already marked (`Bearer [redacted:bearer-token]`) is left as it is.
+    re: /(\b(?:proxy-)?authorization["']?\s*[:=]\s*["']?(?!(?:[A-Za-z][\w.~+-]*[ \t]+)?\[redacted)(?:[A-Za-z][\w.~+-]*[ \t]+)?)[^\s"',;]+/gi,
+    keep: 1,
+    gate: 'authorization',
+  },
+  {
     kind: 'credential',
     // The name starts where its run does (see SECRET_RULES).
-    re: /((?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*(?:password|passwd|pwd|passphrase|secret|api[_-]?key|apikey|token|credentials?)\b["']?\s*[:=]\s*["']?)[^\s"',;&]{3,}/gi,
+    re: /((?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*(?:password|passwd|pwd|passphrase|secret|api[_-]?key|apikey|token|credentials?)\b["']?\s*[:=]\s*["']?)(?!\[redacted)[^\s"',;&]{3,}/gi,
     keep: 1,
+    gate: 'password|passwd|pwd|passphrase|secret|api[_-]?key|apikey|token|credential',
   },
 ];
 
@@ -138,12 +154,15 @@ export function redactLogText(text: string): string {
 }
 
 /**
- * Upstream text on an error path (an error's message, lastError): the credential rules and the
- * config's own secret values (config-secrets.ts), which an upstream may echo bare. Not for tool
- * results, which only the redact-secrets plugin rewrites, by shape.
+ * Upstream text on an error path (an error's message and data, lastError, a progress message,
+ * a relayed log line): the rules of log text, assignments and Authorization headers included,
+ * and the config's own secret values (config-secrets.ts), which an upstream may echo bare. An
+ * error reaches the client and the ledger as the hub's own output: an upstream that says
+ * `password=…` in it gives the credential away as surely as one that logs it. Not for tool
+ * results, which only the redact-secrets plugin rewrites, by shape; only the error path pays.
  */
 export function redactErrorText(text: string): string {
-  return redactConfigSecrets(redactSecretText(text));
+  return redactLogText(text);
 }
 
 /** How far past an excerpt's end the text is redacted with it: a secret that starts in the excerpt ends within this. */
@@ -158,9 +177,17 @@ export function redactedExcerpt(text: string, max: number, redact: (s: string) =
   return redact(text.length > max + EXCERPT_MARGIN ? text.slice(0, max + EXCERPT_MARGIN) : text).slice(0, max);
 }
 
-/** redactSecretsIn with redactErrorText: an upstream error's `data`. */
+/** The mark of a value under a key that says it is a credential, in error or log data. */
+export const CREDENTIAL_VALUE_MARK = '[redacted:credential]';
+
+/**
+ * redactSecretsIn with redactErrorText, for an upstream error's `data` (and a relayed log
+ * line's): besides its strings, any value that is not an object under a key that names a
+ * credential (`{"password": "…"}`, `{"apiKey": 12345678}`: DEFAULT_REDACT_KEYS, as the ledger's
+ * stored bodies) is replaced, whatever its shape.
+ */
 export function redactErrorsIn(v: unknown): unknown {
-  return walk(v, redactErrorText, { left: MAX_STRINGS }, 0);
+  return walk(v, redactErrorText, { left: MAX_STRINGS }, 0, DEFAULT_REDACT_KEYS);
 }
 
 /**
@@ -247,7 +274,7 @@ export function redactSecretsIn(v: unknown, rules: readonly SecretRule[] = SECRE
   return walk(v, (s) => redactSecretText(s, rules), { left: MAX_STRINGS }, 0);
 }
 
-function walk(v: unknown, redact: (s: string) => string, budget: { left: number }, depth: number): unknown {
+function walk(v: unknown, redact: (s: string) => string, budget: { left: number }, depth: number, keys?: RegExp): unknown {
   if (typeof v === 'string') {
     if (budget.left-- <= 0) return v;
     return redact(v);
@@ -256,7 +283,7 @@ function walk(v: unknown, redact: (s: string) => string, budget: { left: number 
   if (Array.isArray(v)) {
     let copy: unknown[] | undefined;
     v.forEach((x, i) => {
-      const y = walk(x, redact, budget, depth + 1);
+      const y = walk(x, redact, budget, depth + 1, keys);
       if (y !== x) (copy ??= v.slice())[i] = y;
     });
     return copy ?? v;
@@ -264,9 +291,14 @@ function walk(v: unknown, redact: (s: string) => string, budget: { left: number 
   let copy: Record<string, unknown> | undefined;
   const obj = v as Record<string, unknown>;
   for (const k of Object.keys(obj)) {
-    if ((k === 'data' || k === 'blob' || k === 'requestState') && typeof obj[k] === 'string') continue;
-    const y = walk(obj[k], redact, budget, depth + 1);
-    if (y !== obj[k]) (copy ??= { ...obj })[k] = y;
+    const x = obj[k];
+    if (keys !== undefined && typeof x === 'string' && x !== CREDENTIAL_VALUE_MARK && keys.test(k)) {
+      (copy ??= { ...obj })[k] = CREDENTIAL_VALUE_MARK;
+      continue;
+    }
+    if ((k === 'data' || k === 'blob' || k === 'requestState') && typeof x === 'string') continue;
+    const y = walk(x, redact, budget, depth + 1, keys);
+    if (y !== x) (copy ??= { ...obj })[k] = y;
   }
   return copy ?? v;
 }

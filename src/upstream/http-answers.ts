@@ -29,7 +29,7 @@ export function unauthorizedAdvice(challenge: BearerChallenge | undefined, id: s
   if (challenge === undefined) return undefined;
   const sent = Object.keys(headers ?? {}).some((h) => CREDENTIAL_HEADER.test(h));
   if (challenge.error === undefined || !sent)
-    return `the server asks for an OAuth bearer token: give the hub a client of its authorization server in servers.${id}.oauth, or a token in its headers`;
+    return `the server asks for an OAuth bearer token; give the hub a client of its authorization server in servers.${id}.oauth, or a token in its headers`;
   // The server may quote the credential it refused: redacted before the cut, or its start would show.
   const said = challenge.description ? `: ${redactedExcerpt(challenge.description, MAX_DESCRIPTION_CHARS)}` : '';
   return `the server refused the credential the hub sent (${redactedExcerpt(challenge.error, 64)}${said}): check the credential in servers.${id}.headers (or .credentials)`;

@@ -156,7 +156,7 @@ describe('OAuth client credentials toward an HTTP upstream', () => {
   });
 
   it('tells the operator of a server without oauth that it asks for an OAuth token', async () => {
-    expect(await lastErrorOf('plain')).toMatch(/HTTP 401: authorization required \(the server asks for an OAuth bearer token: give the hub a client of its authorization server in servers\.plain\.oauth, or a token in its headers\)/);
+    expect(await lastErrorOf('plain')).toMatch(/HTTP 401: authorization required \(the server asks for an OAuth bearer token; give the hub a client of its authorization server in servers\.plain\.oauth, or a token in its headers\)/);
   });
 
   it('sends the credentials to no authorization server but the configured issuer', async () => {

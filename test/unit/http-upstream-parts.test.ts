@@ -64,7 +64,7 @@ describe('refusalText', () => {
     expect(refusalText({ id: 'a' }, refused(401))).toBe("the upstream refused the hub's credentials");
     // A bearer challenge to a hub that sent no credential, or naming the one it sent refused.
     expect(refusalText({ id: 'a' }, refused(401, 'Bearer realm="x", error="invalid_token"'))).toBe(
-      'the server asks for an OAuth bearer token: give the hub a client of its authorization server in servers.a.oauth, or a token in its headers',
+      'the server asks for an OAuth bearer token; give the hub a client of its authorization server in servers.a.oauth, or a token in its headers',
     );
     expect(refusalText({ id: 'a', headers: { 'X-Api-Key': 'k' } }, refused(401, 'Bearer error="invalid_token", error_description="key k-123 expired"'))).toBe(
       'the server refused the credential the hub sent (invalid_token: key k-123 expired): check the credential in servers.a.headers (or .credentials)',

@@ -175,7 +175,7 @@ describe('redaction', () => {
     try {
       ledger = Ledger.open({ path: t.db });
       const uris = [
-        'mem://notes/1?token=Zq8secretTOKENvalue4242',
+        'mem://notes/1?q=Zq8secretTOKENvalue4242',
         'https://bob:hunter2hunter2@example.com/notes',
         'file:///keys/ghp_0123456789abcdefghijABCDEFGHIJ0123456789.txt',
       ];
@@ -185,10 +185,10 @@ describe('redaction', () => {
       await ledger.record(begin({ method: 'tools/call', hubName: 'notes__add', upstreamName: 'add' }), end());
       const rows = ledger.query({}).reverse();
       expect(rows.map((r) => [r.hubName, r.upstreamName])).toEqual([
-        ['mem://notes/1?token=[redacted:config-secret]', 'mem://notes/1?token=[redacted:config-secret]'],
+        ['mem://notes/1?q=[redacted:config-secret]', 'mem://notes/1?q=[redacted:config-secret]'],
         ['https://bob:[redacted:url-credentials]@example.com/notes', 'https://bob:[redacted:url-credentials]@example.com/notes'],
         ['file:///keys/[redacted:github-token].txt', 'file:///keys/[redacted:github-token].txt'],
-        ['mem://notes/1?token=[redacted:config-secret]', 'https://bob:[redacted:url-credentials]@example.com/notes'],
+        ['mem://notes/1?q=[redacted:config-secret]', 'https://bob:[redacted:url-credentials]@example.com/notes'],
         ['notes__add', 'add'],
       ]);
       const raw = JSON.stringify(rows);
@@ -202,7 +202,7 @@ describe('redaction', () => {
   it('a name is redacted for the config\'s secrets as they are when its row is written, not as when the same name came before', async () => {
     t = tempDir();
     ledger = Ledger.open({ path: t.db });
-    const uri = 'mem://notes/1?token=Zq8secretTOKENvalue4242';
+    const uri = 'mem://notes/1?q=Zq8secretTOKENvalue4242';
     const owner = {};
     await ledger.record(begin({ method: 'resources/read', hubName: uri, upstreamName: uri }), end());
     useConfigSecrets(owner, ['Zq8secretTOKENvalue4242']);
@@ -213,7 +213,7 @@ describe('redaction', () => {
     }
     await ledger.record(begin({ method: 'resources/read', hubName: uri, upstreamName: uri }), end());
     const rows = ledger.query({}).reverse();
-    const redacted = 'mem://notes/1?token=[redacted:config-secret]';
+    const redacted = 'mem://notes/1?q=[redacted:config-secret]';
     expect(rows.map((r) => [r.hubName, r.upstreamName])).toEqual([
       [uri, uri],
       [redacted, redacted],

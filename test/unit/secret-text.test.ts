@@ -1,10 +1,11 @@
 /**
  * The credential rules: the shared shapes (tool results, upstream errors, ledger rows) and the
- * log-only rule for values assigned to a credential's name, which tool results must not get.
+ * rules of text the hub writes out (logs, upstream errors, ledger rows) for values assigned to
+ * a credential's name and Authorization headers, which tool results must not get.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { LOG_SECRET_RULES, redactLogMessage, redactLogText, redactSecretsIn, redactSecretText, SECRET_RULES, type SecretRule } from '../../src/policy/secret-text.js';
+import { LOG_SECRET_RULES, redactErrorsIn, redactErrorText, redactLogMessage, redactLogText, redactSecretsIn, redactSecretText, SECRET_RULES, type SecretRule } from '../../src/policy/secret-text.js';
 
 describe('log-only credential assignments', () => {
   it.each([
@@ -29,6 +30,34 @@ describe('log-only credential assignments', () => {
 
   it('still applies the shared shapes', () => {
     expect(redactLogText('using ghp_' + 'a'.repeat(36))).toBe('using [redacted:github-token]');
+  });
+});
+
+describe('upstream error text (message and data)', () => {
+  it('gets the rules of log text: assignments and Authorization headers, whatever the scheme', () => {
+    expect(redactErrorText('failed: password=only-upstream-knows; retry')).toBe('failed: password=[redacted:credential]; retry');
+    expect(redactErrorText('sent Authorization: Bearer short9tok')).toBe('sent Authorization: Bearer [redacted:authorization]');
+    expect(redactErrorText('{"proxy-authorization":"Basic c3ZjOnB3"}')).toBe('{"proxy-authorization":"Basic [redacted:authorization]"}');
+    // A token a shape rule marked is not marked again, nor its scheme taken for the credential.
+    expect(redactErrorText('Authorization: Bearer ' + 'x'.repeat(20))).toBe('Authorization: Bearer [redacted:bearer-token]');
+    for (const ok of ['authorization header missing', 'tokens: 4096 used', 'Method not found']) expect(redactErrorText(ok)).toBe(ok);
+  });
+
+  it("blanks a string under a credential's key in data, and leaves other values and keys", () => {
+    const data = { password: 'p', request: { headers: { Authorization: 'Basic x', 'x-api-key': 'k' } }, max_tokens: '512', tokenCount: 3, attempt: 2 };
+    expect(redactErrorsIn(data)).toEqual({
+      password: '[redacted:credential]',
+      request: { headers: { Authorization: '[redacted:credential]', 'x-api-key': '[redacted:credential]' } },
+      max_tokens: '512',
+      tokenCount: 3,
+      attempt: 2,
+    });
+    const clean = { message: 'nope', list: ['a'] };
+    expect(redactErrorsIn(clean)).toBe(clean);
+  });
+
+  it('tool results keep the shape rules only', () => {
+    expect(redactSecretsIn({ password: 'p', text: 'password=hunter22' })).toEqual({ password: 'p', text: 'password=hunter22' });
   });
 });
 
