@@ -28,7 +28,7 @@ beforeAll(async () => {
   hub = await startHub(
     {
       ledger: { path: join(dir, 'ledger.db'), storeBodies: true },
-      servers: { leaky: nodeServer('test/fixtures/quirks/leaky-errors.mjs', [], { QUIRK_SECRET: TOKEN, QUIRK_DB_PASSWORD: DB_PASSWORD, QUIRK_LOG_PASSWORD: LOG_PASSWORD }) },
+      servers: { leaky: nodeServer('test/fixtures/quirks/leaky-errors.mjs', [], { QUIRK_SECRET: TOKEN, QUIRK_DB_PASSWORD: DB_PASSWORD, QUIRK_LOG_PASSWORD: LOG_PASSWORD, QUIRK_BASIC: BASIC }) },
     },
     { dir },
   );
@@ -38,7 +38,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await hub?.stop();
   const logs = hub.logs.join('\n');
-  for (const s of [TOKEN, DB_PASSWORD, CLIENT_PASSWORD, LOG_PASSWORD]) expect(logs).not.toContain(s);
+  for (const s of [TOKEN, DB_PASSWORD, CLIENT_PASSWORD, LOG_PASSWORD, BASIC]) expect(logs).not.toContain(s);
 });
 
 function stored(requestId: string): { args_json: string | null; result_json: string | null; error_message: string | null } {
@@ -116,13 +116,15 @@ describe('credentials an upstream gives away', () => {
   it("are redacted in the hub's log of the upstream's stderr and stray stdout", async () => {
     const lines = (): string[] => hub.logs;
     const deadline = Date.now() + 10_000;
-    while (lines().filter((l) => l.includes('child stderr') || l.includes('not JSON-RPC')).length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    while (lines().filter((l) => l.includes('child stderr') || l.includes('not JSON-RPC')).length < 4 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     const logged = lines().filter((l) => l.includes('child stderr') || l.includes('not JSON-RPC'));
     expect(logged.join('\n')).toContain('postgres://app:[redacted:url-credentials]@db.internal');
     expect(logged.join('\n')).toContain('with token [redacted:github-token]');
     expect(logged.join('\n')).toContain('DB_PASSWORD=[redacted:credential]');
     expect(logged.join('\n')).toContain('password=[redacted:credential]');
-    for (const s of [TOKEN, DB_PASSWORD, LOG_PASSWORD]) expect(logged.join('\n')).not.toContain(s);
+    // A request dump's Authorization header keeps its scheme only, whatever the scheme.
+    expect(logged.join('\n')).toContain('Authorization: Basic [redacted:authorization]');
+    for (const s of [TOKEN, DB_PASSWORD, LOG_PASSWORD, BASIC]) expect(logged.join('\n')).not.toContain(s);
   });
 });
 
