@@ -23,10 +23,14 @@ const ENV_TOKEN = 'PlainValue-7f3k2m9q';
 const LITERAL_TOKEN = 'LiteralDown-2x5c8v1b';
 /** Brought in by a reload. */
 const LATER_TOKEN = 'LaterValue-4h8j1n6p';
+/** Given on the command line after `--api-key`. */
+const ARG_TOKEN = 'ArgValue-3d6f9h2k';
+/** The password of a URL in an env value under an ordinary name (DATABASE_URL). */
+const URL_PASSWORD = 'UrlPass-8s1x4c7v';
 /** Brought in by `${env:…}` under an ordinary name: no secret, so never redacted. */
 const REGION = 'eu-central-region-7';
 const MARK = '[redacted:config-secret]';
-const ALL = [ENV_TOKEN, LITERAL_TOKEN, LATER_TOKEN];
+const ALL = [ENV_TOKEN, LITERAL_TOKEN, LATER_TOKEN, ARG_TOKEN, URL_PASSWORD];
 
 let hub: HubProcess;
 let dir: string;
@@ -42,11 +46,13 @@ beforeAll(async () => {
         echoer: nodeServer(FIXTURE, [], { QUIRK_TOKEN: '${env:SY_ECHO_TOKEN}' }),
         down: nodeServer(FIXTURE, [], { QUIRK_TOKEN: LITERAL_TOKEN, QUIRK_EXIT: '1' }),
         region: nodeServer(FIXTURE, [], { QUIRK_SAY: '${env:SY_REGION}' }),
+        argued: nodeServer(FIXTURE, ['--api-key', ARG_TOKEN]),
+        dsn: nodeServer(FIXTURE, [], { DATABASE_URL: `postgres://app:${URL_PASSWORD}@db.internal:5432/app` }),
       },
     },
     { dir, env: { SY_ECHO_TOKEN: ENV_TOKEN, SY_LATER_TOKEN: LATER_TOKEN, SY_REGION: REGION } },
   );
-  await waitForReady(hub.url, ['echoer', 'region']);
+  await waitForReady(hub.url, ['echoer', 'region', 'argued', 'dsn']);
 }, 60_000);
 
 afterAll(async () => {
@@ -102,6 +108,17 @@ describe('a secret value of the config that an upstream echoes bare', () => {
     const health = await (await fetch(`${base}/healthz`)).text();
     expect(health).not.toContain(LITERAL_TOKEN);
     await expect.poll(() => hub.logs.some((l) => l.includes(`login refused for key ${MARK}`))).toBe(true);
+  });
+
+  it("given after a secret flag in args, or as a URL's password in any env value, is redacted in the log and the error", async () => {
+    for (const id of ['argued', 'dsn'])
+      await expect.poll(() => hub.logs.some((l) => l.includes(`"server":"${id}"`) && l.includes(`starting with key ${MARK}`)), { timeout: 10_000 }).toBe(true);
+    for (const id of ['argued', 'dsn']) {
+      const r = await modernCall(hub.url, `cs-${id}`, 'tools/call', { name: `${id}__slow`, arguments: {} });
+      expect(r.body?.error?.message).toBe(`upstream auth failed for key ${MARK}`);
+    }
+    const admin = await (await fetch(hub.url.replace(/\/mcp$/, '/admin/servers'))).text();
+    for (const s of [ARG_TOKEN, URL_PASSWORD]) expect(admin).not.toContain(s);
   });
 
   it('is only what sits where a secret goes: a value brought in under an ordinary name still shows', async () => {

@@ -108,6 +108,25 @@ describe('the secret values of a config', () => {
     for (const v of Object.values(env)) expect(values, v).not.toContain(v);
   });
 
+  it("include what a secret flag takes in args, and URL passwords and secret query values in any arg or env value, and no other arg", () => {
+    const c = parseConfig(
+      {
+        servers: {
+          s: {
+            command: 'node',
+            args: ['--api-key', 'arg-api-key-1', '--github-token=arg-gh-token-1', '--client-secret', '${env:CS}', '--password=pre-${env:PW}', '--db', 'postgres://app:arg-db-pass-1@db/app', '--keyfile', '/home/op/keyfile.pem', '--tokenizer', 'gpt2-tokenizer', '--passthrough', '/srv/data/dir', '--profile', 'production-eu'],
+            env: { DATABASE_URL: 'postgres://app:env-db-pass-1@db/app', UPSTREAM: 'https://api.example/v1?api_key=env-query-key-1&region=eu-central-9', OWNER_URL: 'postgres://postgres@db/app' },
+          },
+        },
+      },
+      undefined,
+      { CS: 'env-client-secret-1', PW: 'env-password-1' },
+    );
+    const values = configSecretValues(c);
+    for (const v of ['arg-api-key-1', 'arg-gh-token-1', 'env-client-secret-1', 'pre-env-password-1', 'env-password-1', 'arg-db-pass-1', 'env-db-pass-1', 'env-query-key-1']) expect(values, v).toContain(v);
+    for (const v of ['/home/op/keyfile.pem', 'gpt2-tokenizer', '/srv/data/dir', 'production-eu', 'eu-central-9', 'postgres', '--db']) expect(values, v).not.toContain(v);
+  });
+
   it('include literal credentials: named headers and env, credentials, url user info and named query values, requestStateKey', () => {
     const c = parseConfig(
       {
