@@ -121,7 +121,8 @@ function jwtStart(seg: string): number {
  *   scheme: `Basic <user:password in base64>`, `Token …`, a short bearer token carry
  *   credentials no shape rule knows; the scheme is kept;
  * - a value assigned to a name that says it is a credential (`password=…`, `DB_PASSWORD: …`,
- *   `"apiKey": "…"`).
+ *   `"apiKey": "…"`), a signed URL's signature included (`&sig=…` of an Azure SAS,
+ *   `X-Goog-Signature=…`, `X-Amz-Signature=…`): the URL is the credential while it is valid.
  * Not in SECRET_RULES, which also rewrite tool results, where the second would blank
  * `token: string` in code a filesystem tool returns; in an error or a log line a false positive
  * costs a word, a real one the credential. Both gated, so text with none of the names costs one
@@ -139,9 +140,9 @@ export const LOG_SECRET_RULES: readonly SecretRule[] = [
   {
     kind: 'credential',
     // The name starts where its run does (see SECRET_RULES).
-    re: /((?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*(?:password|passwd|pwd|passphrase|secret|api[_-]?key|apikey|token|credentials?)\b["']?\s*[:=]\s*["']?)(?!\[redacted)[^\s"',;&]{3,}/gi,
+    re: /((?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*(?:password|passwd|pwd|passphrase|secret|api[_-]?key|apikey|token|credentials?|signature|sig)\b["']?\s*[:=]\s*["']?)(?!\[redacted)[^\s"',;&]{3,}/gi,
     keep: 1,
-    gate: 'password|passwd|pwd|passphrase|secret|api[_-]?key|apikey|token|credential',
+    gate: 'password|passwd|pwd|passphrase|secret|api[_-]?key|apikey|token|credential|sig',
   },
 ];
 

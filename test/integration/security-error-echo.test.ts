@@ -1,8 +1,8 @@
 /**
  * An upstream's JSON-RPC error that gives credentials away in the hub's words: a value assigned
  * to a credential's name (`password=…`, which no token shape knows and the hub was never told),
- * the Authorization header and API key the hub sent it, written out in its message, and the
- * same under credential keys of its `data`. None of it reaches a client of either era, the
+ * the Authorization header and API key the hub sent it, a presigned URL's signature, written
+ * out in its message, and the same under credential keys of its `data`. None of it reaches a client of either era, the
  * ledger (`switchyard ledger query`, /admin/ledger) or the hub's log (the era probe logs what
  * the upstream said to server/discover). The upstream is a raw node:http server on loopback
  * that echoes what it was sent.
@@ -23,7 +23,9 @@ const BEARER = 'Bearer-Of-Hub-4m7n2b8v';
 const API_KEY = 'Literal-Api-Key-6t3r1e';
 /** A Basic credential the upstream says it was given elsewhere (base64 of user:password). */
 const BASIC = Buffer.from('svc:basic-pw-7h6g').toString('base64');
-const SECRETS = [DB_PASSWORD, BEARER, API_KEY, BASIC];
+/** The signature of a presigned (SAS) URL the upstream names: the URL is a credential while it is valid. */
+const SAS_SIG = 'k3Jd9%2BfQzW8vL0pXy5s4T7uV1cN2bM6aR%3D';
+const SECRETS = [DB_PASSWORD, BEARER, API_KEY, BASIC, SAS_SIG];
 
 let hub: HubProcess;
 let upstream: Server;
@@ -32,7 +34,7 @@ let db: string;
 
 /** What the upstream says when it fails: everything it knows, as careless servers do. */
 function said(req: IncomingMessage): string {
-  return `backend refused: password=${DB_PASSWORD}; request had Authorization: ${req.headers.authorization}, x-api-key=${req.headers['x-api-key']}; proxy said Proxy-Authorization: Basic ${BASIC}`;
+  return `backend refused: password=${DB_PASSWORD}; request had Authorization: ${req.headers.authorization}, x-api-key=${req.headers['x-api-key']}; proxy said Proxy-Authorization: Basic ${BASIC}; blob https://acct.blob.core.windows.net/c/b.txt?sv=2022-11-02&se=2026-12-31&sp=r&sig=${SAS_SIG}`;
 }
 
 beforeAll(async () => {
@@ -89,6 +91,7 @@ describe("an upstream's error that echoes credentials", () => {
       expectNoSecret(JSON.stringify(error), era);
       expect(error.message, era).toContain('password=[redacted:credential];');
       expect(error.message, era).toContain('Proxy-Authorization: Basic [redacted:authorization]');
+      expect(error.message, era).toContain('&sp=r&sig=[redacted:credential]');
       // What is not a credential is passed on as the upstream sent it.
       expect(error.data, era).toMatchObject({ password: '[redacted:credential]', request: { headers: { authorization: '[redacted:credential]' } }, attempt: 3 });
     }
