@@ -20,8 +20,10 @@ import type { HubConfig } from './types.js';
  * - in a server's `url`, the password of the user info (or the user info itself when it has no
  *   password) and the values of query parameters whose name says so;
  * - `policy.requestStateKey`;
- * - what `${env:…}` brought into a plugin's options under a key whose name says it is a
- *   credential (`plugins.options.<name>.apiKey`).
+ * - a plugin's options under a key whose name says it is a credential
+ *   (`plugins.options.<name>.apiKey`, `plugins.paths[i].options.token`), literal or brought in
+ *   by `${env:…}`, every string beneath such a key: a plugin that says its key in a deny
+ *   reason, an error or a log line would give it to the client, the ledger and the log.
  * Where a value was interpolated into such a place, what the environment brought counts too
  * (`"DB_PASSWORD": "pw-${env:PW}"`: the whole value and PW's). Nothing else counts, interpolated
  * or not: a host or path in a `url`, any other argument in `args`, `cwd`, an `env` entry with an
@@ -108,6 +110,15 @@ export function configSecretValues(config: HubConfig): string[] {
     if (s.oauth?.privateKey !== undefined) out.add(s.oauth.privateKey);
     if (typeof s.url === 'string') urlSecrets(s.url, out);
   }
+  const pluginOptions = (v: unknown, secret: boolean, depth = 0): void => {
+    if (typeof v === 'string') {
+      if (secret) out.add(v);
+    } else if (v !== null && typeof v === 'object' && depth < 8) {
+      for (const [k, x] of Object.entries(v)) pluginOptions(x, secret || (!Array.isArray(v) && SECRET_NAME.test(k)), depth + 1);
+    }
+  };
+  for (const o of Object.values(config.plugins?.options ?? {})) pluginOptions(o, false);
+  for (const p of config.plugins?.paths ?? []) if (typeof p === 'object' && p !== null) pluginOptions(p.options, false);
   const key = (config.policy as { requestStateKey?: unknown } | undefined)?.requestStateKey;
   if (typeof key === 'string') out.add(key);
   return [...out];

@@ -10,6 +10,7 @@ import { CancelledError, errorSeenBy, HEADER_MISMATCH, HubStoppingError, INTERNA
 import type { CallOptions } from '../upstream/types.js';
 import { notDelivered as neverSent } from '../upstream/retry.js';
 import { reasonOf, unlessAborted, unlessWanted, type Signal } from '../cancel.js';
+import { redactConfigSecrets } from '../policy/config-secrets.js';
 import { argsRefusal, checkedOutput } from '../policy/tool-check.js';
 import { withoutHubError } from '../policy/tool-errors.js';
 import type { SchemaValidator } from '../policy/validate.js';
@@ -349,7 +350,9 @@ export class ToolCall {
       const planned = plugins.beforeCall(pluginTool, principal, ctx.group, args as Result);
       plan = planned instanceof Promise ? await planned : planned;
       if (plan.deny) {
-        const msg = `Tool ${hubName} was refused by plugin ${plan.deny.plugin}: ${plan.deny.reason}`;
+        // The hub's own words, to the client and the ledger: a plugin that names the key its
+        // options gave it in a reason must not give it away (a config secret; only a deny pays).
+        const msg = `Tool ${hubName} was refused by plugin ${plan.deny.plugin}: ${redactConfigSecrets(plan.deny.reason)}`;
         await end({ outcome: 'denied', errorKind: 'policy', errorMessage: msg, latencyMs: performance.now() - t0 });
         return toolErrorResult(msg);
       }

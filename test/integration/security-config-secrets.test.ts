@@ -27,10 +27,12 @@ const LATER_TOKEN = 'LaterValue-4h8j1n6p';
 const ARG_TOKEN = 'ArgValue-3d6f9h2k';
 /** The password of a URL in an env value under an ordinary name (DATABASE_URL). */
 const URL_PASSWORD = 'UrlPass-8s1x4c7v';
+/** Written literally in a plugin's options under `apiKey`. */
+const PLUGIN_KEY = 'PluginKey-6b9n2m5q';
 /** Brought in by `${env:…}` under an ordinary name: no secret, so never redacted. */
 const REGION = 'eu-central-region-7';
 const MARK = '[redacted:config-secret]';
-const ALL = [ENV_TOKEN, LITERAL_TOKEN, LATER_TOKEN, ARG_TOKEN, URL_PASSWORD];
+const ALL = [ENV_TOKEN, LITERAL_TOKEN, LATER_TOKEN, ARG_TOKEN, URL_PASSWORD, PLUGIN_KEY];
 
 let hub: HubProcess;
 let dir: string;
@@ -39,9 +41,20 @@ let db: string;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'switchyard-config-secrets-'));
   db = join(dir, 'ledger.db');
+  // A plugin that says its own key, as careless ones do, in a log line and in a deny's reason.
+  const plugin = join(dir, 'quota.mjs');
+  writeFileSync(
+    plugin,
+    `export default ({ options, log }) => ({ name: 'quota', beforeCall(ctx) {
+  if (ctx.arguments.quota !== true) return;
+  log.warn('quota service refused key ' + options.apiKey);
+  return { deny: 'over quota for key ' + options.apiKey };
+} });`,
+  );
   hub = await startHub(
     {
       ledger: { path: db, storeBodies: true },
+      plugins: { paths: [{ path: plugin, options: { apiKey: PLUGIN_KEY } }] },
       servers: {
         echoer: nodeServer(FIXTURE, [], { QUIRK_TOKEN: '${env:SY_ECHO_TOKEN}' }),
         down: nodeServer(FIXTURE, [], { QUIRK_TOKEN: LITERAL_TOKEN, QUIRK_EXIT: '1' }),
@@ -119,6 +132,15 @@ describe('a secret value of the config that an upstream echoes bare', () => {
     }
     const admin = await (await fetch(hub.url.replace(/\/mcp$/, '/admin/servers'))).text();
     for (const s of [ARG_TOKEN, URL_PASSWORD]) expect(admin).not.toContain(s);
+  });
+
+  it("written literally in a plugin's options under a credential's name, is redacted in its deny, the row and its log line", async () => {
+    const r = await modernCall(hub.url, 'cs-quota', 'tools/call', { name: 'echoer__echo', arguments: { quota: true } });
+    expect(JSON.stringify(r.body)).toContain(`over quota for key ${MARK}`);
+    expect(JSON.stringify(r.body)).not.toContain(PLUGIN_KEY);
+    const rows = await waitForRows(db, { tool: 'echoer__echo' }, (rs) => rs.some((x) => x.requestId === 'cs-quota'));
+    expect(rows.find((x) => x.requestId === 'cs-quota')!.errorMessage).toContain(`over quota for key ${MARK}`);
+    await expect.poll(() => hub.logs.some((l) => l.includes(`quota service refused key ${MARK}`))).toBe(true);
   });
 
   it('is only what sits where a secret goes: a value brought in under an ordinary name still shows', async () => {

@@ -140,6 +140,7 @@ describe('the secret values of a config', () => {
           t: { url: 'https://bare-token-in-user@api.example/mcp' },
         },
         policy: { requestStateKey: 'a'.repeat(64) },
+        plugins: { options: { quota: { apiKey: 'literal-plugin-key', nested: { clientSecret: ['literal-plugin-secret'] }, label: 'plugin-label-text' } }, paths: [{ path: 'p.mjs', options: { token: 'literal-path-token' } }] },
       },
       undefined,
       {},
@@ -152,6 +153,9 @@ describe('the secret values of a config', () => {
       'query-secret-1',
       'Bearer literal-bearer-tok',
       'literal-bearer-tok',
+      'literal-plugin-key',
+      'literal-plugin-secret',
+      'literal-path-token',
       'literal-x-api-key',
       'YWxpY2U6c2VjcmV0MQ==',
       'alice-tenant-id',
@@ -160,7 +164,7 @@ describe('the secret values of a config', () => {
     ])
       expect(values, v).toContain(v);
     // Names that do not say "credential" are not secrets when written literally.
-    for (const v of ['production', 'switchyard-client', 'eu-west-123', 'deploy']) expect(values, v).not.toContain(v);
+    for (const v of ['production', 'switchyard-client', 'eu-west-123', 'deploy', 'plugin-label-text', 'p.mjs']) expect(values, v).not.toContain(v);
   });
 });
 
