@@ -117,6 +117,7 @@ function jwtStart(seg: string): number {
 /**
  * For text the hub writes out of what an upstream or a client said (log lines, an upstream's
  * error passed to a client, a ledger row), never for tool results:
+ * - a bearer token too short for the shared rule (`Bearer abc123def`);
  * - an Authorization header written out in text (a curl line, a request dump), whatever its
  *   scheme: `Basic <user:password in base64>`, `Token …`, a short bearer token carry
  *   credentials no shape rule knows; the scheme is kept;
@@ -130,6 +131,14 @@ function jwtStart(seg: string): number {
  */
 export const LOG_SECRET_RULES: readonly SecretRule[] = [
   ...SECRET_RULES,
+  {
+    // A bearer token shorter than the shared rule's 16 characters: 8 or more, a digit among
+    // them, so that prose ("Bearer authentication failed") keeps its words.
+    kind: 'bearer-token',
+    re: /(\bBearer\s+)(?!\[redacted)(?=[A-Za-z0-9._~+/-]*[0-9])[A-Za-z0-9._~+/-]{8,}=*/gi,
+    keep: 1,
+    gate: 'bearer\\s',
+  },
   {
     kind: 'authorization',
     // What a shape rule already marked (`Bearer [redacted:bearer-token]`) is left as it is.

@@ -25,7 +25,9 @@ const API_KEY = 'Literal-Api-Key-6t3r1e';
 const BASIC = Buffer.from('svc:basic-pw-7h6g').toString('base64');
 /** The signature of a presigned (SAS) URL the upstream names: the URL is a credential while it is valid. */
 const SAS_SIG = 'k3Jd9%2BfQzW8vL0pXy5s4T7uV1cN2bM6aR%3D';
-const SECRETS = [DB_PASSWORD, BEARER, API_KEY, BASIC, SAS_SIG];
+/** A bearer token too short for the shape rule (16), which the upstream says it was given once. */
+const SHORT_BEARER = 'q7w8e9r0t';
+const SECRETS = [DB_PASSWORD, BEARER, API_KEY, BASIC, SAS_SIG, SHORT_BEARER];
 
 let hub: HubProcess;
 let upstream: Server;
@@ -34,7 +36,7 @@ let db: string;
 
 /** What the upstream says when it fails: everything it knows, as careless servers do. */
 function said(req: IncomingMessage): string {
-  return `backend refused: password=${DB_PASSWORD}; request had Authorization: ${req.headers.authorization}, x-api-key=${req.headers['x-api-key']}; proxy said Proxy-Authorization: Basic ${BASIC}; blob https://acct.blob.core.windows.net/c/b.txt?sv=2022-11-02&se=2026-12-31&sp=r&sig=${SAS_SIG}`;
+  return `backend refused: password=${DB_PASSWORD}; request had Authorization: ${req.headers.authorization}, x-api-key=${req.headers['x-api-key']}; proxy said Proxy-Authorization: Basic ${BASIC}; blob https://acct.blob.core.windows.net/c/b.txt?sv=2022-11-02&se=2026-12-31&sp=r&sig=${SAS_SIG}; the old session used Bearer ${SHORT_BEARER}`;
 }
 
 beforeAll(async () => {
@@ -92,6 +94,7 @@ describe("an upstream's error that echoes credentials", () => {
       expect(error.message, era).toContain('password=[redacted:credential];');
       expect(error.message, era).toContain('Proxy-Authorization: Basic [redacted:authorization]');
       expect(error.message, era).toContain('&sp=r&sig=[redacted:credential]');
+      expect(error.message, era).toContain('used Bearer [redacted:bearer-token]');
       // What is not a credential is passed on as the upstream sent it.
       expect(error.data, era).toMatchObject({ password: '[redacted:credential]', request: { headers: { authorization: '[redacted:credential]' } }, attempt: 3 });
     }

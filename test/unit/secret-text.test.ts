@@ -36,13 +36,15 @@ describe('log-only credential assignments', () => {
 describe('upstream error text (message and data)', () => {
   it('gets the rules of log text: assignments and Authorization headers, whatever the scheme', () => {
     expect(redactErrorText('failed: password=only-upstream-knows; retry')).toBe('failed: password=[redacted:credential]; retry');
-    expect(redactErrorText('sent Authorization: Bearer short9tok')).toBe('sent Authorization: Bearer [redacted:authorization]');
+    expect(redactErrorText('sent Authorization: Token short9tok')).toBe('sent Authorization: Token [redacted:authorization]');
+    expect(redactErrorText('sent Authorization: Bearer shorttok')).toBe('sent Authorization: Bearer [redacted:authorization]');
     expect(redactErrorText('{"proxy-authorization":"Basic c3ZjOnB3"}')).toBe('{"proxy-authorization":"Basic [redacted:authorization]"}');
     // A token a shape rule marked is not marked again, nor its scheme taken for the credential.
     expect(redactErrorText('Authorization: Bearer ' + 'x'.repeat(20))).toBe('Authorization: Bearer [redacted:bearer-token]');
     expect(redactErrorText('GET https://a.blob.core.windows.net/c/b?sv=2022&sig=AbC%2Bd3%3D&sp=r')).toBe('GET https://a.blob.core.windows.net/c/b?sv=2022&sig=[redacted:credential]&sp=r');
     expect(redactErrorText('https://s.example/o?X-Goog-Signature=0a1b2c3d&x=1')).toBe('https://s.example/o?X-Goog-Signature=[redacted:credential]&x=1');
-    for (const ok of ['authorization header missing', 'tokens: 4096 used', 'Method not found', 'design=flat', 'signal=TERM']) expect(redactErrorText(ok)).toBe(ok);
+    expect(redactErrorText('rejected Bearer abc123def, try again')).toBe('rejected Bearer [redacted:bearer-token], try again');
+    for (const ok of ['authorization header missing', 'tokens: 4096 used', 'Method not found', 'design=flat', 'signal=TERM', 'Bearer authentication failed', 'Bearer token1']) expect(redactErrorText(ok)).toBe(ok);
   });
 
   it("blanks a string under a credential's key in data, and leaves other values and keys", () => {
