@@ -17,7 +17,7 @@ import { LEGACY_CLIENT_CAPABILITIES } from './envelope.js';
 import { stdioVerdict, type ProbeVerdict, type StdioProbeOutcome } from './era-probe.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { errMessage, type UpstreamOptions } from './rpc-base.js';
-import { HOLDS_EXCLUSIVE, HOLDS_SHARED, type Pending } from './pending-call.js';
+import { HOLDS_EXCLUSIVE, HOLDS_SHARED, isList, type Pending } from './pending-call.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
 import { monotonicNow } from '../monotonic.js';
 
@@ -122,7 +122,11 @@ export class StdioUpstream extends HandshakingUpstream {
   protected override dispatch(method: string, params: Record<string, unknown>, opts: CallOptions | undefined, holds: number, deadline?: number): Promise<Record<string, unknown>> {
     // A task's requests name their task (rpc-base attributes them so): waiting for its result
     // holds no place in the gate, so tasks run side by side and other calls are not held for them.
-    if (this.verdict !== LEGACY || method === 'tasks/result') return super.dispatch(method, params, opts, holds, deadline);
+    // Nor does the hub's own fetch of a list, which no request of the server's is put down to
+    // (ask-target.ts): held behind a call parked for its modern client's retry, it held that
+    // retry too, which after a list_changed waits for the tools list (catalog readyTool), until
+    // the fetch gave up at timeoutMs (server-everything says list_changed as it starts).
+    if (this.verdict !== LEGACY || method === 'tasks/result' || isList(method)) return super.dispatch(method, params, opts, holds, deadline);
     const exclusive = opts?.exclusive === true;
     if (this.gate.tryEnter(exclusive)) return super.dispatch(method, params, opts, holds | (exclusive ? HOLDS_EXCLUSIVE : HOLDS_SHARED), deadline);
     // Waiting for its turn is part of the call: its cancellation and its limits hold here too.
