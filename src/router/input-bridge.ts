@@ -140,6 +140,11 @@ export class InputCollector implements FirstRow {
     // to it, and not turned into a capability the client would lack.
     if (!INPUT_METHODS.includes(req.method)) return Promise.reject(new RpcError(METHOD_NOT_FOUND, `the hub does not relay ${req.method} to clients`));
     const need = missingCapability(req, this.caps);
+    // A legacy server asks for roots on its own (as it starts, when told they changed) as well
+    // as for a call, and over stdio nothing says which: it hears what a legacy client without
+    // roots answers, as on a direct connection, and decides; the call is not ended -32021 for
+    // it (server-everything's roots ask ended whatever call was in flight as it came).
+    if (need && req.method === 'roots/list') return Promise.reject(new RpcError(METHOD_NOT_FOUND, `the client did not declare ${requiredNames(need)}, which ${req.method} needs`));
     if (need) {
       this.missing = addRequired(this.missing ?? {}, need);
       this.woken();
