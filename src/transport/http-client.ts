@@ -625,21 +625,27 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   private deliver(text: string): void {
     const members = this.o.batch ? batchOf(text) : undefined;
-    if (members) {
-      for (const m of members) {
-        this.answer!.messages++;
-        this.o.onMessage?.(classify(m));
-      }
-      return;
-    }
+    if (members) return this.deliverEach(members);
     const c = parseFrame(text);
     if (c.kind === 'invalid') {
+      // A 2025-03-26 server may answer one request with a batch holding its response (that
+      // revision allowed batches, digest §1.1), beside notifications or requests of its own:
+      // each member is a message. Parsed again only here, off the usual answer's path.
+      const batch = batchOf(text);
+      if (batch !== undefined && batch.length > 0) return this.deliverEach(batch);
       this.client.log.warn({ reason: c.error.message, snippet: redactedExcerpt(text, 200, redactLogText) }, 'skipped an HTTP answer that is not JSON-RPC');
       // A response the hub refuses still names its call, which the upstream fails at once.
       if (!(c.response && c.id !== undefined)) return;
     }
     this.answer!.messages++;
     this.o.onMessage?.(c);
+  }
+
+  private deliverEach(members: readonly unknown[]): void {
+    for (const m of members) {
+      this.answer!.messages++;
+      this.o.onMessage?.(classify(m));
+    }
   }
 
   /** Ends the exchange once: with the answer (no error), or with an error. */

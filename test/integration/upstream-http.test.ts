@@ -675,6 +675,39 @@ function rawLegacy(req: IncomingMessage, res: ServerResponse, body: string): voi
   reply({ error: { code: -32601, message: 'Method not found' } });
 }
 
+describe('legacy: a 2025-03-26 server that answers in batches', () => {
+  it('takes the response inside a JSON array (and its initialize answer so), routing the progress and log beside it to the call', async () => {
+    let runs = 0;
+    const { url } = await listen((req, res, body) => {
+      if (req.method !== 'POST') return void res.writeHead(405).end();
+      const msg = JSON.parse(body) as { id?: number; method?: string; params?: { _meta?: { progressToken?: unknown } } };
+      if (msg.id === undefined) return void res.writeHead(202).end();
+      const batch = (...m: Record<string, unknown>[]): void => void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(m.map((x) => ({ jsonrpc: '2.0', ...x }))));
+      if (msg.method === 'initialize') return batch({ id: msg.id, result: { protocolVersion: '2025-03-26', capabilities: { tools: {}, logging: {} }, serverInfo: { name: 'batcher', version: '0' } } });
+      if (msg.method === 'tools/call') {
+        runs++;
+        return batch(
+          { method: 'notifications/progress', params: { progressToken: msg.params!._meta!.progressToken, progress: 1, total: 1 } },
+          { method: 'notifications/message', params: { level: 'info', data: 'ran' } },
+          { id: msg.id, result: { content: [{ type: 'text', text: 'batched ok' }] } },
+        );
+      }
+      batch({ id: msg.id, error: { code: -32601, message: 'Method not found' } });
+    });
+    const u = make(spec(url));
+    await u.start();
+    expect(u.era).toBe(LEGACY);
+    expect(u.protocolVersion).toBe('2025-03-26');
+    const progress: ProgressInfo[] = [];
+    const logs: unknown[] = [];
+    const r = await u.request('tools/call', { name: 'x', arguments: {} }, { onProgress: (p) => progress.push(p), onLog: (l) => logs.push(l) });
+    expect(text(r)).toBe('batched ok');
+    expect(runs).toBe(1);
+    expect(progress).toEqual([{ progress: 1, total: 1 }]);
+    expect(logs).toEqual([{ level: 'info', data: 'ran' }]);
+  });
+});
+
 describe('legacy: an SDK v1 server of one transport, restarted', () => {
   it('answers the old session 400 "Server not initialized": the hub initializes again, and the call runs once', async () => {
     let runs = 0;
