@@ -146,10 +146,20 @@ function modernError(err: RpcErrorObject): ProbeVerdict | undefined {
 export function refusedAsLegacy(status: number, body: string | undefined, version: string): string | undefined {
   if (status < 400 || status >= 500 || !body) return undefined;
   const c = parseFrame(body);
-  if (c.kind !== 'response' || !('error' in c.msg) || !isObj(c.msg.error) || c.msg.error.code !== UNSUPPORTED_PROTOCOL_VERSION || !isObj(c.msg.error.data)) return undefined;
-  const supported = stringList(c.msg.error.data.supported);
+  if (c.kind !== 'response' || !('error' in c.msg) || !isObj(c.msg.error)) return undefined;
+  return speaksNot(status, c.msg.error, version);
+}
+
+/**
+ * Whether `error` is a -32022 whose `supported` list lacks `version`, the one the request was
+ * sent in: the server no longer speaks it. Returns what the server said (for status `status`),
+ * or undefined. Also for one inside a 2xx answer (a server that answers its refusals in-band).
+ */
+export function speaksNot(status: number, error: RpcErrorObject, version: string): string | undefined {
+  if (error.code !== UNSUPPORTED_PROTOCOL_VERSION || !isObj(error.data)) return undefined;
+  const supported = stringList(error.data.supported);
   if (supported === undefined || supported.includes(version)) return undefined;
-  return speaksOther(status, c.msg.error, supported);
+  return speaksOther(status, error, supported);
 }
 
 /** A -32022 refusal in words: the status, what the server said, and the versions it speaks (cut, redacted). */
@@ -178,8 +188,8 @@ export function refusedAsModern(status: number, body: string | undefined, id: Id
     // the version, the hub holds of it is out of date, whatever id it names (SDK v2 servers
     // echo the request's). It refuses before dispatch, so the request did not run.
     if ('error' in c.msg && isObj(c.msg.error)) {
-      const v = fromUnsupportedVersion(c.msg.error);
-      if (v !== undefined && v.kind !== 'modern-retry') return speaksOther(status, c.msg.error, (c.msg.error.data as { supported: string[] }).supported);
+      const why = speaksNot(status, c.msg.error, MODERN);
+      if (why !== undefined) return why;
     }
     const rid = c.msg.id;
     if (rid === undefined || rid === null) {

@@ -12,13 +12,13 @@
  * untaken-cancels.ts and http-notice.ts (legacy cancellations and notices); the work a close waits for is ../pending-work.ts.
  */
 import { LEGACY, LEGACY_VERSIONS, MODERN, type Era } from '../protocol/era.js';
-import { CancelledError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
-import type { Classified } from '../protocol/jsonrpc.js';
+import { CancelledError, RpcError, TimeoutError, TransportError, UNSUPPORTED_PROTOCOL_VERSION, UpstreamUnavailableError } from '../protocol/errors.js';
+import { isObj, type Classified, type ErrorResponse } from '../protocol/jsonrpc.js';
 import type { Logger } from '../log.js';
 import { ExchangeAbort, StreamCutError, type HttpAnswer } from '../transport/http-client.js';
 import { LEGACY_CLIENT_CAPABILITIES } from './envelope.js';
 import { legacySessionHeaders, legacySessionVersion, modernRequestHeaders } from './request-headers.js';
-import { refusedAsLegacy, refusedAsModern, type ProbeVerdict } from './era-probe.js';
+import { refusedAsLegacy, refusedAsModern, speaksNot, type ProbeVerdict } from './era-probe.js';
 import { probeHttpEra } from './http-probe.js';
 import { evidenceOf, FailureStreak, type CircuitState } from './breaker.js';
 import { ParamHeaderIndex } from './param-headers.js';
@@ -428,9 +428,30 @@ export class HttpUpstream extends HandshakingUpstream {
   /** The messages of a call's answer stream (a POST's, or its resumption): once its response came, the stream may not linger. */
   private answerSink(p: Pending, ctl: ExchangeAbort): (c: Classified) => void {
     return (c) => {
+      if (c.kind === 'response' && 'error' in c.msg && this.refusedInBand(p, c.msg, ctl.status ?? 200)) return void ctl.answered(ANSWERED_STREAM_LINGER_MS);
       this.handleMessage(c, p);
       if (c.kind === 'response' && !this.isPending(p)) ctl.answered(ANSWERED_STREAM_LINGER_MS);
     };
+  }
+
+  /**
+   * A call's own error response, inside a 2xx answer, that says the server no longer speaks the
+   * era or version the hub holds of it (a -32022 whose `supported` lacks it): the refusal the
+   * spec sends as a 400 (refusedAsModern, refusedAsLegacy), which some servers answer in-band.
+   * Relayed as the call's answer, every call met it until the hub was restarted; it reconnects
+   * and probes the era as for the 400 (refusedEra). Whether it was handled so.
+   */
+  private refusedInBand(p: Pending, msg: ErrorResponse, status: number): boolean {
+    const e = msg.error;
+    if (!isObj(e) || e.code !== UNSUPPORTED_PROTOCOL_VERSION || !this.isPending(p)) return false;
+    if (this.spec.era !== 'auto' || p.listen || monotonicNow() - this.stillSameEraAt < REFUSAL_REPROBE_MS) return false;
+    // The call's own (or an id-less one, the answer's refusal): another request's goes the usual way (dropped).
+    if (msg.id !== undefined && msg.id !== null && Number(msg.id) !== p.id) return false;
+    const why = speaksNot(status, e, this._era === MODERN ? MODERN : (this._protocolVersion ?? LEGACY));
+    if (why === undefined) return false;
+    // Out of undici's callback: the reconnect it sets off says the state to listeners that may start exchanges.
+    queueMicrotask(() => this.isPending(p) && this.refusedEra(p, status, why));
+    return true;
   }
 
   private afterPost(p: Pending, a: HttpAnswer): void {

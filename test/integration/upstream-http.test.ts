@@ -779,6 +779,64 @@ describe('legacy: redeployed modern-only at the same URL, with no downtime', () 
   });
 });
 
+describe('legacy: redeployed modern-only behind something that answers its refusal 200', () => {
+  it('a -32022 inside a 2xx answer, naming the call, whose supported lacks the session version: the call fails as not run and the era is probed again (not relayed as the answer)', async () => {
+    let modern = false;
+    let legacyRuns = 0;
+    const v2 = fetchAdapter(
+      createMcpHandler(
+        () => {
+          const s = new McpServer({ name: 'v2-http', version: '2.4.0' }, { capabilities: { tools: {} } });
+          s.registerTool('echo', { inputSchema: z.object({ text: z.string() }) }, async ({ text }) => ({ content: [{ type: 'text', text: `v2:${text}` }] }));
+          return s;
+        },
+        { legacy: 'reject' },
+      ).fetch,
+    );
+    const { url } = await listen((req, res, body) => {
+      if (!modern) {
+        if (body.includes('"tools/call"')) legacyRuns++;
+        return rawLegacy(req, res, body);
+      }
+      if (req.headers['mcp-protocol-version'] === MODERN) return v2(req, res, body);
+      // The refusal SDK v2 sends as a 400, here in-band in a 200 (a gateway that rewrites 4xx, a hand-written server).
+      const msg = JSON.parse(body) as { id?: number };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({ jsonrpc: '2.0', id: msg.id, error: { code: -32022, message: 'Unsupported protocol version: 2025-06-18', data: { supported: [MODERN], requested: '2025-06-18' } } }),
+      );
+    });
+    const u = make(spec(url));
+    await u.start();
+    expect(u.era).toBe(LEGACY);
+    expect(text(await u.request('tools/call', { name: 'x', arguments: {} }))).toBe('raw ok');
+    modern = true;
+    const refused = await u.request('tools/call', { name: 'echo', arguments: { text: 'b' } }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(TransportError);
+    expect((refused as TransportError).notDelivered).toBe(true);
+    expect((refused as Error).message).toMatch(/did not take the request as a 2025-06-18 one \(HTTP 200 -32022 Unsupported protocol version: 2025-06-18 \(it speaks 2026-07-28\)\), so it did not run/);
+    expect(await u.whenReady(10_000)).toBe(true);
+    expect(u.era).toBe(MODERN);
+    expect(text(await u.request('tools/call', { name: 'echo', arguments: { text: 'c' } }))).toBe('v2:c');
+    expect(legacyRuns).toBe(1);
+  });
+
+  it('a -32022 inside a 2xx answer that lists the version the hub sent is the call\'s answer, relayed', async () => {
+    const { url } = await listen((req, res, body) => {
+      if (!body.includes('"tools/call"')) return rawLegacy(req, res, body);
+      const msg = JSON.parse(body) as { id?: number };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({ jsonrpc: '2.0', id: msg.id, error: { code: -32022, message: 'odd', data: { supported: ['2025-06-18'], requested: '2025-06-18' } } }),
+      );
+    });
+    const u = make(spec(url));
+    await u.start();
+    const err = await u.request('tools/call', { name: 'x', arguments: {} }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RpcError);
+    expect(err).toMatchObject({ code: -32022 });
+    expect(u.state).toBe('ready');
+  });
+});
+
 describe('legacy: a session renewed while the circuit is open', () => {
   it('leaves it restarting until its cool-down is over (the renewal does not say it ready)', async () => {
     let n = 0;
