@@ -103,7 +103,13 @@ export function legacyContext(session: LegacySession, req: Request, ex: Exchange
     sessionKey: session.id,
     idempotencyKey: idem?.key,
     idempotencyClash: idem?.clash,
-    onLog: (p) => levelAtLeast(p.level, session.logLevel) && sink.send({ jsonrpc: '2.0', method: 'notifications/message', params: p }),
+    // A legacy session's log lines are session-wide (digest §4): one the server sent after the
+    // call's answer (its stream closed) goes on the session's own stream (its GET stream, stdout).
+    onLog: (p) => {
+      if (!levelAtLeast(p.level, session.logLevel)) return;
+      const to = !sink.closed ? sink : session.stream;
+      if (!session.ended && to !== undefined && !to.closed) to.send({ jsonrpc: '2.0', method: 'notifications/message', params: p });
+    },
     // A URL-mode elicitation relayed to this client (or a -32042's step), completed upstream
     // (digest §5.2): on the call's stream while it is open, else on the session's own (its GET
     // stream, stdout), for a step done after the call; nowhere once the session has ended.

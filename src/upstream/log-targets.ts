@@ -49,3 +49,11 @@ export function logTargets(calls: IdTable<Pending>, via: Pending | undefined, mo
     return true;
   });
 }
+
+/**
+ * Whether a log line that came on `via`'s answer stream after its answer still goes to its
+ * caller: only to a legacy session's (logScope set), whose lines are session-wide in its era.
+ */
+export function lateLogTarget(via: Pending): boolean {
+  return via.opts?.onLog !== undefined && via.opts.logScope !== undefined;
+}

@@ -32,7 +32,7 @@ import { Limiter, LimitError } from './limiter.js';
 import { withRetries } from './retry.js';
 import { readyWithin } from './ready-within.js';
 import { upstreamError } from './upstream-error.js';
-import { redactLogMessage } from '../policy/secret-text.js';
+import { redactedExcerpt, redactLogMessage, redactLogText } from '../policy/secret-text.js';
 import type { AskClient, CallOptions, ListenFilter, ListenHandle, ListenSink, Upstream } from './types.js';
 import { reasonOf } from '../cancel.js';
 import { IdTable, KeyedTable } from '../keyed-table.js';
@@ -42,7 +42,7 @@ import { callTimeout, DECODE_WAIT_MS, timeoutReason } from './call-timeout.js';
 import { answerFrame, failureFrame, RootsRelay } from './client-answers.js';
 import { HangWatch } from './hang-watch.js';
 import { EndedListens, isListenId, listenHandle, listenOf, refusedListen } from './listen-streams.js';
-import { logTargets } from './log-targets.js';
+import { lateLogTarget, logTargets } from './log-targets.js';
 import { OpenAsks, WITHDRAWN_BY_SERVER } from './open-asks.js';
 import { progressInfo } from './progress-info.js';
 import { UrlCompletions } from './url-completions.js';
@@ -727,7 +727,9 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     if (msg.method === 'notifications/progress') {
       const t = params.progressToken;
       const p = t === undefined ? undefined : this.byToken.get(typeof t === 'string' ? t : String(t));
-      if (p === undefined) return;
+      // Its call answered or ended (a server that reports past its end, on the call's stream or
+      // another): a token no longer active, whose progress means nothing (digest §4). Said, not relayed.
+      if (p === undefined) return void this.log.debug({ method: via?.method, onCallStream: via !== undefined }, 'progress for no call in flight (its call answered or ended): dropped');
       if (p.hardLater !== undefined) this.hardDue(p);
       if (p.timer) p.timer.refresh();
       // Due, and waiting to be judged (timerFired): heard in time after all, its wait starts again.
@@ -759,6 +761,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       return this.resolveCall(this.pending.get(Number(params.requestId))!, {});
     }
     if (msg.method === 'notifications/message') {
+      if (via !== undefined && !this.isPending(via)) return this.lateLog(via, params);
       const targets = logTargets(this.pending, via, this._era === MODERN, this.servedFor);
       if (targets.length > 0) {
         // Without the related-task of a task the hub runs itself, as its questions go (relayedInput).
@@ -776,6 +779,27 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
         this.log.debug({ lineLevel: typeof params.level === 'string' ? params.level.slice(0, 16) : undefined }, "a log line no call could be told as its own, on a connection that served several principals: relayed to no client");
     }
     this.emit('notification', { method: msg.method, params });
+  }
+
+  /**
+   * A log line on the answer stream of a call already answered (or ended): it is about that
+   * call, and no other's (it was emitted upstream-wide, where nothing takes a log line: lost).
+   * A legacy session's client takes its lines session-wide (digest §4): it is told still. A
+   * 2026-07-28 line is request-scoped and its request is over, so it goes to the hub's log.
+   */
+  private lateLog(via: Pending, params: Record<string, unknown>): void {
+    const line = redactLogMessage(relayedNotice(params));
+    if (lateLogTarget(via)) {
+      try {
+        via.opts!.onLog!(line);
+      } catch (err) {
+        this.log.warn({ err: errMessage(err) }, 'log handler threw');
+      }
+      return;
+    }
+    const level = typeof line.level === 'string' ? line.level.slice(0, 16) : undefined;
+    const data = typeof line.data === 'string' ? line.data : JSON.stringify(line.data ?? null);
+    this.log.info({ method: via.method, lineLevel: level, data: redactedExcerpt(data, 500, redactLogText) }, "a log line came on a call's answer stream after its answer; its call is over, so no client is told");
   }
 
   listen(filter: ListenFilter, onMessage: ListenSink): ListenHandle {

@@ -708,6 +708,50 @@ describe('legacy: a 2025-03-26 server that answers in batches', () => {
   });
 });
 
+describe('modern: a log line after the answer on a call\'s stream', () => {
+  it("is not lost: a legacy session's call (its lines session-wide) is told; a modern call's, its request over, goes to the hub's log", async () => {
+    const { url } = await listen((req, res, body) => {
+      const msg = JSON.parse(body) as { id?: number; method?: string };
+      if (msg.method === 'server/discover')
+        return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', supportedVersions: [MODERN], capabilities: { tools: {}, logging: {} } } }));
+      // The response, then a line about the call, then the end: a server that logs as it cleans up.
+      const event = (m: Record<string, unknown>): string => `data: ${JSON.stringify({ jsonrpc: '2.0', ...m })}\n\n`;
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(event({ id: msg.id, result: { resultType: 'complete', content: [{ type: 'text', text: 'done' }] } }));
+      const token = (JSON.parse(body) as { params?: { _meta?: { progressToken?: unknown } } }).params?._meta?.progressToken;
+      const lateProgress = token === undefined ? '' : event({ method: 'notifications/progress', params: { progressToken: token, progress: 2 } });
+      setTimeout(() => res.end(lateProgress + event({ method: 'notifications/message', params: { level: 'warning', data: 'cleanup failed, token=sk-live-abcdefghijklmnopqrstuvwxyz' } })), 30);
+    });
+    const { log, records } = captureLogger();
+    const u = createUpstream(spec(url), log, { backoff: { baseMs: 50 } }) as HttpUpstream;
+    open.push(u);
+    await u.start();
+    expect(u.era).toBe(MODERN);
+    const legacyLogs: Record<string, unknown>[] = [];
+    expect(text(await u.request('tools/call', { name: 'x', arguments: {} }, { logLevel: 'info', onLog: (l) => legacyLogs.push(l), logScope: 'session-1' }))).toBe('done');
+    await waitFor(() => legacyLogs.length > 0, 3000, 'the late line relayed');
+    expect(legacyLogs).toEqual([{ level: 'warning', data: expect.stringContaining('cleanup failed') }]);
+    expect(JSON.stringify(legacyLogs)).not.toContain('abcdefghijklmnopqrstuvwxyz');
+    const modernLogs: unknown[] = [];
+    const progress: unknown[] = [];
+    expect(text(await u.request('tools/call', { name: 'x', arguments: {} }, { logLevel: 'info', onLog: (l) => modernLogs.push(l), onProgress: (p) => progress.push(p) }))).toBe('done');
+    const late = (): Record<string, unknown> | undefined => records.find((r) => String(r.msg).includes('after its answer'));
+    await waitFor(() => late() !== undefined, 3000, 'the late line logged');
+    expect(late()).toMatchObject({ level: 30, method: 'tools/call', lineLevel: 'warning', data: expect.stringContaining('cleanup failed') });
+    expect(JSON.stringify(records)).not.toContain('abcdefghijklmnopqrstuvwxyz');
+    expect(modernLogs).toEqual([]);
+    // Progress past the call's end means nothing (its token is no longer active): dropped, and said at debug.
+    expect(progress).toEqual([]);
+    expect(records.find((r) => String(r.msg).startsWith('progress for no call in flight'))).toMatchObject({ level: 20, method: 'tools/call', onCallStream: true });
+    // Not said upstream-wide (where no log line is taken).
+    const heard: unknown[] = [];
+    u.on('notification', (n) => heard.push(n));
+    await u.request('tools/call', { name: 'x', arguments: {} });
+    await waitFor(() => records.filter((r) => String(r.msg).includes('after its answer')).length === 2, 3000, 'the third late line logged');
+    expect(heard).toEqual([]);
+  });
+});
+
 describe('legacy: an SDK v1 server of one transport, restarted', () => {
   it('answers the old session 400 "Server not initialized": the hub initializes again, and the call runs once', async () => {
     let runs = 0;
