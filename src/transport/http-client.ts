@@ -539,8 +539,9 @@ class Exchange implements Dispatcher.DispatchHandler {
     d.on('error', (err: Error) => {
       // A broken error body leaves the status to tell; a broken answer fails the exchange.
       if (this.answer!.status >= 300) return this.finish();
-      // The flushed stream of a cut connection ends unfinished, as it would: the cut is the error.
-      if (this.cut) return this.settleCut(this.cut);
+      // The flushed stream of a cut connection ends unfinished, as it would: the cut is the error
+      // (a JSON body it gave out whole is taken all the same: finish).
+      if (this.cut) return this.sse ? this.settleCut(this.cut) : this.finish();
       const e = new TransportError(`the answer's ${this.coding} content coding is broken: ${err.message}`, this.answer!.status);
       this.settle(e);
       this.abort(e);
@@ -576,11 +577,18 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.parts = [];
     // A byte order mark may be ignored (RFC 8259 §8.1), as the event stream's is (SseFeed); some Windows stacks write one.
     const text = decoded.charCodeAt(0) === 0xfeff ? decoded.slice(1) : decoded;
+    if (this.cut !== undefined) {
+      // Cut before its end. A JSON answer whole all the same (the cut took only a compressed
+      // body's trailer, or the connection closed short of a Content-Length its body did not
+      // need) is taken, as a cut event stream's whole events are; anything else fails, saying so.
+      if (a.status >= 300) return this.settleCut(this.cut);
+      if (!this.isJson() || !wholeMessage(text)) return this.settleCut(this.cut, this.size);
+      this.client.log.debug({ status: a.status, bytes: this.size, coding: this.coding, err: errText(this.cut) }, 'a JSON answer whose connection broke before its end came whole: taken');
+    }
     if (a.status >= 300) {
       if (text.length > 0) a.body = text;
     } else if (text.length > 0) {
-      const ct = this.contentType;
-      if (ct !== undefined && ct.toLowerCase().startsWith('application/json')) this.deliver(text);
+      if (this.isJson()) this.deliver(text);
       else a.body = text.slice(0, ERROR_BODY_LIMIT);
     }
     this.settle(undefined);
@@ -590,15 +598,17 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.settled) return;
     if (this.answer) {
       if (err instanceof TransportError) return this.settle(err);
-      // A compressed event stream's last bytes may still be in its decoder (it works on the
-      // thread pool, a turn or more behind the socket): the events they complete (the response,
-      // say) are delivered before the cut fails the exchange, as an uncompressed stream's are.
-      if (this.sse && this.decoder && !this.cut) {
-        this.cut = err;
+      if (this.cut) return;
+      // A compressed answer's last bytes may still be in its decoder (it works on the thread
+      // pool, a turn or more behind the socket): the events they complete (the response, say)
+      // are delivered before the cut fails the exchange, as an uncompressed stream's are, and a
+      // JSON body they complete is taken (finish).
+      this.cut = err;
+      if (this.decoder) {
         this.inDecoder++;
         return void this.decoder.end();
       }
-      return this.settleCut(err);
+      return this.sse ? this.settleCut(err) : this.finish();
     }
     const code = (err as NodeJS.ErrnoException).code ?? '';
     const method = this.request.method;
@@ -615,12 +625,22 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.settle(new TransportError(`HTTP ${method} failed: ${errText(err)}`, undefined, NOT_DELIVERED.has(code)));
   }
 
-  /** Fails an answer whose connection broke after it began: a stream with an event id can be resumed from it. */
-  private settleCut(err: Error): void {
+  /**
+   * Fails an answer whose connection broke after it began: a stream with an event id can be
+   * resumed from it. `bytes`: a JSON answer's, as far as it came (decoded), no whole message.
+   */
+  private settleCut(err: Error, bytes?: number): void {
     const a = this.answer!;
-    const message = `HTTP ${this.request.method} failed: ${errText(err)}`;
+    const cut = bytes === undefined ? '' : ` (its answer, HTTP ${a.status}${this.coding ? ` ${this.coding}-compressed` : ''}, was cut before its end: ${bytes} bytes${this.coding ? ' decoded' : ''}, no whole JSON-RPC message; the request was delivered)`;
+    const message = `HTTP ${this.request.method} failed: ${errText(err)}${cut}`;
     const id = this.sse?.result.lastEventId;
     this.settle(id === undefined ? new TransportError(message, a.status) : new StreamCutError(message, a.status, id, this.sse!.result.retryMs, a.messages));
+  }
+
+  /** The 2xx answer is JSON (its Content-Type). */
+  private isJson(): boolean {
+    const ct = this.contentType;
+    return ct !== undefined && ct.toLowerCase().startsWith('application/json');
   }
 
   private deliver(text: string): void {
@@ -661,6 +681,13 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.o.signal?.aborted || this.o.abort?.aborted) return this.reject(new CancelledError());
     this.reject(err);
   }
+}
+
+/** Whether a JSON body that came short of its end is a whole message all the same (or a batch of them). */
+function wholeMessage(text: string): boolean {
+  if (parseFrame(text).kind !== 'invalid') return true;
+  const batch = batchOf(text);
+  return batch !== undefined && batch.length > 0;
 }
 
 /** A system error by its code (ECONNRESET); undici's own errors by their message ("other side closed"). */
