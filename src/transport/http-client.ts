@@ -237,10 +237,13 @@ function rawHeader(raw: RawHeaders, name: 'content-type' | 'content-encoding'): 
  * (parameters aside), as the first; copies that differ name none the hub can take.
  */
 function oneContentType(ct: string | string[] | undefined): string | undefined {
-  if (!Array.isArray(ct)) return ct;
+  if (ct === undefined) return undefined;
+  // One line may hold the copies already joined (a proxy that folds repeated fields, RFC 9110
+  // §5.3): the same as so many lines. A quoted parameter may hold a comma: such a line is one value.
+  if (!Array.isArray(ct)) return ct.indexOf(',') < 0 || ct.indexOf('"') >= 0 ? ct : oneContentType(ct.split(','));
   const type = mediaTypeOf(ct[0]!);
   for (let i = 1; i < ct.length; i++) if (mediaTypeOf(ct[i]!) !== type) return undefined;
-  return ct[0];
+  return ct[0]!.trim();
 }
 
 function mediaTypeOf(v: string): string {

@@ -148,6 +148,11 @@ describe('HttpClient', () => {
       if (body === 'two streams') return void res.writeHead(200, [['Content-Type', 'text/event-stream'], ['content-type', 'text/event-stream']]).end(`data: ${json}\n\n`);
       // Twice, two media types: neither is taken.
       if (body === 'two kinds') return void res.writeHead(200, [['Content-Type', 'application/json'], ['content-type', 'text/html']]).end(json);
+      // The copies joined on one line (a proxy folding repeated fields): the same as two lines.
+      if (body === 'joined') return void res.writeHead(200, { 'Content-Type': 'application/json, Application/JSON; charset=utf-8' }).end(json);
+      if (body === 'joined streams') return void res.writeHead(200, { 'Content-Type': 'text/event-stream,text/event-stream' }).end(`data: ${json}\n\n`);
+      if (body === 'joined kinds') return void res.writeHead(200, { 'Content-Type': 'application/json, text/html' }).end(json);
+      if (body === 'quoted comma') return void res.writeHead(200, { 'Content-Type': 'application/json; profile="a,b"' }).end(json);
       res.writeHead(200, [['Content-Type', 'application/json'], ['Content-Encoding', 'gzip'], ['content-encoding', 'gzip']]).end(gzipSync(gzipSync(json)));
     });
     const c = client(url);
@@ -162,6 +167,12 @@ describe('HttpClient', () => {
     expect(got).toHaveLength(3);
     expect(got[2]).toMatchObject({ kind: 'response', msg: { id: 1, result: { ok: true } } });
     expect(await c.post('two kinds', { onMessage: (m) => got.push(m) })).toMatchObject({ status: 200, messages: 0, body: json });
+    expect(await c.post('joined', { onMessage: (m) => got.push(m) })).toMatchObject({ status: 200, messages: 1 });
+    expect(await c.post('joined streams', { onMessage: (m) => got.push(m) })).toMatchObject({ status: 200, messages: 1 });
+    expect(await c.post('quoted comma', { onMessage: (m) => got.push(m) })).toMatchObject({ status: 200, messages: 1 });
+    expect(got).toHaveLength(6);
+    got.length = 3;
+    expect(await c.post('joined kinds', { onMessage: (m) => got.push(m) })).toMatchObject({ status: 200, messages: 0, body: json });
     await expect(c.post('two codings')).rejects.toMatchObject({ name: 'TransportError', message: expect.stringContaining('content coding "gzip,gzip"') });
     expect(got).toHaveLength(3);
   });
