@@ -160,6 +160,13 @@ export class StreamCutError extends TransportError {
 }
 
 const ERROR_BODY_LIMIT = 64 * 1024;
+/**
+ * The most of an answer's header section read. undici's default is Node's 16 KiB, which a
+ * server behind a load balancer or a sign-in proxy passes with its cookies (affinity, session
+ * and auth cookies of several KiB each): every answer failed "Headers Overflow Error", the
+ * server never started. Browsers read 256 KiB.
+ */
+const MAX_HEADER_BYTES = 256 * 1024;
 const USER_AGENT = `switchyard/${VERSION}`;
 const POST_ACCEPT = 'application/json, text/event-stream';
 /**
@@ -303,6 +310,7 @@ export class HttpClient {
       this.pool = new m.Pool(this.url.origin, {
         headersTimeout: 0,
         bodyTimeout: 0,
+        maxHeaderSize: MAX_HEADER_BYTES,
         connect: (o, cb) =>
           connect(o, (err, socket) => {
             if (socket) watchReuse(socket);
@@ -696,5 +704,6 @@ function wholeMessage(text: string): boolean {
 /** A system error by its code (ECONNRESET); undici's own errors by their message ("other side closed"). */
 function errText(err: Error): string {
   const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'UND_ERR_HEADERS_OVERFLOW') return `the answer's headers are larger than the ${MAX_HEADER_BYTES / 1024} KiB the hub reads`;
   return code && !code.startsWith('UND_ERR') ? code : err.message;
 }

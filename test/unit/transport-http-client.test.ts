@@ -431,6 +431,19 @@ describe('HttpClient', () => {
     await expect(client(url).post('short')).rejects.toMatchObject({ name: 'TransportError', status: 200, notDelivered: false, message: expect.stringMatching(/was cut before its end: 20 bytes, no whole JSON-RPC message/) });
   });
 
+  it("reads an answer whose headers are large (a proxy's cookies: 40 KiB), and fails one past 256 KiB saying so", async () => {
+    const json = '{"jsonrpc":"2.0","id":1,"result":{}}';
+    const url = await serve((_req, res, body) => {
+      const cookies = Array.from({ length: body === 'huge' ? 80 : 10 }, (_, i) => `c${i}=${'v'.repeat(4000)}; Path=/`);
+      res.writeHead(200, { 'content-type': 'application/json', 'set-cookie': cookies }).end(json);
+    });
+    const c = client(url);
+    const got: Classified[] = [];
+    expect(await c.post('large', { onMessage: (m) => got.push(m) })).toMatchObject({ status: 200, messages: 1 });
+    expect(got).toHaveLength(1);
+    await expect(c.post('huge')).rejects.toMatchObject({ name: 'TransportError', notDelivered: false, message: "HTTP POST failed: the answer's headers are larger than the 256 KiB the hub reads" });
+  });
+
   it('GET asks for an event stream; DELETE carries the caller headers', async () => {
     const seen: [string, string | undefined, string | undefined][] = [];
     const url = await serve((req, res) => {
