@@ -8,6 +8,8 @@ import { MODERN } from '../protocol/era.js';
 import { parseFrame, type Message } from '../protocol/jsonrpc.js';
 import type { Logger } from '../log.js';
 import { timeoutSignal } from '../transport/timeout-signal.js';
+import { ExchangeAbort } from '../transport/http-client.js';
+import { ANSWERED_STREAM_LINGER_MS } from './stream-waits.js';
 import { httpVerdict, type ProbeVerdict } from './era-probe.js';
 import { answerProblem, unauthorizedAdvice } from './http-answers.js';
 import { parseBearerChallenge, type HttpExchanges } from './oauth-client.js';
@@ -33,12 +35,18 @@ export async function probeHttpEra(
   const msgs: Message[] = [];
   let v: ProbeVerdict;
   try {
+    // An answer stream the server keeps open past its answer to the probe (it should close it)
+    // is closed by the hub, as a call's is: waited out, the probe said "no answer" at its timeout.
+    const ctl = new ExchangeAbort();
     const a = await http.post(body, {
       headers: { 'mcp-protocol-version': MODERN, 'mcp-method': 'server/discover' },
       signal: t.signal,
+      abort: ctl,
       replay: true,
       onMessage: (c) => {
-        if (c.kind === 'response') msgs.push(c.msg);
+        if (c.kind !== 'response') return;
+        msgs.push(c.msg);
+        if (c.msg.id === id || c.msg.id === undefined || c.msg.id === null) ctl.answered(ANSWERED_STREAM_LINGER_MS);
       },
     });
     if (a.body !== undefined) {

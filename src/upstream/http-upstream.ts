@@ -29,7 +29,7 @@ import { monotonicNow } from '../monotonic.js';
 import { tcpReachable } from '../transport/tcp-reachable.js';
 import { timeoutSignal } from '../transport/timeout-signal.js';
 import { PendingWork } from '../pending-work.js';
-import { resumeWaitMs, RESUME_FAILURES } from './stream-waits.js';
+import { ANSWERED_STREAM_LINGER_MS, resumeWaitMs, RESUME_FAILURES } from './stream-waits.js';
 import { StandaloneStream, type StandaloneStreamHost } from './standalone-stream.js';
 import { postNotice } from './http-notice.js';
 import { UntakenCancels, untakenWaitMs } from './untaken-cancels.js';
@@ -47,8 +47,6 @@ import { counted } from '../counted.js';
  * cancellation under way: a server that holds them open must not hold the hub's stop.
  */
 const DELETE_TIMEOUT_MS = 2_000;
-/** How long an answer stream may stay open after its response before the hub closes it. */
-const ANSWERED_STREAM_LINGER_MS = 1_000;
 /**
  * How long a modern listen stream another replaced is still read (ListenHandle.retire). A change
  * the server said before it took the new stream went on the old one only, and nothing orders two
@@ -273,15 +271,20 @@ export class HttpUpstream extends HandshakingUpstream {
     let result: Record<string, unknown> | undefined;
     let error: RpcError | undefined;
     let a: HttpAnswer;
+    // An answer stream the server keeps open past the response (it should close it, digest
+    // §6.2) is closed by the hub, as a call's is: waited out, the handshake failed at timeoutMs.
+    const ctl = new ExchangeAbort();
     try {
       // Sent again after a lost kept-alive connection: an initialize the server did take after all leaves a session unused.
       a = await this.http.post(body, {
         signal: t.signal,
+        abort: ctl,
         replay: true,
         onMessage: (c) => {
           if (c.kind !== 'response') return;
           if ('error' in c.msg) error = upstreamError(c.msg.error);
           else result = c.msg.result;
+          ctl.answered(ANSWERED_STREAM_LINGER_MS);
         },
       });
     } catch (err) {

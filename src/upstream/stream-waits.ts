@@ -5,6 +5,9 @@
  * checked without a clock or a server.
  */
 
+/** How long an answer stream may stay open after its response before the hub closes it (the server should: digest §6.2). */
+export const ANSWERED_STREAM_LINGER_MS = 1_000;
+
 /** The longest wait before a stream is opened again, whatever the server's `retry:` asked. */
 const GET_RETRY_MAX_MS = 30_000;
 /**

@@ -752,6 +752,32 @@ describe('modern: a log line after the answer on a call\'s stream', () => {
   });
 });
 
+describe('a server that keeps each answer stream open after its response (it should close it)', () => {
+  for (const era of [LEGACY, MODERN]) {
+    it(`is started (${era}): its probe's and initialize's answers are taken, their streams closed by the hub, as a call's are`, async () => {
+      const { url } = await listen((req, res, body) => {
+        if (req.method !== 'POST') return void res.writeHead(405).end();
+        const msg = JSON.parse(body) as { id?: number; method?: string };
+        if (msg.id === undefined) return void res.writeHead(202).end();
+        const answer = (m: Record<string, unknown>): void => {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.write(`data: ${JSON.stringify({ jsonrpc: '2.0', id: msg.id, ...m })}\n\n`);
+          // …and the stream is left open.
+        };
+        if (msg.method === 'server/discover')
+          return answer(era === MODERN ? { result: { resultType: 'complete', supportedVersions: [MODERN], capabilities: { tools: {} } } } : { error: { code: -32601, message: 'Method not found' } });
+        if (msg.method === 'initialize') return answer({ result: { protocolVersion: LEGACY, capabilities: { tools: {} }, serverInfo: { name: 'open-streams', version: '0' } } });
+        answer({ result: { content: [{ type: 'text', text: 'open ok' }] } });
+      });
+      // A start that waited for the streams to end failed at probeTimeoutMs / timeoutMs ("no answer within").
+      const u = make(spec(url, { probeTimeoutMs: 4000, timeoutMs: 4000 }));
+      await u.start();
+      expect(u.era).toBe(era);
+      expect(text(await u.request('tools/call', { name: 'x', arguments: {} }))).toBe('open ok');
+    });
+  }
+});
+
 describe('legacy: an SDK v1 server of one transport, restarted', () => {
   it('answers the old session 400 "Server not initialized": the hub initializes again, and the call runs once', async () => {
     let runs = 0;
