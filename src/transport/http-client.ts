@@ -241,7 +241,7 @@ function rawHeader(raw: RawHeaders, name: 'content-type' | 'content-encoding'): 
 /**
  * An answer's Content-Type as one value: a header sent more than once (a proxy adding its own,
  * a framework and a handler each setting it) counts when every copy names the same media type
- * (parameters aside), as the first; copies that differ name none the hub can take.
+ * (parameters aside), as the first; copies that differ name none the hub can take ('').
  */
 function oneContentType(ct: string | string[] | undefined): string | undefined {
   if (ct === undefined) return undefined;
@@ -249,7 +249,8 @@ function oneContentType(ct: string | string[] | undefined): string | undefined {
   // §5.3): the same as so many lines. A quoted parameter may hold a comma: such a line is one value.
   if (!Array.isArray(ct)) return ct.indexOf(',') < 0 || ct.indexOf('"') >= 0 ? ct : oneContentType(ct.split(','));
   const type = mediaTypeOf(ct[0]!);
-  for (let i = 1; i < ct.length; i++) if (mediaTypeOf(ct[i]!) !== type) return undefined;
+  // Copies that differ: a type, but none the hub takes (not the absent one, whose body may be examined).
+  for (let i = 1; i < ct.length; i++) if (mediaTypeOf(ct[i]!) !== type) return '';
   return ct[0]!.trim();
 }
 
@@ -593,13 +594,15 @@ class Exchange implements Dispatcher.DispatchHandler {
       // body's trailer, or the connection closed short of a Content-Length its body did not
       // need) is taken, as a cut event stream's whole events are; anything else fails, saying so.
       if (a.status >= 300) return this.settleCut(this.cut);
-      if (!this.isJson() || !wholeMessage(text)) return this.settleCut(this.cut, this.size);
+      if ((!this.isJson() && this.contentType !== undefined) || !wholeMessage(text)) return this.settleCut(this.cut, this.size);
       this.client.log.debug({ status: a.status, bytes: this.size, coding: this.coding, err: errText(this.cut) }, 'a JSON answer whose connection broke before its end came whole: taken');
     }
     if (a.status >= 300) {
       if (text.length > 0) a.body = text;
     } else if (text.length > 0) {
-      if (this.isJson()) this.deliver(text);
+      // With no Content-Type at all (a hand-written server: Node's http sets none) the body may
+      // be examined for its type (RFC 9110 §8.3): JSON-RPC is taken as the JSON answer it is.
+      if (this.isJson() || (this.contentType === undefined && wholeMessage(text))) this.deliver(text);
       else a.body = text.slice(0, ERROR_BODY_LIMIT);
     }
     this.settle(undefined);

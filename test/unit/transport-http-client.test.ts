@@ -444,6 +444,21 @@ describe('HttpClient', () => {
     await expect(c.post('huge')).rejects.toMatchObject({ name: 'TransportError', notDelivered: false, message: "HTTP POST failed: the answer's headers are larger than the 256 KiB the hub reads" });
   });
 
+  it('reads a 2xx answer with no Content-Type at all as JSON when it is a JSON-RPC message (a hand-written server); another body stays no answer', async () => {
+    const url = await serve((_req, res, body) => {
+      // Node's http sets no Content-Type of its own.
+      res.writeHead(200).end(body === 'page' ? '<html>sign in</html>' : '{"jsonrpc":"2.0","id":1,"result":{"bare":true}}');
+    });
+    const c = client(url);
+    const got: Classified[] = [];
+    const a = await c.post('rpc', { onMessage: (m) => got.push(m) });
+    expect(a).toMatchObject({ status: 200, messages: 1 });
+    expect(a.body).toBeUndefined();
+    expect(got).toEqual([{ kind: 'response', msg: { jsonrpc: '2.0', id: 1, result: { bare: true } } }]);
+    expect(await c.post('page', { onMessage: (m) => got.push(m) })).toMatchObject({ status: 200, messages: 0, body: '<html>sign in</html>' });
+    expect(got).toHaveLength(1);
+  });
+
   it('GET asks for an event stream; DELETE carries the caller headers', async () => {
     const seen: [string, string | undefined, string | undefined][] = [];
     const url = await serve((req, res) => {
