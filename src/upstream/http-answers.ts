@@ -68,6 +68,17 @@ export function sessionNotFound(body: string | undefined): boolean {
   return bodyError(body)?.code === SESSION_NOT_FOUND;
 }
 
+/**
+ * The session an `initialize` answer's `Mcp-Session-Id` names. A header sent twice with the same
+ * id (a proxy that adds the header it passes on) names that one: taken for none, the session
+ * was never sent, and a server that requires it refused every later request. Copies that
+ * differ name none the hub can choose.
+ */
+export function sessionIdOf(header: string | string[] | undefined): string | undefined {
+  const id = Array.isArray(header) ? (header.every((h) => h === header[0]) ? header[0] : undefined) : header;
+  return id !== undefined && id.length > 0 ? id : undefined;
+}
+
 /** The most of a plain-text 400 read for what it says of the session: an error page is no such word. */
 const SESSION_TEXT_CHARS = 200;
 

@@ -35,7 +35,7 @@ import { postNotice } from './http-notice.js';
 import { UntakenCancels, untakenWaitMs } from './untaken-cancels.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { upstreamError } from './upstream-error.js';
-import { answerProblem, answers, bodyError, sessionNotFound, sessionRefused } from './http-answers.js';
+import { answerProblem, answers, bodyError, sessionIdOf, sessionNotFound, sessionRefused } from './http-answers.js';
 import { statusError, statusText } from './status-text.js';
 import type { HttpExchanges } from './oauth-client.js';
 import { httpExchanges, refusalText } from './http-credentials.js';
@@ -295,8 +295,7 @@ export class HttpUpstream extends HandshakingUpstream {
     if (a.status < 200 || a.status >= 300) {
       throw bodyError(a.body) ?? statusError(a.status, a.headers, `initialize: ${answerProblem(a, this.spec.url!) ?? statusText(a.status, a.headers)}`);
     }
-    const sid = a.headers['mcp-session-id'];
-    const session = typeof sid === 'string' && sid.length > 0 ? sid : undefined;
+    const session = sessionIdOf(a.headers['mcp-session-id']);
     const headers = legacySessionHeaders(legacySessionVersion(result?.protocolVersion), session);
     try {
       await this.adopt(a, result, error, session, headers);

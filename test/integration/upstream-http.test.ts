@@ -805,6 +805,31 @@ describe('legacy: an SDK v1 server of one transport, restarted', () => {
   });
 });
 
+describe('legacy: an SDK v1 server behind a proxy that sends Mcp-Session-Id twice', () => {
+  it('takes the one session both copies name, and sends it on every later request', async () => {
+    const s = new McpServerV1({ name: 'behind-proxy', version: '1.32.2' });
+    s.registerTool('hi', { inputSchema: {} }, async () => ({ content: [{ type: 'text', text: 'hi' }] }));
+    const t = new StreamableHTTPServerTransport({ sessionIdGenerator: () => randomUUID() });
+    await s.connect(t);
+    const { url, seen } = await listen((req, res, body) => {
+      // The proxy adds the header it passes on: each answer naming a session names it twice.
+      const writeHead = res.writeHead.bind(res) as (status: number, headers?: unknown) => ServerResponse;
+      (res as unknown as { writeHead: unknown }).writeHead = (status: number, headers?: Record<string, string>) => {
+        const sid = headers?.['mcp-session-id'];
+        if (sid === undefined) return writeHead(status, headers);
+        return writeHead(status, [...Object.entries(headers!), ['Mcp-Session-Id', sid]]);
+      };
+      return t.handleRequest(req, res, body ? JSON.parse(body) : undefined);
+    });
+    const u = make(spec(url));
+    await u.start();
+    expect(u.sessionId).toBe(t.sessionId);
+    expect(text(await u.request('tools/call', { name: 'hi', arguments: {} }))).toBe('hi');
+    const call = seen.find((x) => x.body.includes('"tools/call"'))!;
+    expect(call.headers['mcp-session-id']).toBe(t.sessionId);
+  });
+});
+
 describe('legacy: redeployed modern-only at the same URL, with no downtime', () => {
   it('a legacy request refused -32022 naming it (SDK v2, legacy: reject) fails as not run, the era is probed again, and calls go on in 2026-07-28', async () => {
     let modern = false;
