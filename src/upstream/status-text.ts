@@ -20,7 +20,13 @@ export function retryAfterSeconds(headers: IncomingHttpHeaders, now = Date.now()
 export function statusText(status: number, headers: IncomingHttpHeaders, now = Date.now()): string {
   const wait = status === 429 || status === 503 ? retryAfterSeconds(headers, now) : undefined;
   const asks = wait === undefined ? '' : `; it asks to wait ${wait} s (Retry-After)`;
-  return status === 429 ? `HTTP 429: the upstream is rate-limiting the hub${asks}` : `HTTP ${status}${asks}`;
+  if (status === 429) return `HTTP 429: the upstream is rate-limiting the hub${asks}`;
+  // Node's servers refuse more than 16 KiB of headers: a 2026-07-28 request repeats its resource
+  // URI or tool name (Mcp-Name) and its x-mcp-header arguments (Mcp-Param-*) there, so a long
+  // data: URI is refused so, bare.
+  if (status === 431)
+    return 'HTTP 431: the upstream refused the request\'s headers as too large (a 2026-07-28 request repeats its tool name or resource URI in Mcp-Name, and x-mcp-header arguments in Mcp-Param-*)';
+  return `HTTP ${status}${asks}`;
 }
 
 /** The failure of a bare `status`: its words, and the wait its Retry-After asks for (retries keep to it). */

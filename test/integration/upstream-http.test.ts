@@ -629,6 +629,14 @@ describe('modern: SDK v2 createMcpHandler with legacy rejected', () => {
     expect(err).toMatchObject({ code: -32601 });
   });
 
+  it('a resource URI too long for the headers Node reads (Mcp-Name repeats it): the 431 says why', async () => {
+    const u = make(spec(url));
+    await u.start();
+    const err = await u.request('resources/read', { uri: `test://cafe/${'a'.repeat(20_000)}` }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TransportError);
+    expect(err).toMatchObject({ status: 431, message: expect.stringMatching(/^HTTP 431: the upstream refused the request's headers as too large \(a 2026-07-28 request repeats its tool name or resource URI in Mcp-Name/) });
+  });
+
   it('routes a requested log to its call', async () => {
     const u = make(spec(url));
     await u.start();
