@@ -16,6 +16,9 @@ export type Evidence = 'healthy' | 'unwell' | 'none';
  * a refused credential, a rate limit, a token that could not be had or a cancellation by our own
  * caller says nothing about it.
  */
+/** Statuses that answer for the request, not the server's health. */
+const NOT_EVIDENCE = new Set([401, 403, 413, 414, 429, 431]);
+
 export function evidenceOf(err: Error | undefined): Evidence {
   if (err === undefined || err instanceof RpcError) return 'healthy';
   if (err instanceof CancelledError) return 'none';
@@ -23,7 +26,10 @@ export function evidenceOf(err: Error | undefined): Evidence {
   if (err instanceof OAuthError) return 'none';
   // A 429 is a server well enough to count the hub's requests: opening the circuit would end its
   // session and make every one of its tools unavailable, for a limit a caller's burst reached.
-  if (err instanceof TransportError) return err.status === 401 || err.status === 403 || err.status === 429 ? 'none' : 'unwell';
+  // So is a request refused for its own size (413 body, 414 URI, 431 headers: a 2026-07-28
+  // request repeats a long resource URI in Mcp-Name): one caller's oversized requests opened
+  // the circuit for every caller.
+  if (err instanceof TransportError) return err.status !== undefined && NOT_EVIDENCE.has(err.status) ? 'none' : 'unwell';
   // A deadline the caller chose shorter than the server's own is no sign the server is unwell:
   // otherwise one client with a tiny limit could open the circuit for everyone.
   if (err instanceof TimeoutError) return err.callers ? 'none' : 'unwell';

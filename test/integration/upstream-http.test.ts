@@ -637,6 +637,14 @@ describe('modern: SDK v2 createMcpHandler with legacy rejected', () => {
     expect(err).toMatchObject({ status: 431, message: expect.stringMatching(/^HTTP 431: the upstream refused the request's headers as too large \(a 2026-07-28 request repeats its tool name or resource URI in Mcp-Name/) });
   });
 
+  it("one caller's requests refused for their size (431) do not open the circuit for every caller", async () => {
+    const u = make(spec(url, { circuitBreaker: { failures: 2, cooldownMs: 60_000 } }));
+    await u.start();
+    for (let i = 0; i < 3; i++) await expect(u.request('resources/read', { uri: `test://cafe/${'a'.repeat(20_000)}` })).rejects.toMatchObject({ status: 431 });
+    expect(u.circuit).toBe('closed');
+    expect(text(await u.request('tools/call', { name: 'echo', arguments: { text: 'still served' } }))).toBe('still served');
+  });
+
   it('routes a requested log to its call', async () => {
     const u = make(spec(url));
     await u.start();

@@ -176,12 +176,15 @@ describe('CallGate', () => {
 });
 
 describe('circuit breaker evidence', () => {
-  it('answers are health; 401/403/429 and cancellations say nothing; transport failures and timeouts count', () => {
+  it('answers are health; 401/403/429, 413/414/431 and cancellations say nothing; transport failures and timeouts count', () => {
     expect(evidenceOf(undefined)).toBe('healthy');
     expect(evidenceOf(new RpcError(-32602, 'bad'))).toBe('healthy');
     expect(evidenceOf(new TransportError('HTTP 401', 401))).toBe('none');
     expect(evidenceOf(new TransportError('HTTP 403', 403))).toBe('none');
     expect(evidenceOf(new TransportError('HTTP 429: the upstream is rate-limiting the hub', 429))).toBe('none');
+    // Refused for the request's own size: about that request.
+    for (const status of [413, 414, 431]) expect(evidenceOf(new TransportError(`HTTP ${status}`, status))).toBe('none');
+    expect(evidenceOf(new TransportError('HTTP 404', 404))).toBe('unwell');
     expect(evidenceOf(new CancelledError())).toBe('none');
     expect(evidenceOf(new TransportError('HTTP 503', 503))).toBe('unwell');
     expect(evidenceOf(new TransportError('ECONNREFUSED', undefined, true))).toBe('unwell');
