@@ -11,14 +11,14 @@ export type CircuitState = 'closed' | 'open' | 'half-open';
 
 export type Evidence = 'healthy' | 'unwell' | 'none';
 
+/** Statuses that answer for the request, not the server's health. */
+const NOT_EVIDENCE = new Set([401, 403, 413, 414, 429, 431]);
+
 /**
  * What one finished call says about the server. An answer, even a JSON-RPC error, is health;
  * a refused credential, a rate limit, a token that could not be had or a cancellation by our own
  * caller says nothing about it.
  */
-/** Statuses that answer for the request, not the server's health. */
-const NOT_EVIDENCE = new Set([401, 403, 413, 414, 429, 431]);
-
 export function evidenceOf(err: Error | undefined): Evidence {
   if (err === undefined || err instanceof RpcError) return 'healthy';
   if (err instanceof CancelledError) return 'none';

@@ -5,8 +5,8 @@
  *  - the request may have reached the upstream (crash mid-call, 5xx, a dropped stream): only
  *    when it is idempotent — a read by protocol (everything but tools/call) or a tool that
  *    trusted configuration calls idempotent (decided by the router, passed as `idempotent`);
- *  - an answer (JSON-RPC error), a refused credential (401/403), a cancellation or a timeout:
- *    never.
+ *  - an answer (JSON-RPC error), a refused credential (401/403), a request refused for its
+ *    size (413/414/431), a cancellation or a timeout: never.
  * Attempts are spaced by exponential backoff with jitter (or by a server's Retry-After, if
  * longer), all inside one time budget; while the upstream restarts, the next attempt waits for
  * it (within the budget).
@@ -46,10 +46,15 @@ export function replayable(method: string, policy: { idempotent?: boolean } | un
   return method !== 'tools/call' || policy?.idempotent === true;
 }
 
+/** Statuses that refuse the request as sent: sending it again changes nothing. */
+const REFUSED_AS_SENT = new Set([401, 403, 413, 414, 431]);
+
 /** Whether `err` allows another attempt of `method` under `policy`. */
 export function mayRetry(err: unknown, method: string, policy: RetryPolicy): boolean {
   if (err instanceof RpcError || err instanceof CancelledError || err instanceof TimeoutError) return false;
-  if (err instanceof TransportError && (err.status === 401 || err.status === 403)) return false;
+  // A refused credential, or a request refused for its own size (413 body, 414 URI, 431
+  // headers): the same request is refused the same way again.
+  if (err instanceof TransportError && err.status !== undefined && REFUSED_AS_SENT.has(err.status)) return false;
   if (notDelivered(err)) return !(err instanceof UpstreamUnavailableError && (err.state === 'stopped' || err.state === 'failed'));
   if (!(err instanceof TransportError)) return false;
   return replayable(method, policy);

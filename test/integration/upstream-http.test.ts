@@ -629,10 +629,17 @@ describe('modern: SDK v2 createMcpHandler with legacy rejected', () => {
     expect(err).toMatchObject({ code: -32601 });
   });
 
-  it('a resource URI too long for the headers Node reads (Mcp-Name repeats it): the 431 says why', async () => {
+  it('a resource URI too long for the headers Node reads (Mcp-Name repeats it): the 431 says why, and it is not sent again', async () => {
+    // Node's parser refuses it before any handler: counted where it answers 431 itself.
+    let refused = 0;
+    servers.at(-1)!.on('clientError', (_err, socket) => {
+      refused++;
+      socket.end('HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n');
+    });
     const u = make(spec(url));
     await u.start();
-    const err = await u.request('resources/read', { uri: `test://cafe/${'a'.repeat(20_000)}` }).catch((e: unknown) => e);
+    const err = await u.request('resources/read', { uri: `test://cafe/${'a'.repeat(20_000)}` }, { retry: { maxAttempts: 3, budgetMs: 5000 } }).catch((e: unknown) => e);
+    expect(refused).toBe(1);
     expect(err).toBeInstanceOf(TransportError);
     expect(err).toMatchObject({ status: 431, message: expect.stringMatching(/^HTTP 431: the upstream refused the request's headers as too large \(a 2026-07-28 request repeats its tool name or resource URI in Mcp-Name/) });
   });

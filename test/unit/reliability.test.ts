@@ -238,7 +238,7 @@ describe('circuit breaker evidence', () => {
 describe('retry rule', () => {
   const tool = { maxAttempts: 3, budgetMs: 1000 };
   const idem = { ...tool, idempotent: true };
-  it('never delivered: always; may have run: only idempotent (reads are); never after an answer, 401/403, cancel, timeout', () => {
+  it('never delivered: always; may have run: only idempotent (reads are); never after an answer, 401/403, 413/414/431, cancel, timeout', () => {
     const refused = new TransportError('ECONNREFUSED', undefined, true);
     const lost = new TransportError('connection lost');
     expect(mayRetry(refused, 'tools/call', tool)).toBe(true);
@@ -250,6 +250,7 @@ describe('retry rule', () => {
     expect(mayRetry(lost, 'resources/read', tool)).toBe(true);
     expect(mayRetry(new TransportError('HTTP 401', 401), 'tools/call', idem)).toBe(false);
     expect(mayRetry(new TransportError('HTTP 403', 403), 'resources/read', tool)).toBe(false);
+    for (const status of [413, 414, 431]) expect(mayRetry(new TransportError(`HTTP ${status}`, status), 'resources/read', tool)).toBe(false);
     expect(mayRetry(new RpcError(-32603, 'x'), 'tools/call', idem)).toBe(false);
     expect(mayRetry(new CancelledError(), 'tools/call', idem)).toBe(false);
     expect(mayRetry(new TimeoutError('s', 1), 'tools/call', idem)).toBe(false);
