@@ -214,6 +214,11 @@ export class TransportError extends HubError {
    * have the hub send it again with the same credential. A resumed stream's 401 is not this.
    */
   refused?: boolean;
+  /**
+   * The answer was past the hub's limit of one message (maxFrameBytes): the server answered, and
+   * the same request would meet the limit again. Neither sent again nor counted against the server.
+   */
+  oversized?: boolean;
   constructor(
     message: string,
     readonly status?: number,

@@ -23,7 +23,7 @@ import { redactLogText, type Logger } from '../log.js';
 import { redactedExcerpt } from '../policy/secret-text.js';
 import { CancelledError, TransportError } from '../protocol/errors.js';
 import { batchOf, classify, parseFrame, type Classified } from '../protocol/jsonrpc.js';
-import { SseFeed } from './sse.js';
+import { SseFeed, SseOverflowError } from './sse.js';
 import { ACCEPT_ENCODING, codingOf, decodable, decoderFor, type Coding } from './content-coding.js';
 import type { Transform } from 'node:stream';
 import type { Signal } from '../cancel.js';
@@ -504,7 +504,9 @@ class Exchange implements Dispatcher.DispatchHandler {
       try {
         this.sse.feed(chunk);
       } catch (err) {
-        this.settle(new TransportError(`event stream failed: ${(err as Error).message}`, this.answer?.status));
+        const e = new TransportError(`event stream failed: ${(err as Error).message}${err instanceof SseOverflowError ? ' (maxFrameBytes)' : ''}`, this.answer?.status);
+        if (err instanceof SseOverflowError) e.oversized = true;
+        this.settle(e);
         this.abort(err as Error);
       }
       return;
@@ -516,7 +518,8 @@ class Exchange implements Dispatcher.DispatchHandler {
       if (this.size < this.limit) this.parts.push(chunk.subarray(0, this.limit - this.size));
       this.size = this.limit;
     } else {
-      const err = new TransportError(`HTTP answer larger than ${this.limit} bytes`, this.answer?.status);
+      const err = new TransportError(`HTTP answer larger than ${this.limit} bytes (maxFrameBytes)`, this.answer?.status);
+      err.oversized = true;
       this.settle(err);
       this.abort(err);
     }

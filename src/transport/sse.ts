@@ -6,6 +6,9 @@
 import { StringDecoder } from 'node:string_decoder';
 import { createParser } from 'eventsource-parser';
 
+/** An event past the stream's bound (maxEventBytes). */
+export class SseOverflowError extends Error {}
+
 export interface SseEvent {
   data: string;
   id?: string;
@@ -44,7 +47,7 @@ export class SseFeed {
       },
       onRetry: (ms) => (this.result.retryMs = ms),
       onError: (err) => {
-        if (err.type === 'max-buffer-size-exceeded') this.overflow ??= new Error(`SSE event larger than ${maxEventBytes} bytes`);
+        if (err.type === 'max-buffer-size-exceeded') this.overflow ??= new SseOverflowError(`SSE event larger than ${maxEventBytes} bytes`);
       },
     });
   }

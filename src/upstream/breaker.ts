@@ -29,7 +29,9 @@ export function evidenceOf(err: Error | undefined): Evidence {
   // So is a request refused for its own size (413 body, 414 URI, 431 headers: a 2026-07-28
   // request repeats a long resource URI in Mcp-Name): one caller's oversized requests opened
   // the circuit for every caller.
-  if (err instanceof TransportError) return err.status !== undefined && NOT_EVIDENCE.has(err.status) ? 'none' : 'unwell';
+  // An answer past the hub's limit of one message is an answer, too large for the hub: about
+  // that request (a large file read), not the server, which answered.
+  if (err instanceof TransportError) return err.oversized || (err.status !== undefined && NOT_EVIDENCE.has(err.status)) ? 'none' : 'unwell';
   // A deadline the caller chose shorter than the server's own is no sign the server is unwell:
   // otherwise one client with a tiny limit could open the circuit for everyone.
   if (err instanceof TimeoutError) return err.callers ? 'none' : 'unwell';

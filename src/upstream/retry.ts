@@ -55,6 +55,8 @@ export function mayRetry(err: unknown, method: string, policy: RetryPolicy): boo
   // A refused credential, or a request refused for its own size (413 body, 414 URI, 431
   // headers): the same request is refused the same way again.
   if (err instanceof TransportError && err.status !== undefined && REFUSED_AS_SENT.has(err.status)) return false;
+  // An answer past the limit of one message (maxFrameBytes): the same request gets it again.
+  if (err instanceof TransportError && err.oversized) return false;
   if (notDelivered(err)) return !(err instanceof UpstreamUnavailableError && (err.state === 'stopped' || err.state === 'failed'));
   if (!(err instanceof TransportError)) return false;
   return replayable(method, policy);

@@ -310,7 +310,10 @@ export class StdioUpstream extends HandshakingUpstream {
     child.on('dropped', (d: { id: number | string | undefined; what: string }) => {
       // The answer was read and dropped: its call fails now rather than at its timeout.
       const p = typeof d.id === 'number' ? this.pending.get(d.id) : undefined;
-      if (this.child === child && p !== undefined) this.failCall(p, new TransportError(`server "${this.id}" answered with ${d.what}`));
+      if (this.child !== child || p === undefined) return;
+      const err = new TransportError(`server "${this.id}" answered with ${d.what}`);
+      err.oversized = true;
+      this.failCall(p, err);
     });
     if (child.pid === undefined) {
       const e = await child.exit;

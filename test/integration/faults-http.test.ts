@@ -242,7 +242,7 @@ describe('HTTP upstream faults', () => {
     const zstd = await callTool(hub.url, 'h__zstd');
     expect(text(zstd)).toContain('HTTP 200 answer in content coding "zstd", which the hub cannot decode');
     const bomb = await callTool(hub.url, 'h__gzipbomb');
-    expect(text(bomb)).toContain('HTTP answer larger than 4194304 bytes');
+    expect(text(bomb)).toContain('HTTP answer larger than 4194304 bytes (maxFrameBytes)');
     expect(text(await callTool(hub.url, 'h__echo', { after: 'bomb' }))).toBe('{"after":"bomb"}');
   });
 

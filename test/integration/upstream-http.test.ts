@@ -801,6 +801,25 @@ describe('a server that keeps each answer stream open after its response (it sho
   }
 });
 
+describe('an answer past maxFrameBytes', () => {
+  it("fails its call, is not fetched again, and does not open the circuit for the server's other calls", async () => {
+    let reads = 0;
+    const { url } = await listen((req, res, body) => {
+      if (!body.includes('"resources/read"')) return rawLegacy(req, res, body);
+      reads++;
+      const msg = JSON.parse(body) as { id?: number };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: { contents: [{ uri: 'file:///big', text: 'y'.repeat(50_000) }] } }));
+    });
+    const u = make(spec(url, { maxFrameBytes: 10_000, circuitBreaker: { failures: 2, cooldownMs: 60_000 } }));
+    await u.start();
+    for (let i = 0; i < 2; i++)
+      await expect(u.request('resources/read', { uri: 'file:///big' }, { retry: { maxAttempts: 3, budgetMs: 5000 } })).rejects.toMatchObject({ name: 'TransportError', oversized: true });
+    expect(reads).toBe(2);
+    expect(u.circuit).toBe('closed');
+    expect(text(await u.request('tools/call', { name: 'x' }))).toBe('raw ok');
+  });
+});
+
 describe('legacy: an SDK v1 server of one transport, restarted', () => {
   it('answers the old session 400 "Server not initialized": the hub initializes again, and the call runs once', async () => {
     let runs = 0;

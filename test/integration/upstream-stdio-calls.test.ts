@@ -573,14 +573,18 @@ describe('framing faults', () => {
     expect(junk).toMatchObject({ level: 40, server: 'garbage' });
   });
 
-  it('drops a response larger than maxFrameBytes; the call it answers fails at once', async () => {
-    const u = await started(quirkSpec('modern', { maxFrameBytes: 4096 }));
+  it('drops a response larger than maxFrameBytes; the call it answers fails at once, and is not sent again', async () => {
+    const spec = quirkSpec('modern', { maxFrameBytes: 4096 });
+    const u = await started(spec);
     const t0 = Date.now();
-    await expect(u.request('tools/call', { name: 'echo', arguments: { big: 'x'.repeat(8000) } }, { timeoutMs: 5000 })).rejects.toMatchObject({
+    // Idempotent, so a failure that may be retried would be: this one would get the same answer again.
+    const retry = { maxAttempts: 3, budgetMs: 5000, idempotent: true };
+    await expect(u.request('tools/call', { name: 'echo', arguments: { big: 'x'.repeat(8000) } }, { timeoutMs: 5000, retry })).rejects.toMatchObject({
       name: 'TransportError',
       message: expect.stringMatching(/over the limit of 4096/),
     });
     expect(Date.now() - t0).toBeLessThan(3000); // not its timeout (5 s), which would fail it otherwise
+    expect(quirkLog(spec.logFile).filter((e) => e.in?.method === 'tools/call')).toHaveLength(1);
     expect(await u.request('tools/call', { name: 'echo', arguments: { small: 1 } })).toMatchObject({ structuredContent: { args: { small: 1 } } });
   });
 

@@ -115,14 +115,18 @@ describe('HttpClient', () => {
     expect(JSON.parse(bad.body!)).toMatchObject({ error: { code: -32000 } });
   });
 
-  it('truncates a huge error body and fails a 2xx answer over maxFrameBytes', async () => {
+  it('truncates a huge error body and fails a 2xx answer over maxFrameBytes (JSON or an event), marked oversized', async () => {
+    const big = `{"jsonrpc":"2.0","id":1,"result":{"x":"${'x'.repeat(5000)}"}}`;
     const url = await serve((_req, res, body) => {
       if (body === 'err') return void res.writeHead(500).end('e'.repeat(200_000));
-      res.writeHead(200, { 'content-type': 'application/json' }).end(`{"jsonrpc":"2.0","id":1,"result":{"x":"${'x'.repeat(5000)}"}}`);
+      // Past one socket read: an event that comes whole in one chunk is parsed without being held.
+      if (body === 'sse') return void res.writeHead(200, { 'content-type': 'text/event-stream' }).end(`data: {"jsonrpc":"2.0","id":1,"result":{"x":"${'x'.repeat(300_000)}"}}\n\n`);
+      res.writeHead(200, { 'content-type': 'application/json' }).end(big);
     });
     const c = client(url, 4096);
     expect((await c.post('err')).body).toHaveLength(64 * 1024);
-    await expect(c.post('ok')).rejects.toMatchObject({ name: 'TransportError', message: 'HTTP answer larger than 4096 bytes' });
+    await expect(c.post('ok')).rejects.toMatchObject({ name: 'TransportError', oversized: true, message: 'HTTP answer larger than 4096 bytes (maxFrameBytes)' });
+    await expect(c.post('sse')).rejects.toMatchObject({ name: 'TransportError', oversized: true, message: 'event stream failed: SSE event larger than 4096 bytes (maxFrameBytes)' });
   });
 
   it('decodes a raw deflate answer sent as deflate, and a gzipped error body, whose limit counts decoded bytes', async () => {
