@@ -31,7 +31,7 @@ import { timeoutSignal } from '../transport/timeout-signal.js';
 import { PendingWork } from '../pending-work.js';
 import { ANSWERED_STREAM_LINGER_MS, resumeWaitMs, RESUME_FAILURES } from './stream-waits.js';
 import { StandaloneStream, type StandaloneStreamHost } from './standalone-stream.js';
-import { postNotice } from './http-notice.js';
+import { postNotice, tookOnStatus } from './http-notice.js';
 import { UntakenCancels, untakenWaitMs } from './untaken-cancels.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { upstreamError } from './upstream-error.js';
@@ -326,7 +326,7 @@ export class HttpUpstream extends HandshakingUpstream {
     // every renewal of the session, which later 404s join) for good.
     const nt = timeoutSignal(this.spec.timeoutMs);
     try {
-      const n = await this.http.post('{"jsonrpc":"2.0","method":"notifications/initialized"}', { headers, signal: nt.signal, replay: true });
+      const n = await this.http.post('{"jsonrpc":"2.0","method":"notifications/initialized"}', { headers, signal: nt.signal, abort: tookOnStatus(), replay: true });
       if (n.status >= 300) this.log.warn({ status: n.status }, 'notifications/initialized was not accepted');
     } catch (err) {
       throw nt.timedOut() ? new TransportError(`notifications/initialized: no answer within ${this.spec.timeoutMs} ms`) : err;

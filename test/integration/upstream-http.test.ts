@@ -820,6 +820,24 @@ describe('an answer past maxFrameBytes', () => {
   });
 });
 
+describe('legacy: a server that opens an event stream on each notification and keeps it open (it should answer 202)', () => {
+  it('is started: notifications/initialized is taken at its 2xx status, its stream closed by the hub', async () => {
+    const { url, seen } = await listen((req, res, body) => {
+      if (req.method === 'POST' && JSON.parse(body).id === undefined) {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        return void res.write(': open\n\n');
+      }
+      rawLegacy(req, res, body);
+    });
+    // Waited out, the handshake failed at timeoutMs: "notifications/initialized: no answer within 4000 ms".
+    const u = make(spec(url, { timeoutMs: 4000 }));
+    await u.start();
+    expect(u.era).toBe(LEGACY);
+    expect(rpcBodies(seen).some((b) => b.method === 'notifications/initialized')).toBe(true);
+    expect(text(await u.request('tools/call', { name: 'x' }))).toBe('raw ok');
+  });
+});
+
 describe('legacy: an SDK v1 server of one transport, restarted', () => {
   it('answers the old session 400 "Server not initialized": the hub initializes again, and the call runs once', async () => {
     let runs = 0;
