@@ -508,7 +508,8 @@ export class HttpServer {
   private admit(req: EdgeRequest, who: Identity, group: string | undefined, c: Classified, requestBytes: number): AdmitRefusal | null | Promise<AdmitRefusal | null> {
     // A response, well formed or not, answers the hub's own question: never refused as a request.
     if ((c.kind !== 'request' && c.kind !== 'invalid') || (c.kind === 'invalid' && c.response) || !this.opts.gate) return null;
-    const refused = this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes, group, traceparent: first(req.headers['traceparent']), headers: req.headers });
+    // A malformed message's method and `_meta` say its row's era, as over stdio and as its own row would.
+    const refused = this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes, group, traceparent: first(req.headers['traceparent']), headers: req.headers, malformed: c.kind === 'invalid' ? c.message : undefined });
     // A refusal is a promise (its row is written first), and so is a call whose renamed tool's base
     // name is looked up (EdgeGate.renamedBase); any other request let in waits no turn here.
     if (refused === null) return null;

@@ -9,7 +9,7 @@ import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders, modernMeta, post, type RawReply } from '../helpers/wire.js';
 
-const KEYS = { alice: 'sy_alice-rate-key-0000000000000000000000000000000', bob: 'sy_bob-rate-key-00000000000000000000000000000000000', carol: 'sy_carol-rate-key-000000000000000000000000000000000', dave: 'sy_dave-rate-key-0000000000000000000000000000000000', erin: 'sy_erin-rate-key-0000000000000000000000000000000000', frank: 'sy_frank-rate-key-000000000000000000000000000000000', grace: 'sy_grace-rate-key-000000000000000000000000000000000', heidi: 'sy_heidi-rate-key-000000000000000000000000000000000' };
+const KEYS = { alice: 'sy_alice-rate-key-0000000000000000000000000000000', bob: 'sy_bob-rate-key-00000000000000000000000000000000000', carol: 'sy_carol-rate-key-000000000000000000000000000000000', dave: 'sy_dave-rate-key-0000000000000000000000000000000000', erin: 'sy_erin-rate-key-0000000000000000000000000000000000', frank: 'sy_frank-rate-key-000000000000000000000000000000000', grace: 'sy_grace-rate-key-000000000000000000000000000000000', heidi: 'sy_heidi-rate-key-000000000000000000000000000000000', ivan: 'sy_ivan-rate-key-0000000000000000000000000000000000' };
 
 describe('rate limits', () => {
   let hub: HubProcess;
@@ -129,6 +129,32 @@ describe('rate limits', () => {
     const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true, fileMustExist: true });
     try {
       await expect.poll(() => db.prepare(`SELECT client_era FROM audit WHERE principal = '(unauthenticated)' ORDER BY id DESC LIMIT 1`).get()).toEqual({ client_era: '2026-07-28' });
+    } finally {
+      db.close();
+    }
+  });
+
+  // Over stdio the gate read a malformed message's method and _meta for its row; over HTTP it
+  // had only the header, so a modern claim sent without one was recorded 2025-11-25.
+  it('a malformed message refused at the limit is recorded in the era its method and _meta claim say, as its row would be if let in', async () => {
+    for (let i = 0; i < 5; i++) expect((await call('ivan')).status).toBe(200);
+    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${KEYS.ivan}` };
+    const sent = [
+      { jsonrpc: '1.0', id: 'ivan-bad-modern', method: 'tools/list', params: { _meta: modernMeta() } },
+      { jsonrpc: '1.0', id: 'ivan-bad-legacy', method: 'tools/list', params: {} },
+      // An initialize is modern only with a modern claim.
+      { jsonrpc: '1.0', id: 'ivan-bad-init', method: 'initialize', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2025-11-25' } } },
+    ];
+    for (const m of sent) expect((await post(hub.url, m, headers)).status).toBe(429);
+    const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true, fileMustExist: true });
+    try {
+      await expect
+        .poll(() => db.prepare(`SELECT outcome, error_code, method, client_era FROM audit WHERE principal = 'ivan' AND outcome = 'denied' ORDER BY id`).all())
+        .toEqual([
+          { outcome: 'denied', error_code: 429, method: '(invalid)', client_era: '2026-07-28' },
+          { outcome: 'denied', error_code: 429, method: '(invalid)', client_era: '2025-11-25' },
+          { outcome: 'denied', error_code: 429, method: '(invalid)', client_era: '2025-11-25' },
+        ]);
     } finally {
       db.close();
     }
