@@ -141,7 +141,7 @@ export class Endpoint {
     // A malformed response is still a response: JSON-RPC never answers one. It goes where a
     // well-formed one would (the question it answers, which fails with its problem) or nowhere.
     if (c.kind === 'invalid' && !c.response) {
-      const rows = c.members ? refusedMembers(c.members) : [];
+      const rows: Parameters<typeof recordRefused>[1][] = c.members ? refusedMembers(c.members, ex.requestBytes) : [];
       // A lone malformed message's row names the era its method and `_meta` claim say (as a
       // well-formed one's would: eraOfRequest), not legacy for want of a method it records.
       const raw = c.message;
@@ -451,10 +451,16 @@ export class Endpoint {
     return s.protocolVersion === BATCH_VERSION ? 'takes' : 'refuses';
   }
 
-  /** A batch whose session is not here (batchSession: `gone`): recorded, and answered as its lone messages would be. */
-  async batchWithoutSession(ex: Exchange): Promise<void> {
+  /**
+   * A batch whose session is not here (batchSession: `gone`): answered as its lone messages would
+   * be, and each of its requests recorded as one would be (refusedMembers); one of notifications
+   * and junk only, or over the cap, has one `(invalid)` row.
+   */
+  async batchWithoutSession(members: readonly unknown[], ex: Exchange): Promise<void> {
     const err = new RpcError(-32001, 'Session not found');
-    await recordRefused(this.core, { method: INVALID_MESSAGE }, ex, err, LEGACY);
+    const rows: Parameters<typeof recordRefused>[1][] = refusedMembers(members, ex.requestBytes);
+    if (rows.length === 0) rows.push({ method: INVALID_MESSAGE });
+    for (const r of rows) await recordRefused(this.core, r, ex, err, LEGACY);
     ex.reply(errorResponse(undefined, err), 404);
   }
 

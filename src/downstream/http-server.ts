@@ -476,7 +476,7 @@ export class HttpServer {
     // Not even JSON is still a message that reached the hub: the endpoint answers and records it.
     // A batch no session takes is refused whole, each of its requests recorded.
     c ??= parseFrame(text);
-    if (batch && c.kind === 'invalid' && session !== 'gone' && c.members === undefined) c = { ...c, members: batch };
+    if (batch && c.kind === 'invalid' && c.members === undefined) c = { ...c, members: batch };
     const message = c;
     const admitted = this.admit(req, who, group, message, body.length);
     return admitted instanceof Promise
@@ -491,7 +491,7 @@ export class HttpServer {
     // A call may run for minutes; other requests' answers carry headers fixed at their end (a session id).
     if (c.kind === 'request' && c.msg.method === 'tools/call') this.watchQuiet(req, channel);
     const ex = this.exchange(req, who, group, bytes, closed, channel, (msg, status, headers) => channel.end(msg, status, headers), () => new SseStream(res));
-    if (gone) return this.endpoint.batchWithoutSession(ex);
+    if (gone) return this.endpoint.batchWithoutSession(c.kind === 'invalid' ? (c.members ?? []) : [], ex);
     return this.endpoint.message(c, ex);
   }
 

@@ -6,7 +6,7 @@ import { Canceller } from '../cancel.js';
 import type { Era } from '../protocol/era.js';
 import { eraOfRequest } from '../protocol/request-era.js';
 import { UNSUPPORTED_PROTOCOL_VERSION, type RpcError } from '../protocol/errors.js';
-import type { Id } from '../protocol/jsonrpc.js';
+import { memberBytes, type Id } from '../protocol/jsonrpc.js';
 import type { CallContext } from '../router/context.js';
 import { spanOfMeta } from '../protocol/trace-context.js';
 import type { HubCore } from './core.js';
@@ -24,7 +24,8 @@ type Params = Record<string, unknown>;
  */
 export function recordRefused(
   core: HubCore,
-  req: { id?: Id; method: string; params?: Params; target?: string },
+  /** `requestBytes`: its own size, when it came with others (a batch member); the exchange's otherwise. */
+  req: { id?: Id; method: string; params?: Params; target?: string; requestBytes?: number },
   ex: Exchange,
   err: RpcError,
   era: Era = eraOfRequest(req.method, req.params, ex.header('mcp-protocol-version')),
@@ -39,7 +40,7 @@ export function recordRefused(
     clientEra: era,
     clientCapabilities: {},
     signal: new Canceller().signal,
-    requestBytes: ex.requestBytes,
+    requestBytes: req.requestBytes ?? ex.requestBytes,
     span: spanOfMeta(req.params?._meta, ex),
   };
   const hubName = req.target ?? targetOf(req.params);
@@ -53,18 +54,20 @@ const MAX_BATCH_ROWS = 64;
 /**
  * The requests of a batch refused whole, each to be recorded under its own id, method and tool
  * (a batch of tools/call refused for one Idempotency-Key had a single `(invalid)` row, with no
- * request id nor tool to find it by). Notifications and junk have none; a batch over the cap
- * (refused for its size) keeps its single row, so no body buys more rows than the cap.
+ * request id nor tool to find it by), as it would be alone: its params (its `_meta` version
+ * claim says its era, its traceparent its trace) and its own size, not the body's. Notifications
+ * and junk have none; a batch over the cap (refused for its size) keeps its single row, so no
+ * body buys more rows than the cap.
  */
-export function refusedMembers(members: readonly unknown[]): { id?: Id; method: string; target?: string }[] {
+export function refusedMembers(members: readonly unknown[], batchBytes: number): { id: Id; method: string; params?: Params; requestBytes: number }[] {
   if (members.length > MAX_BATCH_ROWS) return [];
-  const rows: { id?: Id; method: string; target?: string }[] = [];
+  const rows: { id: Id; method: string; params?: Params; requestBytes: number }[] = [];
   for (const m of members) {
     if (m === null || typeof m !== 'object' || Array.isArray(m)) continue;
     const o = m as { id?: unknown; method?: unknown; params?: unknown };
     if (typeof o.method !== 'string' || (typeof o.id !== 'string' && typeof o.id !== 'number')) continue;
-    const params = o.params !== null && typeof o.params === 'object' ? (o.params as Params) : undefined;
-    rows.push({ id: o.id, method: o.method, target: targetOf(params) });
+    const params = o.params !== null && typeof o.params === 'object' && !Array.isArray(o.params) ? (o.params as Params) : undefined;
+    rows.push({ id: o.id, method: o.method, params, requestBytes: memberBytes(m, batchBytes) });
   }
   return rows;
 }

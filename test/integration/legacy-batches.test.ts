@@ -152,6 +152,23 @@ describe('JSON-RPC batches (2025-03-26 sessions)', () => {
     ]);
   });
 
+  // A member's row was written from its id and method alone, with the whole body's size: its
+  // `_meta` version claim and traceparent went unread, and n members counted the body n times.
+  it("records each request of a batch refused whole as its own: its era by its _meta claim, its trace, its own size", async () => {
+    const headers = await session('2025-03-26', 'application/json');
+    const traceparent = '00-5af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const ping = { jsonrpc: '2.0', id: 'rw-ping', method: 'ping', params: { _meta: { traceparent } } };
+    const modern = { jsonrpc: '2.0', id: 'rw-modern', method: 'tools/list', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} } } };
+    const r = await post(hub.url, [ping, modern], headers);
+    expect(r.status, r.text).toBe(400);
+    const rows = async () => (await queryRows(join(hub.dir, 'ledger.db'))).filter((row) => String(row.requestId).startsWith('rw-'));
+    await expect.poll(async () => (await rows()).length, { timeout: 5000 }).toBe(2);
+    expect((await rows()).map((row) => [row.requestId, row.clientEra, row.traceId ?? null, row.requestBytes]).sort()).toEqual([
+      ['rw-modern', '2026-07-28', expect.stringMatching(/^[0-9a-f]{32}$/), Buffer.byteLength(JSON.stringify(modern))],
+      ['rw-ping', '2025-11-25', '5af7651916cd43dd8448eb211c80319c', Buffer.byteLength(JSON.stringify(ping))],
+    ]);
+  });
+
   // The header key was every member's: a second call with it was refused as "other arguments",
   // and the same write twice was answered from the first and never ran.
   it('refuses whole a batch of several tools/call under one Idempotency-Key header; one call with it runs', async () => {
@@ -194,7 +211,7 @@ describe('JSON-RPC batches (2025-03-26 sessions)', () => {
 
   it('answers a batch on a session that ended with 404 Session not found, as a lone message, so its client starts anew', async () => {
     const headers = await session('2025-03-26');
-    const batch = [{ jsonrpc: '2.0', id: 'g1', method: 'tools/list' }];
+    const batch = [{ jsonrpc: '2.0', id: 'gone-1', method: 'tools/list' }];
     expect((await post(hub.url, batch, headers)).status).toBe(200);
     const del = await fetch(hub.url, { method: 'DELETE', headers });
     expect(del.status).toBe(200);
@@ -206,9 +223,23 @@ describe('JSON-RPC batches (2025-03-26 sessions)', () => {
     // An id this hub never issued is not found either.
     const unknown = await post(hub.url, batch, { ...headers, 'mcp-session-id': 'no-such-session' });
     expect(unknown.status, unknown.text).toBe(404);
-    await expect
-      .poll(async () => (await queryRows(join(hub.dir, 'ledger.db'))).filter((row) => row.errorCode === -32001 && row.method === '(invalid)').length, { timeout: 5000 })
-      .toBe(2);
+    // Each of its requests has a row, as a lone one has and as a batch refused whole gives them
+    // (it was one `(invalid)` row for the batch); its notifications have none, as alone.
+    const notice = { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'x', progress: 1 } };
+    const two = await post(hub.url, [{ jsonrpc: '2.0', id: 'gone-2', method: 'tools/call', params: { name: 'a__echo', arguments: { text: 'x' } } }, notice, { jsonrpc: '2.0', id: 'gone-3', method: 'ping' }], headers);
+    expect(two.status, two.text).toBe(404);
+    // One of notifications alone still has the batch's row: it reached the hub.
+    expect((await post(hub.url, [notice], headers)).status).toBe(404);
+    const rows = async () => (await queryRows(join(hub.dir, 'ledger.db'))).filter((row) => row.errorCode === -32001 && (String(row.requestId).startsWith('gone-') || row.method === '(invalid)'));
+    await expect.poll(async () => (await rows()).length, { timeout: 5000 }).toBe(6);
+    expect((await rows()).map((row) => [row.requestId ?? '', row.method, row.tool ?? null, row.outcome]).sort()).toEqual([
+      ['', '(invalid)', null, 'rpc_error'],
+      ['gone-1', 'tools/list', null, 'rpc_error'],
+      ['gone-1', 'tools/list', null, 'rpc_error'],
+      ['gone-1', 'tools/list', null, 'rpc_error'],
+      ['gone-2', 'tools/call', 'a__echo', 'rpc_error'],
+      ['gone-3', 'ping', null, 'rpc_error'],
+    ]);
   });
 
   it("on a tool group's endpoint every member's row names the group, members of a batch refused whole too", async () => {
