@@ -40,7 +40,7 @@ import { legacyContext, modernContext } from './call-context.js';
 import { checkModern, checkModernHeaders } from './modern-envelope.js';
 import { legacyMetaProblem } from './legacy-meta.js';
 import { monotonicNow } from '../monotonic.js';
-import { shownValue } from '../protocol/shown-value.js';
+import { shownName } from '../protocol/shown-value.js';
 import { named, recordRefused, refusalFacts, refusedMembers } from './refusal-rows.js';
 import { batchRefusal } from './batch-rules.js';
 import { capabilitiesWhileOpen, unanswered } from './startup-wait.js';
@@ -290,7 +290,7 @@ export class Endpoint {
       // A server never seen counts only with the list families: a completion of its prompt's
       // argument is let through while it starts, to wait for it as a call does.
       if (!offered && !goesOn && !this.core.namesFirstStarting?.(req.method, req.params ?? {}, ctx.group)) {
-        const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${req.method}`);
+        const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${shownName(req.method)}`);
         await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
         ex.reply(errorResponse(req.id, err), ex.transport === 'http' ? 404 : 200);
         return;
@@ -661,7 +661,7 @@ export class Endpoint {
     if (req.method === 'logging/setLevel') {
       const level = req.params?.level;
       if (!LOG_LEVELS.includes(level as LoggingLevel)) {
-        const err = new RpcError(INVALID_PARAMS, `invalid log level: ${shownValue(level)}`);
+        const err = new RpcError(INVALID_PARAMS, `invalid log level: ${shownName(level)}`);
         await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
         return ex.reply(errorResponse(req.id, err));
       }
@@ -672,7 +672,7 @@ export class Endpoint {
     }
     const family = FAMILY[req.method];
     if (!family || (!this.core.offers(family, session.group) && !this.core.namesFirstStarting?.(req.method, req.params ?? {}, session.group))) {
-      const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${req.method}`);
+      const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${shownName(req.method)}`);
       await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, named(req.params));
       return ex.reply(errorResponse(req.id, err));
     }

@@ -8,7 +8,7 @@ import type { Request } from '../protocol/jsonrpc.js';
 import { META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION } from '../protocol/meta.js';
 import { capabilitiesProblem, implementationProblem } from '../protocol/client-capabilities.js';
 import { decodeHeaderValue } from '../protocol/header-value.js';
-import { shownValue, shownVersion } from '../protocol/shown-value.js';
+import { shownName, shownVersion } from '../protocol/shown-value.js';
 import { methodTable } from '../protocol/method-table.js';
 import { LOG_LEVELS, type LoggingLevel } from '../protocol/types.js';
 import type { Exchange } from './exchange.js';
@@ -34,7 +34,7 @@ export function checkModern(req: Request, ex: Exchange): { error: RpcError; stat
   // Checked here, whatever serves the request: a legacy upstream would take any level.
   const level = meta[META_LOG_LEVEL];
   if (level !== undefined && !LOG_LEVELS.includes(level as LoggingLevel))
-    return { status: 200, error: new RpcError(INVALID_PARAMS, `invalid ${META_LOG_LEVEL}: ${shownValue(level, 40)}`) };
+    return { status: 200, error: new RpcError(INVALID_PARAMS, `invalid ${META_LOG_LEVEL}: ${shownName(level)}`) };
   // A ProgressToken is a string or an integer: anything else would be echoed in every progress notification.
   const token = meta.progressToken;
   if (token !== undefined && typeof token !== 'string' && !Number.isSafeInteger(token))
@@ -89,7 +89,7 @@ export function checkModernHeaders(method: string, params: Params | undefined, e
   if (ex.transport === 'http') {
     const hm = ex.header('mcp-method');
     if (hm !== req.method && !(notification && hm === undefined))
-      return { status: 400, error: new RpcError(HEADER_MISMATCH, hm === undefined ? 'missing Mcp-Method header' : `Mcp-Method header ${hm} does not match method ${req.method}`) };
+      return { status: 400, error: new RpcError(HEADER_MISMATCH, hm === undefined ? 'missing Mcp-Method header' : `Mcp-Method header ${shownName(hm)} does not match method ${shownName(req.method)}`) };
     const field = NAMED[req.method];
     if (field) {
       const raw = ex.header('mcp-name');

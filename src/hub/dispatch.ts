@@ -9,6 +9,7 @@
 import type { Logger } from '../log.js';
 import type { Catalog, ServerHandle } from '../catalog/catalog.js';
 import type { ServerCapabilities } from '../protocol/types.js';
+import { shownName } from '../protocol/shown-value.js';
 import { CancelledError, HubStoppingError, METHOD_NOT_FOUND, notSent, RpcError } from '../protocol/errors.js';
 import type { CallContext } from '../router/context.js';
 import type { Router } from '../router/router.js';
@@ -130,7 +131,7 @@ export class Dispatch {
           // held has waited it out: answered as it is from then on, -32601 while no server shown
           // offers completions (the edge's refusal past the grace), not as the router would have.
           if (method === 'completion/complete' && !this.offers('completions', ctx.group) && !this.namesFirstStarting(method, params, ctx.group)) {
-            const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${method}`);
+            const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${shownName(method)}`);
             await this.router.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
             throw err;
           }

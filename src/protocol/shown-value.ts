@@ -41,3 +41,27 @@ export function clippedValue(v: unknown, max: number): string {
 export function shownVersion(v: unknown): string {
   return clippedValue(v, MAX_VERSION_TEXT);
 }
+
+/**
+ * How much of a method, tool or prompt name, or resource URI, a client sent an error's message
+ * quotes ("Unknown tool: …"): as long as any hub name can be (names.mode "spec" allows 128
+ * characters), so a name it cuts names nothing. A client chose the rest, up to the body limit: a
+ * megabyte name came back whole in the error, and again in its `data.uri`.
+ */
+export const MAX_NAME_TEXT = 128;
+
+/** A name or URI a client sent, as an error's message quotes it (MAX_NAME_TEXT, the cut marked). */
+export function shownName(v: unknown): string {
+  return clippedValue(v, MAX_NAME_TEXT);
+}
+
+/**
+ * How much of a URI a not-found's `data.uri` gives back: the longest URI the hub keeps anywhere
+ * (a subscription, a read's cache key), so that any URI a client may use comes back as it sent it.
+ */
+export const MAX_URI_DATA = 8192;
+
+/** A not-found's `data`: the URI the client asked for, as sent up to MAX_URI_DATA, the cut marked past it. */
+export function uriData(uri: unknown): { uri: string } {
+  return { uri: clippedValue(uri, MAX_URI_DATA) };
+}

@@ -25,6 +25,7 @@ import { endedKey, settleIdempotency, usedForRefusal, type Settled } from './ide
 import { argsDigestOf, type Binding } from './request-state.js';
 import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
+import { shownName } from '../protocol/shown-value.js';
 import { META_IDEMPOTENCY_KEY } from '../protocol/meta.js';
 import { heldReason } from '../catalog/held-reason.js';
 import { beginOf, bytesOf, callOptions, endOf, connectionFor, forwardedParams, isRetry, retryOf, viewOf, withoutStrayRound, type BeginTarget, type Result, type UpstreamFor } from './forwarding.js';
@@ -294,7 +295,7 @@ export class ToolCall {
       // the change): still unknown to the client, but saying why, and its row names whose it is.
       const held = hubName ? await this.catalog.heldItem('tools', hubName, view) : undefined;
       // A name that is no string is no tool's (both eras require one): said so, as a missing uri is.
-      const err = new RpcError(INVALID_PARAMS, held ? `Unknown tool: ${hubName} (${heldReason('tool', held.record)})` : typeof params.name !== 'string' ? 'tools/call needs params.name, a string' : `Unknown tool: ${hubName || '(no name)'}`);
+      const err = new RpcError(INVALID_PARAMS, held ? `Unknown tool: ${shownName(hubName)} (${heldReason('tool', held.record)})` : typeof params.name !== 'string' ? 'tools/call needs params.name, a string' : `Unknown tool: ${hubName ? shownName(hubName) : '(no name)'}`);
       const row = held ? { ...begin, server: held.server.id, upstreamName: held.upstreamName, upstreamEra: held.server.upstream.era } : begin;
       await this.ledger.record(row, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message, latencyMs: 0 });
       throw err;
@@ -491,7 +492,7 @@ export class ToolCall {
       (ctx.group !== undefined && this.catalog.groups.version !== groupsAt && !this.catalog.groups.includes(ctx.group, 'tools', server.id, hubName, upstreamName, server.config.prefix)) ||
       unshownSince(server, this.opts.server, upstreamName)
     ) {
-      const err = endedWhileHeld(ctx) ?? new RpcError(INVALID_PARAMS, `Unknown tool: ${hubName}`);
+      const err = endedWhileHeld(ctx) ?? new RpcError(INVALID_PARAMS, `Unknown tool: ${shownName(hubName)}`);
       await finish(outcomeOfError(err), undefined, false);
       unspent?.();
       throw err;

@@ -12,7 +12,7 @@ import type { AuditBegin, AuditEnd } from '../ledger/types.js';
 import { CancelledError, HubStoppingError, INTERNAL_ERROR, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, namesOnlyUri, notSent, RpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import { completionArgumentsProblem, promptArgumentsProblem } from '../protocol/string-args.js';
 import { copyOf } from '../protocol/copy.js';
-import { shownValue } from '../protocol/shown-value.js';
+import { shownName, uriData } from '../protocol/shown-value.js';
 import type { CallOptions, Upstream } from '../upstream/types.js';
 import type { ServerCapabilities } from '../protocol/types.js';
 import type { SchemaValidator } from '../policy/validate.js';
@@ -201,7 +201,7 @@ export class Router {
       case 'resources/unsubscribe':
         return this.unsubscribe(params, ctx);
       default:
-        return this.refused(method, ctx, new RpcError(METHOD_NOT_FOUND, `method not found: ${method}`)).then((err) => Promise.reject(err));
+        return this.refused(method, ctx, new RpcError(METHOD_NOT_FOUND, `method not found: ${shownName(method)}`)).then((err) => Promise.reject(err));
     }
   }
 
@@ -334,8 +334,8 @@ export class Router {
     if (!routed) {
       // Held back for a pending pin change (a client getting it from a list shown before): said, as for a tool call.
       const held = hubName ? await this.catalog.heldItem('prompts', hubName, view) : undefined;
-      if (held) throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, `Unknown ${what}: ${hubName} (${heldReason('prompt', held.record)})`), { hubName, server: held.server.id, upstreamName: held.upstreamName, upstreamEra: held.server.upstream.era });
-      throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, typeof params.name !== 'string' ? `${method} needs params.name, a string` : `Unknown ${what}: ${hubName || '(no name)'}`), { hubName });
+      if (held) throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, `Unknown ${what}: ${shownName(hubName)} (${heldReason('prompt', held.record)})`), { hubName, server: held.server.id, upstreamName: held.upstreamName, upstreamEra: held.server.upstream.era });
+      throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, typeof params.name !== 'string' ? `${method} needs params.name, a string` : `Unknown ${what}: ${hubName ? shownName(hubName) : '(no name)'}`), { hubName });
     }
     // A server that is down has no listed prompt here (downItem): only the arguments' shape is checked.
     const bad = promptArgumentsProblem(params, 'item' in routed ? (routed.item as Result).arguments : undefined);
@@ -479,7 +479,7 @@ export class Router {
   private normaliseNotFound(method: string, params: Result, err: unknown): unknown {
     if (method !== 'resources/read' || !(err instanceof RpcError)) return err;
     if (err.code === LEGACY_RESOURCE_NOT_FOUND || (err.code === INVALID_PARAMS && namesOnlyUri(err.data)))
-      return new RpcError(LEGACY_RESOURCE_NOT_FOUND, err.message || 'Resource not found', { uri: params.uri });
+      return new RpcError(LEGACY_RESOURCE_NOT_FOUND, err.message || 'Resource not found', uriData(params.uri));
     return err;
   }
 
@@ -497,7 +497,7 @@ export class Router {
     const server = uri ? await this.found('resources/read', ctx, { hubName: uri }, async () => (await this.catalog.routeUri(uri, view)) ?? (await this.catalog.downResource(uri, view))) : undefined;
     rerouteIfReplaced(generation, this.catalog.generation, server, this.opts.server, ctx);
     if (!server) {
-      const err = new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri });
+      const err = new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${shownName(uri)}`, uriData(uri));
       await this.recordLocal('resources/read', ctx, this.outcomeSeenBy(ctx, err), { hubName: uri });
       throw err;
     }
@@ -528,7 +528,7 @@ export class Router {
       const named = contentUris(result);
       if (named.length === 0 || !(await this.catalog.hidesAny(named, viewOf(ctx)))) return;
       this.log.warn({ server: server.id }, 'resources/read answered with a resource the hub hides; refused');
-      throw new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri });
+      throw new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${shownName(uri)}`, uriData(uri));
     };
     const result = await this.forward('resources/read', forwarded, readCtx, server, { hubName: uri, upstreamName: uri }, t0, { bind, vet, judged });
     if (first && !asked && cacheableRead(forwarded, result)) {
@@ -582,8 +582,8 @@ export class Router {
     if (!server) {
       // A prompt held back for a pending pin change: said, as for its prompts/get.
       const held = ref.type === 'ref/prompt' && typeof ref.name === 'string' && ref.name !== '' ? await this.catalog.heldItem('prompts', ref.name, view) : undefined;
-      if (held) throw await this.refused('completion/complete', ctx, new RpcError(INVALID_PARAMS, `Unknown completion reference: ${ref.name} (${heldReason('prompt', held.record)})`), { hubName, server: held.server.id, upstreamName: held.upstreamName, upstreamEra: held.server.upstream.era });
-      throw await this.refused('completion/complete', ctx, new RpcError(INVALID_PARAMS, `Unknown completion reference: ${hubName ?? shownValue(ref.name ?? ref.uri ?? '(none)', 200)}`), { hubName });
+      if (held) throw await this.refused('completion/complete', ctx, new RpcError(INVALID_PARAMS, `Unknown completion reference: ${shownName(ref.name)} (${heldReason('prompt', held.record)})`), { hubName, server: held.server.id, upstreamName: held.upstreamName, upstreamEra: held.server.upstream.era });
+      throw await this.refused('completion/complete', ctx, new RpcError(INVALID_PARAMS, `Unknown completion reference: ${shownName(hubName ?? ref.name ?? ref.uri ?? '(none)')}`), { hubName });
     }
     const bad = completionArgumentsProblem(params);
     if (bad) {
@@ -611,12 +611,12 @@ export class Router {
   }
 
   private async notFound(method: string, uri: string, ctx: CallContext): Promise<RpcError> {
-    return this.refused(method, ctx, new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri }), { hubName: uri });
+    return this.refused(method, ctx, new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${shownName(uri)}`, uriData(uri)), { hubName: uri });
   }
 
   /** A subscription the hub cannot keep: the client would wait for updates that never come. */
   private async unwatched(method: string, ctx: CallContext, server: ServerHandle, uri: string, why: string): Promise<RpcError> {
-    return this.refused(method, ctx, new RpcError(INVALID_PARAMS, `the upstream does not watch ${uri} for updates (${why})`, { uri }), { hubName: uri }, { server: server.id, upstreamName: uri });
+    return this.refused(method, ctx, new RpcError(INVALID_PARAMS, `the upstream does not watch ${shownName(uri)} for updates (${why})`, uriData(uri)), { hubName: uri }, { server: server.id, upstreamName: uri });
   }
 
   private async subscribe(params: Result, ctx: CallContext): Promise<Result> {
@@ -847,9 +847,9 @@ interface Judged {
  * a resource not found.
  */
 function unknownTo(method: string, target: string): RpcError {
-  if (method === 'prompts/get') return new RpcError(INVALID_PARAMS, `Unknown prompt: ${target}`);
-  if (method === 'completion/complete') return new RpcError(INVALID_PARAMS, `Unknown completion reference: ${target}`);
-  return new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${target}`, { uri: target });
+  if (method === 'prompts/get') return new RpcError(INVALID_PARAMS, `Unknown prompt: ${shownName(target)}`);
+  if (method === 'completion/complete') return new RpcError(INVALID_PARAMS, `Unknown completion reference: ${shownName(target)}`);
+  return new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${shownName(target)}`, uriData(target));
 }
 
 /** One page of a list: its items, and where the next page starts. */

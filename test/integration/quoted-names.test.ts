@@ -1,0 +1,90 @@
+/**
+ * Names and URIs a client sent, as the hub's errors quote them: a megabyte tool name came back
+ * whole in "Unknown tool: …" (and a resource's URI twice: in the message and in `data.uri`).
+ * A message quotes 128 characters at most (no hub name is longer), the cut marked with `…`;
+ * a not-found's `data.uri` is the URI as sent up to 8192 characters (the longest the hub keeps).
+ * With the SDKs as clients: SDK v1 (2025-11-25 over HTTP), SDK v2 (2026-07-28, whose Mcp-Name
+ * header repeats the name, so its names stay within a header's size).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { SDK1, SDK2, waitForReady } from './ledger-helpers.js';
+
+let hub: HubProcess;
+let v1: ClientV1;
+let v2: ClientV2;
+
+beforeAll(async () => {
+  hub = await startHub({ servers: { a: nodeServer(SDK1), m: nodeServer(SDK2) } });
+  await waitForReady(hub.url, ['a', 'm']);
+  v1 = new ClientV1({ name: 'quoted-v1', version: '1.0.0' });
+  await v1.connect(new TransportV1(new URL(hub.url)));
+  v2 = new ClientV2({ name: 'quoted-v2', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+  await v2.connect(new TransportV2(new URL(hub.url)));
+}, 30_000);
+
+afterAll(async () => {
+  await v1?.close();
+  await v2?.close();
+  await hub?.stop();
+});
+
+async function failed(p: Promise<unknown>): Promise<{ code?: unknown; message: string; data?: unknown }> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(Error);
+  return err as { code?: unknown; message: string; data?: unknown };
+}
+
+/** The text an error quotes after `prefix`, as the SDK's message carries it. */
+function quoted(message: string, prefix: string): string {
+  const at = message.indexOf(prefix);
+  expect(at, message.slice(0, 300)).toBeGreaterThanOrEqual(0);
+  return message.slice(at + prefix.length);
+}
+
+describe('a long name or URI in an error', () => {
+  const MB = 'n'.repeat(1 << 20);
+
+  it('a 2025-11-25 client (SDK v1) gets its megabyte tool, prompt and method names quoted to 128 characters, the cut marked', async () => {
+    const tool = await failed(v1.callTool({ name: MB, arguments: {} }));
+    expect(tool.code).toBe(-32602);
+    expect(quoted(tool.message, 'Unknown tool: ')).toBe(`${'n'.repeat(127)}…`);
+    const prompt = await failed(v1.getPrompt({ name: MB }));
+    expect(quoted(prompt.message, 'Unknown prompt: ')).toBe(`${'n'.repeat(127)}…`);
+    const method = await failed(v1.request({ method: MB, params: {} } as never, (await import('@modelcontextprotocol/sdk/types.js')).EmptyResultSchema));
+    expect(method.code).toBe(-32601);
+    expect(quoted(method.message, 'method not found: ')).toBe(`${'n'.repeat(127)}…`);
+    // A name the hub could have is quoted whole.
+    const short = await failed(v1.callTool({ name: 'a__nope', arguments: {} }));
+    expect(quoted(short.message, 'Unknown tool: ')).toBe('a__nope');
+  });
+
+  it("a 2025-11-25 client's megabyte URI not found: 128 characters of it in the message, 8192 in data.uri", async () => {
+    const uri = `file:///${MB}`;
+    const err = await failed(v1.readResource({ uri }));
+    expect(err.code).toBe(-32002);
+    expect(quoted(err.message, 'Resource not found: ')).toBe(`${uri.slice(0, 127)}…`);
+    expect(err.data).toEqual({ uri: `${uri.slice(0, 8191)}…` });
+    // One of a length a client may use comes back as sent.
+    const usual = `file:///${'d/'.repeat(200)}missing.txt`;
+    expect(await failed(v1.readResource({ uri: usual }))).toMatchObject({ code: -32002, data: { uri: usual } });
+  });
+
+  it('a 2026-07-28 client (SDK v2) gets its long tool name and URI quoted as cut', async () => {
+    const long = 'm'.repeat(6000);
+    const tool = await failed(v2.callTool({ name: long, arguments: {} }));
+    expect(tool.code).toBe(-32602);
+    expect(quoted(tool.message, 'Unknown tool: ')).toBe(`${'m'.repeat(127)}…`);
+    const uri = `file:///${long}`;
+    const read = await failed(v2.readResource({ uri }));
+    expect(read.code).toBe(-32602);
+    expect(quoted(read.message, 'Resource not found: ')).toBe(`${uri.slice(0, 127)}…`);
+    expect(read.data).toEqual({ uri });
+  });
+});
