@@ -338,8 +338,11 @@ export class Endpoint {
       return ex.reply(errorResponse(c.kind === 'request' ? c.msg.id : undefined, unsupported), 400);
     }
     const session = stdio ? stdio.current : this.sessionOf(ex);
-    if (!session && stdio && c.kind === 'request' && c.msg.method === 'ping') {
-      // Before initialize a client may send ping, and only ping (digest §2.1); it is answered.
+    if (!session && c.kind === 'request' && c.msg.method === 'ping' && (stdio || ex.header('mcp-session-id') === undefined)) {
+      // Before initialize a client may send ping, and only ping (digest §2.1); it is answered,
+      // over HTTP too when it names no session (`switchyard connect` sends its client's so: it
+      // answered it itself, with no row here, where `stdio` records it). One naming a session
+      // that has ended is still 404, so that its client starts anew.
       const ctx: CallContext = { requestId: c.msg.id, principal: ex.principal, clientEra: LEGACY, clientCapabilities: {}, signal: new Canceller().signal, requestBytes: ex.requestBytes, span: spanOfMeta(c.msg.params?._meta, ex) };
       await this.core.recordLocal('ping', ctx, { outcome: 'ok' });
       return ex.reply(resultResponse(c.msg.id, {}), 200);

@@ -327,10 +327,6 @@ export class HttpBridge {
     // A legacy notification or answer before initialize: dropped, as `stdio` drops it (no session
     // asked anything); the hub refused it (400) and the bridge logged that refusal as a fault.
     if (!modern && c.kind !== 'request' && this.legacyVersion === undefined) return this.opts.log.debug({ kind: c.kind }, 'bridge: a notification or answer before initialize dropped');
-    // Before initialize a client may send ping, and only ping (digest §2.1), which `stdio`
-    // answers: the daemon, with no session of ours to put it in, refused it as a request
-    // without an Mcp-Session-Id (400), an HTTP matter a stdio client cannot mend.
-    if (!modern && c.kind === 'request' && c.msg.method === 'ping' && this.sessionId === undefined) return this.emit(resultResponse(c.msg.id, {}));
     let headers = modern ? this.modernHeaders(c as Classified & { kind: 'request' | 'notification' }, claim) : this.legacyHeaders();
     // initialize opens a session: a second one (the client starts over) is sent without the old id.
     if (!modern && c.kind === 'request' && c.msg.method === 'initialize') headers = {};
@@ -401,7 +397,12 @@ export class HttpBridge {
     // Before initialize (or after one the hub refused) there is no session to put it in: said as
     // `stdio` says it (the row the hub wrote names the HTTP reason). "Mcp-Session-Id header is
     // required" sent a stdio client looking for a header it cannot send.
-    if (!modern && usedSession === undefined && a.status === 400 && c.msg.method !== 'initialize' && refusedAs(a, INVALID_REQUEST)) return this.fail(id, NOT_INITIALIZED, INVALID_REQUEST);
+    if (!modern && usedSession === undefined && a.status === 400 && c.msg.method !== 'initialize' && refusedAs(a, INVALID_REQUEST)) {
+      // Before initialize a client may send ping (digest §2.1): the daemon answers one with no
+      // session (and records it); an older one refused it so, which is no failure of the client.
+      if (c.msg.method === 'ping') return this.emit(resultResponse(id, {}));
+      return this.fail(id, NOT_INITIALIZED, INVALID_REQUEST);
+    }
     this.forwardHttpError(id, a);
   }
 

@@ -87,6 +87,31 @@ describe('connect answers as stdio does', () => {
     expect(rows.map((r) => [r.method, r.outcome])).toEqual([['tools/list', 'rpc_error']]);
   }, 40_000);
 
+  // connect answered it itself (the daemon held no session to put it in): the client got {}
+  // and the daemon never saw it, where `stdio` records it.
+  it('a ping before initialize: answered {}, and recorded at the daemon as stdio records it', async () => {
+    const answers: Record<string, unknown>[] = [];
+    for (const c of [stdio(), connect()]) {
+      try {
+        answers.push(await c.request({ jsonrpc: '2.0', id: 'early-ping', method: 'ping' }, 20_000));
+        expect((await c.request(init('i'), 20_000)).result.protocolVersion).toBe('2025-11-25');
+      } finally {
+        c.kill();
+      }
+    }
+    expect(answers).toEqual([
+      { jsonrpc: '2.0', id: 'early-ping', result: {} },
+      { jsonrpc: '2.0', id: 'early-ping', result: {} },
+    ]);
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': 'early-ping' });
+    expect(rows.map((r) => [r.method, r.outcome, r.clientEra])).toEqual([['ping', 'ok', '2025-11-25']]);
+    // Over HTTP as the bridge sends it: no session named, answered; one naming a session that ended, 404.
+    const ping = (headers: Record<string, string>) => fetch(hub.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body: JSON.stringify({ jsonrpc: '2.0', id: 'raw-ping', method: 'ping' }) });
+    const bare = await ping({});
+    expect([bare.status, await bare.json()]).toEqual([200, { jsonrpc: '2.0', id: 'raw-ping', result: {} }]);
+    expect((await ping({ 'mcp-session-id': 'no-such-session' })).status).toBe(404);
+  }, 40_000);
+
   // They were answered by connect itself: no row anywhere, and a malformed answer got an error
   // JSON-RPC never gives (stdio drops it).
   it('lines that are no JSON-RPC message: the same answers, and each reached the daemon, with its row', async () => {
