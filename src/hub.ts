@@ -80,6 +80,9 @@ export class Hub implements HubCore {
   get maxBodyBytes(): number {
     return this.config.listen.maxBodyBytes;
   }
+  get drainTimeoutMs(): number {
+    return this.config.listen.drainTimeoutMs;
+  }
   readonly events = new EventEmitter();
   readonly handles = new ServerHandles();
   /**

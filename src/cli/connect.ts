@@ -106,15 +106,20 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
       (ends) => bridge.tooLong(tooLargeLine(ends, reader.maxBytes, bridge.openQuestions), reader.maxBytes),
     );
     /**
-     * How the stop under way began: stdin EOF lets what is in flight answer for up to 5 s, a stop
-     * signal ends it at once (answered, cancelled at the hub: stopNow). The first signal after
+     * How the stop under way began: stdin EOF lets what is in flight answer for up to the hub's
+     * listen.drainTimeoutMs (as its handshake said it; 5 s until one did), as `stdio` does; a stop
+     * signal ends it at once (answered, cancelled at the hub: stopNow), and each request read
+     * after it is answered here, not sent (refuseNew). The first signal after
      * EOF is the client's next step, not a second signal (the SDK's stdio client closes stdin,
      * waits 2 s, then sends SIGTERM): it ends what still runs, as in `stdio`; it exited 1 saying
      * "second stop signal", the calls unanswered and running on at the hub. A second signal exits 1 at once.
      */
     let ending: 'eof' | 'signal' | undefined;
     const stoppedBy = (signal: string) => `switchyard connect was stopped (${signal}) while the request was in flight: it was cancelled at the hub (it may have been carried out in part)`;
-    const stopped = (signal: string) => bridge.stopNow(stoppedBy(signal));
+    const stopped = (signal: string) => {
+      bridge.refuseNew(`switchyard connect is stopping (${signal}): the request was not sent to the hub`);
+      bridge.stopNow(stoppedBy(signal));
+    };
     /** `unfinished`: why a request still running once the drain ran out ends (Bridge.close). */
     const end = async (drainMs: number, signal?: string, unfinished = signal === undefined ? undefined : stoppedBy(signal)) => {
       if (ending) {
@@ -165,7 +170,8 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
       // The last line first (one without its newline may be an answer to a question).
       reader.end();
       bridge.inputEnded();
-      void end(5_000, undefined, `the client closed switchyard connect's stdin, and the request was still in flight 5 s later: it was cancelled at the hub (it may have been carried out in part)`);
+      const drainMs = bridge.drainMs(5_000);
+      void end(drainMs, undefined, `the client closed switchyard connect's stdin, and the request was still in flight ${drainMs / 1000} s later: it was cancelled at the hub (it may have been carried out in part)`);
     });
   },
 };

@@ -15,6 +15,8 @@ export interface HubCore {
   readonly keepsIdempotencyKeys?: boolean;
   /** listen.maxBodyBytes, as the hub started with it: said to HTTP clients on a handshake (MAX_BODY_HEADER). */
   readonly maxBodyBytes?: number;
+  /** listen.drainTimeoutMs: said to HTTP clients on a handshake (DRAIN_MS_HEADER). */
+  readonly drainTimeoutMs?: number;
   /**
    * The union over upstreams (those an endpoint group shows, when given: what its handshake
    * offers), waiting (bounded) for ones still starting (of those, in the start-up grace).

@@ -16,7 +16,7 @@ import {
   RpcError,
 } from '../protocol/errors.js';
 import { BATCH_VERSION, errorResponse, NOT_A_MESSAGE, idKey, resultResponse, type Classified, type Id, type Notification, type Request } from '../protocol/jsonrpc.js';
-import { KEYS_KEPT_HEADER, MAX_BODY_HEADER } from '../protocol/meta.js';
+import { DRAIN_MS_HEADER, KEYS_KEPT_HEADER, MAX_BODY_HEADER } from '../protocol/meta.js';
 import { LOG_LEVELS, type ClientCapabilities, type Implementation, type LoggingLevel, type ServerCapabilities } from '../protocol/types.js';
 import type { CallContext } from '../router/context.js';
 import { classifyEra, unsupportedLegacyVersion, type EraVerdict } from './classify.js';
@@ -627,13 +627,15 @@ export class Endpoint {
 
   /**
    * What an HTTP handshake's answer says of the hub besides: that idempotency keys are honoured
-   * (KEYS_KEPT_HEADER), and the largest body it reads (MAX_BODY_HEADER).
+   * (KEYS_KEPT_HEADER), the largest body it reads (MAX_BODY_HEADER), and how long its calls
+   * may answer when it stops (DRAIN_MS_HEADER).
    */
   private handshakeHeaders(ex: Exchange): Record<string, string> | undefined {
     if (ex.transport !== 'http') return undefined;
     const h: Record<string, string> = {};
     if (this.core.keepsIdempotencyKeys === true) h[KEYS_KEPT_HEADER] = 'kept';
     if (this.core.maxBodyBytes !== undefined) h[MAX_BODY_HEADER] = String(this.core.maxBodyBytes);
+    if (this.core.drainTimeoutMs !== undefined) h[DRAIN_MS_HEADER] = String(this.core.drainTimeoutMs);
     return h;
   }
 

@@ -21,6 +21,12 @@ export const KEYS_KEPT_HEADER = 'switchyard-idempotency-keys';
  * `switchyard connect` reads its client's lines up to it (beyond its own 64 MiB), as `stdio` does.
  */
 export const MAX_BODY_HEADER = 'switchyard-max-body-bytes';
+/**
+ * How long the hub lets calls in flight answer when it stops (listen.drainTimeoutMs), said on its
+ * HTTP handshake answers: `switchyard connect` gives its client's calls as long at stdin EOF, as
+ * `stdio` does.
+ */
+export const DRAIN_MS_HEADER = 'switchyard-drain-timeout-ms';
 
 /** Keys the edges own: they are rewritten per hop, never passed through. */
 const ENVELOPE_KEYS = new Set([

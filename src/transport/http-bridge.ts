@@ -13,13 +13,14 @@ import { LEGACY } from '../protocol/era.js';
 import { INTERNAL_ERROR, INVALID_REQUEST, NOT_INITIALIZED, PARSE_ERROR, RpcError } from '../protocol/errors.js';
 import { encodeHeaderValue } from '../protocol/header-value.js';
 import { batchOf, classify, errorResponse, parseFrame, resultResponse, type Classified, type Id } from '../protocol/jsonrpc.js';
-import { KEYS_KEPT_HEADER, MAX_BODY_HEADER, META_CLIENT_CAPABILITIES, META_IDEMPOTENCY_KEY, META_PROTOCOL_VERSION } from '../protocol/meta.js';
+import { DRAIN_MS_HEADER, KEYS_KEPT_HEADER, MAX_BODY_HEADER, META_CLIENT_CAPABILITIES, META_IDEMPOTENCY_KEY, META_PROTOCOL_VERSION } from '../protocol/meta.js';
 import { ParamHeaderIndex } from '../upstream/param-headers.js';
 import { replayable } from '../upstream/retry.js';
 import { HttpClient, type HttpAnswer } from './http-client.js';
 import { methodTable } from '../protocol/method-table.js';
 import { Canceller } from '../cancel.js';
 import { PendingWork } from '../pending-work.js';
+import { cancelledLater, unservedLine } from '../downstream/stdio-lines.js';
 
 export interface BridgeOptions {
   url: string;
@@ -107,6 +108,18 @@ export class HttpBridge {
    * kept-alive connection: a hub with the ledger off, or one too old to say, would run it twice.
    */
   private keysKept = false;
+  /** The hub's listen.drainTimeoutMs, as its last handshake said it (DRAIN_MS_HEADER). */
+  private hubDrainMs: number | undefined;
+  /**
+   * Why a request is no longer sent (a stop signal came): each is answered so here. Sent, it ran
+   * at the hub while the bridge ended, and one read once the bridge closed got no answer at all.
+   */
+  private refusing: string | undefined;
+
+  /** How long calls in flight may answer at stdin EOF: the hub's listen.drainTimeoutMs, as `stdio` gives them; `fallback` until a handshake says it. */
+  drainMs(fallback: number): number {
+    return this.hubDrainMs ?? fallback;
+  }
 
   /**
    * A message failed because the hub was not reachable, and it never was: why (the connection's
@@ -140,7 +153,9 @@ export class HttpBridge {
 
   /** One line from the local client. Never throws. */
   line(text: string): void {
-    if (this.closed || text.trim() === '') return;
+    if (text.trim() === '') return;
+    if (this.refusing !== undefined && this.refuseLine(text, this.refusing)) return;
+    if (this.closed) return;
     const batch = batchOf(text);
     if (batch) {
       const p = this.gate.then(() => this.forwardBatch(batch, text)).catch((err) => this.opts.log.error({ err: String(err) }, 'bridge: forwarding a batch failed'));
@@ -158,6 +173,36 @@ export class HttpBridge {
     const p = this.gate.then(() => this.forward(c, text)).catch((err) => this.opts.log.error({ err: String(err) }, 'bridge: forwarding failed'));
     this.pending.add(p);
     if (c.kind === 'request' && c.msg.method === 'initialize') this.gate = p;
+  }
+
+  /**
+   * From now on (a stop signal) each request read is answered with `why` and not sent, as
+   * `stdio` refuses the lines it reads while it stops; the client's other messages (a cancel, an
+   * answer to a question) still go to the hub while the bridge drains.
+   */
+  refuseNew(why: string): void {
+    this.refusing ??= why;
+  }
+
+  /**
+   * A line read while refusing: its requests are answered `why` (a batch's in one array, as its
+   * answers would have come; one cancelled later in the batch owed none), a malformed one with its
+   * error, as the hub would answer it. False when it holds none (a notification, an answer).
+   */
+  private refuseLine(text: string, why: string): boolean {
+    const { batch, owed, cancels } = unservedLine(text);
+    if (owed.length === 0) return false;
+    const answers: object[] = [];
+    for (const { c, at } of owed) {
+      if (c.kind === 'request') {
+        if (!cancelledLater(cancels, c.msg.id, at)) answers.push(errorResponse(c.msg.id, new RpcError(INTERNAL_ERROR, why)));
+      } else answers.push(errorResponse(c.id, c.error));
+    }
+    this.opts.log.debug({ requests: owed.length }, 'bridge: a line read while stopping answered here, not sent');
+    if (batch) {
+      if (answers.length > 0) this.emit(answers);
+    } else for (const a of answers) this.emit(a);
+    return true;
   }
 
   /**
@@ -594,6 +639,8 @@ export class HttpBridge {
     this.keysKept = a.headers[KEYS_KEPT_HEADER] === 'kept';
     const max = Number(a.headers[MAX_BODY_HEADER]);
     if (Number.isSafeInteger(max) && max > 0) this.opts.onMaxBody?.(max);
+    const drain = Number(a.headers[DRAIN_MS_HEADER]);
+    if (Number.isSafeInteger(drain) && drain >= 0) this.hubDrainMs = drain;
   }
 
   private initialized(a: HttpAnswer, version: string | undefined): void {

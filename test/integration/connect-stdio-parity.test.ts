@@ -6,6 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -32,7 +34,8 @@ const init = (id: string, v = '2025-11-25', capabilities: object = {}) => ({
 });
 
 beforeAll(async () => {
-  hub = await startHub({ servers: { tl: nodeServer(TL), legacy: nodeServer(SDK1) } });
+  // A drain shorter than connect's own 5 s default: its EOF drain is the daemon's (DRAIN_MS_HEADER).
+  hub = await startHub({ listen: { drainTimeoutMs: 1500 }, servers: { tl: nodeServer(TL), legacy: nodeServer(SDK1) } });
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-stdio-'));
   stdioConfig = join(dir, 'hub.config.json');
   writeFileSync(stdioConfig, JSON.stringify({ ledger: { path: join(dir, 'ledger.db') }, servers: { tl: nodeServer(TL) } }));
@@ -216,6 +219,53 @@ describe('connect stopped by a signal', () => {
   }, 40_000);
 });
 
+describe('connect read after a stop signal', () => {
+  // In the second it drains after a signal, a line read was still sent on: its call ran at the
+  // daemon as the bridge ended, and one read once the bridge closed got no answer. Now each
+  // request read after the signal is answered, not sent, as `stdio` refuses what it reads while
+  // it stops. The daemon here is an HTTP server of the test's that never answers the
+  // cancellation the stop sends, which holds the drain open for the whole of that second.
+  it('a request read while connect drains after SIGTERM is answered -32603 and never sent', async () => {
+    const seen: string[] = [];
+    const server = createServer((req, res) => {
+      if (req.method === 'DELETE') return void res.writeHead(200).end();
+      if (req.method !== 'POST') return void res.writeHead(405).end();
+      let body = '';
+      req.on('data', (d: Buffer) => (body += d));
+      req.on('end', () => {
+        const msg = JSON.parse(body) as { id?: unknown; method?: string };
+        seen.push(String(msg.method));
+        const json = (headers: Record<string, string>, result: unknown) => res.writeHead(200, { 'content-type': 'application/json', ...headers }).end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result }));
+        if (msg.method === 'initialize') return json({ 'mcp-session-id': 's-1' }, { protocolVersion: '2025-11-25', capabilities: { tools: {} }, serverInfo: { name: 'held', version: '1' } });
+        if (msg.method === 'tools/list') return json({}, { tools: [] });
+        if (msg.method === 'notifications/initialized') return void res.writeHead(202).end();
+        // tools/call and notifications/cancelled: held open (the call runs; the cancel is slow to be taken).
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const c = connect(`http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`);
+    try {
+      await c.request(init('i'), 20_000);
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'running', method: 'tools/call', params: { name: 'x', arguments: {} } }));
+      await expect.poll(() => seen.includes('tools/call'), { timeout: 10_000 }).toBe(true);
+      c.proc.kill('SIGTERM');
+      // Answered as the stop begins: from then on a request is not sent.
+      await c.next((m) => m.id === 'running', 10_000);
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'late', method: 'tools/list' }));
+      c.send(JSON.stringify([{ jsonrpc: '2.0', id: 'late-batch', method: 'tools/list' }]));
+      expect(await c.next((m) => m.id === 'late', 10_000)).toEqual({ jsonrpc: '2.0', id: 'late', error: { code: -32603, message: 'switchyard connect is stopping (SIGTERM): the request was not sent to the hub' } });
+      expect(await c.exited).toBe(0);
+      // A batch's answers are one line holding their array.
+      expect(c.nonProtocolLines.map((l) => JSON.parse(l) as unknown)).toContainEqual([{ jsonrpc: '2.0', id: 'late-batch', error: { code: -32603, message: 'switchyard connect is stopping (SIGTERM): the request was not sent to the hub' } }]);
+      expect(seen).not.toContain('tools/list');
+    } finally {
+      c.kill();
+      server.closeAllConnections();
+      server.close();
+    }
+  }, 40_000);
+});
+
 describe('connect hung up on', () => {
   it('SIGHUP stops it as SIGTERM does: what runs is answered and cancelled at the daemon, exit 0', async () => {
     const c = connect();
@@ -237,8 +287,9 @@ describe('connect hung up on', () => {
 
 describe('connect at stdin EOF', () => {
   // As `stdio` ends what its drain left: it was cut off with no answer, and the daemon ended it
-  // only as its session's DELETE came.
-  it('answers a request still running when its 5 s drain runs out, cancelled at the daemon with that reason', async () => {
+  // only as its session's DELETE came. The drain is the daemon's listen.drainTimeoutMs, as
+  // `stdio`'s is (it was a fixed 5 s).
+  it("answers a request still running when its drain (the daemon's listen.drainTimeoutMs) runs out, cancelled at the daemon with that reason", async () => {
     const c = connect();
     try {
       await c.request(init('i'), 20_000);
@@ -247,10 +298,10 @@ describe('connect at stdin EOF', () => {
       await c.next((m) => m.method === 'notifications/progress' && m.params?.progressToken === 'q', 20_000);
       c.endInput();
       expect(await c.exited).toBe(0);
-      const why = "the client closed switchyard connect's stdin, and the request was still in flight 5 s later: it was cancelled at the hub (it may have been carried out in part)";
+      const why = "the client closed switchyard connect's stdin, and the request was still in flight 1.5 s later: it was cancelled at the hub (it may have been carried out in part)";
       expect(c.received.find((m) => m.id === 'slow-at-eof')?.error).toEqual({ code: -32603, message: why });
       const rows = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': 'slow-at-eof' }, (r) => r.some((x) => x.outcome !== 'in_flight'));
-      expect(rows.map((r) => [r.outcome, r.errorMessage])).toEqual([['cancelled', expect.stringContaining('still in flight 5 s later')]]);
+      expect(rows.map((r) => [r.outcome, r.errorMessage])).toEqual([['cancelled', expect.stringContaining('still in flight 1.5 s later')]]);
     } finally {
       c.kill();
     }
