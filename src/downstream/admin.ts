@@ -54,7 +54,7 @@ const RELOAD_STATUS: Record<ReloadOutcome<unknown>['status'], number> = { applie
 
 /** A ledger the routes can read (the SQLite one; a disabled ledger cannot). */
 interface Queryable {
-  queryPages(filter: AuditFilter): Iterable<AuditRow[]>;
+  queryPages(filter: Omit<AuditFilter, 'afterSeq'>): Iterable<AuditRow[]>;
 }
 
 /** The status page's files (served from the package, since tsc does not copy them). */
@@ -109,8 +109,8 @@ function json(res: ServerResponse, status: number, body: unknown, headers: Recor
   res.end(s);
 }
 
-function ledgerFilter(q: URLSearchParams, now: number): AuditFilter {
-  const f: AuditFilter = {};
+function ledgerFilter(q: URLSearchParams, now: number): Omit<AuditFilter, 'afterSeq'> {
+  const f: Omit<AuditFilter, 'afterSeq'> = {};
   for (const k of ['server', 'tool', 'principal', 'group', 'outcome', 'method', 'requestId', 'client'] as const) {
     const v = q.get(k);
     if (v) f[k] = v;

@@ -475,12 +475,15 @@ export class Ledger implements RowFinisher {
    * its one answer holds), and a temporary table made and dropped per request would cost the
    * hub's event loop more than the array.
    */
-  *queryPages(filter: Omit<AuditFilter, 'afterId' | 'afterSeq'> = {}, size = 100): Generator<AuditRow[]> {
+  *queryPages(filter: Omit<AuditFilter, 'afterSeq'> = {}, size = 100): Generator<AuditRow[]> {
     this.sync();
-    const ids = this.reader.queryIds(filter).reverse();
+    // Past `afterId`, the first `limit` rows oldest first by id, as query() reads them: the next
+    // page goes on from the last id of this one. Newest first, rows between pages were skipped.
+    const forward = filter.afterId !== undefined;
+    const ids = forward ? this.reader.idsAfter(filter) : this.reader.queryIds(filter).reverse();
     for (let i = 0; i < ids.length; i += size) {
-      const page = [...this.reader.rowsOf(ids.slice(i, i + size), 'ts', size)].flat().reverse();
-      if (page.length) yield page;
+      const page = [...this.reader.rowsOf(ids.slice(i, i + size), forward ? 'id' : 'ts', size)].flat();
+      if (page.length) yield forward ? page : page.reverse();
     }
   }
 

@@ -151,6 +151,13 @@ export class LedgerReader {
     return (this.db.prepare(`SELECT id FROM audit ${sql} ORDER BY ts DESC, id DESC LIMIT @limit`).pluck().all({ ...params, limit }) as number[]).reverse();
   }
 
+  /** The ids of the first `limit` rows matching past `afterId`, oldest first by id (query()'s rows with afterId). */
+  idsAfter(filter: Omit<AuditFilter, 'afterSeq'>): number[] {
+    const { sql, params } = this.where(filter);
+    const limit = rowLimit(filter.limit ?? DEFAULT_LIMIT, 1);
+    return this.db.prepare(`SELECT id FROM audit ${sql} ORDER BY id ASC LIMIT @limit`).pluck().all({ ...params, limit }) as number[];
+  }
+
   /**
    * queryIds(), kept in the connection's temporary database as export's are (MatchedIds), not in
    * memory: `ledger query --limit 100000` held 100,000 ids at once. The caller closes it.
@@ -167,8 +174,8 @@ export class LedgerReader {
    * row pruned since is left out), in the order they were read in: of queryIds() (`ts`), of
    * lastFinishedIds() (`seq`).
    */
-  rowsOf(ids: IdList, order: 'ts' | 'seq', size = EXPORT_PAGE, bodyBytes = PAGE_BODY_BYTES): Generator<AuditRow[]> {
-    return this.pagesOf(ids, order === 'ts' ? 'ts ASC, id ASC' : 'seq ASC', size, bodyBytes);
+  rowsOf(ids: IdList, order: 'ts' | 'seq' | 'id', size = EXPORT_PAGE, bodyBytes = PAGE_BODY_BYTES): Generator<AuditRow[]> {
+    return this.pagesOf(ids, order === 'ts' ? 'ts ASC, id ASC' : order === 'seq' ? 'seq ASC' : 'id ASC', size, bodyBytes);
   }
 
   /** The ids of the last `n` finished rows matching, in chain (finalization) order, and the last one's chain position (0: none). */

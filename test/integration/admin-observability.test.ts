@@ -235,6 +235,25 @@ describe('/admin routes', () => {
     expect(only.every((t) => t.server === 'modern')).toBe(true);
   });
 
+  // afterId gave the newest `limit` rows above it: a poller that went on from the highest id it
+  // was given skipped for good the rows between, when more than `limit` had come.
+  it('/admin/ledger?afterId pages forward oldest first: each page goes on from the last id of the one before, skipping none', async () => {
+    const first = (await getJson('/admin/ledger?method=tools/call&limit=1')).body.rows as Json[];
+    const start = (first[0]?.id as number | undefined) ?? 0;
+    for (let i = 0; i < 5; i++) await call('legacy__echo', { text: `page ${i}` }, `after-id-${i}`);
+    const seen: unknown[] = [];
+    let after = start;
+    for (let page = 0; page < 4; page++) {
+      const rows = (await getJson(`/admin/ledger?method=tools/call&afterId=${after}&limit=2`)).body.rows as Json[];
+      if (rows.length === 0) break;
+      const ids = rows.map((r) => r.id as number);
+      expect(ids).toEqual([...ids].sort((a, b) => a - b));
+      seen.push(...rows.map((r) => r.requestId));
+      after = ids.at(-1)!;
+    }
+    expect(seen.filter((id) => String(id).startsWith('after-id-'))).toEqual(['after-id-0', 'after-id-1', 'after-id-2', 'after-id-3', 'after-id-4']);
+  });
+
   it('/admin/ledger answers filtered audit rows and refuses bad filters', async () => {
     await call('legacy__echo', { text: 'for the ledger' }, 'ledger-probe');
     await new Promise((r) => setTimeout(r, 50));
