@@ -464,10 +464,17 @@ export class HttpBridge {
     const requests: { id: Id; key: string; f: Inflight }[] = [];
     const answers: object[] = [];
     let replay = true;
-    for (const m of members) {
-      const c = classify(m);
+    const classified = members.map(classify);
+    const cancels: { params: Record<string, unknown>; at: number }[] = [];
+    classified.forEach((c, at) => {
+      if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled') cancels.push({ params: c.msg.params ?? {}, at });
+    });
+    for (const [at, c] of classified.entries()) {
       if (c.kind !== 'request') continue;
-      const f: Inflight = { id: c.msg.id, ac, answered: false, cancelled: false, modern: false, answers };
+      // One its client cancels later in the same batch is owed no answer (MCP), as `stdio` has it:
+      // the hub records it cancelled, and nothing comes for it.
+      const cancelled = cancels.length > 0 && cancelledLater(cancels, c.msg.id, at) !== undefined;
+      const f: Inflight = { id: c.msg.id, ac, answered: false, cancelled, modern: false, answers };
       const key = inflightKey(c.msg.id);
       requests.push({ id: c.msg.id, key, f });
       this.inflight.set(key, f);

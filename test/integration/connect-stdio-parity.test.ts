@@ -115,6 +115,35 @@ describe('connect answers as stdio does', () => {
     expect((await ping({ 'mcp-session-id': 'no-such-session' })).status).toBe(404);
   }, 40_000);
 
+  // connect sent the batch whole and answered the cancelled member itself, -32603 "the hub ended
+  // the answer stream without a response": a request its client cancelled is owed no answer (MCP).
+  it('a 2025-03-26 batch member cancelled later in the same batch: not answered, as stdio answers it', async () => {
+    const lines: unknown[][] = [];
+    for (const c of [stdio(), connect()]) {
+      try {
+        await c.request(init('i', '2025-03-26'), 20_000);
+        c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+        c.send(
+          JSON.stringify([
+            { jsonrpc: '2.0', id: 'in-batch-cancelled', method: 'tools/call', params: { name: 'tl__echo', arguments: { text: 'x' } } },
+            { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'in-batch-cancelled', reason: 'changed my mind' } },
+            { jsonrpc: '2.0', id: 'in-batch-ping', method: 'ping' },
+          ]),
+        );
+        // Lines are answered in order here: the batch's line comes before this ping's.
+        await c.request({ jsonrpc: '2.0', id: 'after', method: 'ping' }, 20_000);
+        await expect.poll(() => c.nonProtocolLines.length, { timeout: 10_000 }).toBeGreaterThan(0);
+        lines.push(c.nonProtocolLines.map((l) => JSON.parse(l) as unknown));
+      } finally {
+        c.kill();
+      }
+    }
+    expect(lines[0]).toEqual([[{ jsonrpc: '2.0', id: 'in-batch-ping', result: {} }]]);
+    expect(lines[1]).toEqual(lines[0]);
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': 'in-batch-cancelled' });
+    expect(rows.map((r) => r.outcome)).toEqual(['cancelled']);
+  }, 40_000);
+
   // They were answered by connect itself: no row anywhere, and a malformed answer got an error
   // JSON-RPC never gives (stdio drops it).
   it('lines that are no JSON-RPC message: the same answers, and each reached the daemon, with its row', async () => {
