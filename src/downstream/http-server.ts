@@ -508,12 +508,13 @@ export class HttpServer {
   private admit(req: EdgeRequest, who: Identity, group: string | undefined, c: Classified, requestBytes: number): AdmitRefusal | null | Promise<AdmitRefusal | null> {
     // A response, well formed or not, answers the hub's own question: never refused as a request.
     if ((c.kind !== 'request' && c.kind !== 'invalid') || (c.kind === 'invalid' && c.response) || !this.opts.gate) return null;
-    // A malformed message's method and `_meta` say its row's era, as over stdio and as its own row would.
-    const refused = this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes, group, traceparent: first(req.headers['traceparent']), headers: req.headers, malformed: c.kind === 'invalid' ? c.message : undefined });
+    // A malformed message's row names what its own would (its id, method, and the era its `_meta` says), as over stdio.
+    const refused = this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes, group, traceparent: first(req.headers['traceparent']), headers: req.headers, malformed: c.kind === 'invalid' ? c : undefined });
     // A refusal is a promise (its row is written first), and so is a call whose renamed tool's base
     // name is looked up (EdgeGate.renamedBase); any other request let in waits no turn here.
     if (refused === null) return null;
-    const answered = (r: EdgeRefusal | null): AdmitRefusal | null => r && { ...r, answer: errorResponse(c.kind === 'request' ? c.msg.id : undefined, new RpcError(INVALID_REQUEST, r.message)) };
+    // Under the id it came with, a malformed message's too, as its own answer would be: its client matches it by that.
+    const answered = (r: EdgeRefusal | null): AdmitRefusal | null => r && { ...r, answer: errorResponse(c.kind === 'request' ? c.msg.id : c.kind === 'invalid' ? c.id : undefined, new RpcError(INVALID_REQUEST, r.message)) };
     return refused instanceof Promise ? refused.then(answered) : answered(refused);
   }
 

@@ -279,9 +279,10 @@ export class StdioServer {
     const gate = this.opts.gate;
     const admitted =
       gate?.limiting && (c.kind === 'request' || (c.kind === 'invalid' && !c.response))
-        ? gate.admitLocal(ex.principal, c.kind === 'request' ? c.msg : undefined, { requestBytes: bytes, group: this.opts.group, malformed: c.kind === 'invalid' ? c.message : undefined }).then((refused) => {
+        ? gate.admitLocal(ex.principal, c.kind === 'request' ? c.msg : undefined, { requestBytes: bytes, group: this.opts.group, malformed: c.kind === 'invalid' ? c : undefined }).then((refused) => {
             if (!refused) return this.endpoint.message(c, ex, this.session);
-            ex.reply(errorResponse(id, new RpcError(INVALID_REQUEST, refused.message)));
+            // Under the id it came with, a malformed message's too, as its own answer would be.
+            ex.reply(errorResponse(c.kind === 'invalid' ? c.id : id, new RpcError(INVALID_REQUEST, refused.message)));
           })
         : this.endpoint.message(c, ex, this.session);
     const p: Promise<void> = admitted

@@ -1,6 +1,6 @@
 import type { Authenticator, Identity, Refusal } from '../auth/authenticator.js';
 import type { AuditBegin, AuditEnd } from '../ledger/types.js';
-import { isObj, type Request } from '../protocol/jsonrpc.js';
+import { isObj, type Id, type Request } from '../protocol/jsonrpc.js';
 import { META_PROTOCOL_VERSION } from '../protocol/meta.js';
 import { eraOfRequest } from '../protocol/request-era.js';
 import { spanOfMeta } from '../protocol/trace-context.js';
@@ -31,10 +31,12 @@ export interface RequestFacts {
    */
   headers?: Readonly<Record<string, string | string[] | undefined>>;
   /**
-   * A malformed message as sent (no request to pass: a wrong `jsonrpc`, an id of a bad type),
-   * read only for a refusal's row: its method and `_meta` claim say its era, as a request's do.
+   * A malformed message (no request to pass: a wrong `jsonrpc`, an id of a bad type, params by
+   * position), classify's verdict on it, read only for a refusal's row, which names what its row
+   * would if it were let in: its id, method and target as far as they could be read, and the era
+   * its method and `_meta` claim say (`message`, the object as sent), as a request's do.
    */
-  malformed?: Readonly<Record<string, unknown>>;
+  malformed?: { readonly id?: Id; readonly method?: string; readonly target?: string; readonly message?: Readonly<Record<string, unknown>> };
 }
 
 /** A request refused before its body was read: not authenticated (401/403), too large (413), not JSON (415). */
@@ -201,15 +203,15 @@ export class EdgeGate {
     await this.audit(
       {
         ts: Date.now(),
-        requestId: req ? requestIdText(req.id) : '',
+        requestId: requestIdText(req ? req.id : facts.malformed?.id),
         principal,
         group: facts.group,
         clientAddress: facts.clientAddress,
         // The era the endpoint would have served it in: its header's, or its `_meta` claim's
         // (an initialize's only when modern), as classifyEra tells them.
         clientEra: req ? eraOfRequest(req.method, req.params, versionHeader(facts.headers)) : eraOfMalformed(facts),
-        method: req?.method ?? INVALID_MESSAGE,
-        hubName: tool,
+        method: req?.method ?? facts.malformed?.method ?? INVALID_MESSAGE,
+        hubName: tool ?? facts.malformed?.target,
         requestBytes: facts.requestBytes,
         traceId: span?.traceId,
         spanId: span?.spanId,
@@ -249,6 +251,7 @@ function versionHeader(headers: RequestFacts['headers']): string | undefined {
 
 /** The era of a refused message that is no request (RequestFacts.malformed), as eraOfRequest tells a request's. */
 function eraOfMalformed(facts: RequestFacts): ReturnType<typeof eraOfRequest> {
-  const m = facts.malformed;
-  return eraOfRequest(typeof m?.method === 'string' ? m.method : undefined, m?.params, versionHeader(facts.headers));
+  const m = facts.malformed?.message;
+  if (!m) return eraOfRequest(facts.malformed?.method, undefined, versionHeader(facts.headers));
+  return eraOfRequest(typeof m.method === 'string' ? m.method : undefined, m.params, versionHeader(facts.headers));
 }

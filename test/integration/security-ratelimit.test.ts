@@ -145,15 +145,22 @@ describe('rate limits', () => {
       // An initialize is modern only with a modern claim.
       { jsonrpc: '1.0', id: 'ivan-bad-init', method: 'initialize', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2025-11-25' } } },
     ];
-    for (const m of sent) expect((await post(hub.url, m, headers)).status).toBe(429);
+    // Its id and method, when it has them, are its row's and its answer's, as when it is let in
+    // (they were '' and '(invalid)', and the 429's answer had no id for its client to match).
+    sent.push({ jsonrpc: '2.0', id: 'ivan-by-position', method: 'tools/list', params: [1] } as never);
+    for (const m of sent) {
+      const r = await post(hub.url, m, headers);
+      expect([r.status, r.body?.id]).toEqual([429, m.id]);
+    }
     const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true, fileMustExist: true });
     try {
       await expect
-        .poll(() => db.prepare(`SELECT outcome, error_code, method, client_era FROM audit WHERE principal = 'ivan' AND outcome = 'denied' ORDER BY id`).all())
+        .poll(() => db.prepare(`SELECT request_id, outcome, error_code, method, client_era FROM audit WHERE principal = 'ivan' AND outcome = 'denied' ORDER BY id`).all())
         .toEqual([
-          { outcome: 'denied', error_code: 429, method: '(invalid)', client_era: '2026-07-28' },
-          { outcome: 'denied', error_code: 429, method: '(invalid)', client_era: '2025-11-25' },
-          { outcome: 'denied', error_code: 429, method: '(invalid)', client_era: '2025-11-25' },
+          { request_id: 'ivan-bad-modern', outcome: 'denied', error_code: 429, method: '(invalid)', client_era: '2026-07-28' },
+          { request_id: 'ivan-bad-legacy', outcome: 'denied', error_code: 429, method: '(invalid)', client_era: '2025-11-25' },
+          { request_id: 'ivan-bad-init', outcome: 'denied', error_code: 429, method: '(invalid)', client_era: '2025-11-25' },
+          { request_id: 'ivan-by-position', outcome: 'denied', error_code: 429, method: 'tools/list', client_era: '2025-11-25' },
         ]);
     } finally {
       db.close();

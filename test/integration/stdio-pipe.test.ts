@@ -782,10 +782,12 @@ describe.concurrent('malformed messages on `switchyard stdio` refused at the rat
       await c.request({ jsonrpc: '2.0', id: 'first', method: 'ping', params: { _meta: META } });
       c.send(JSON.stringify({ jsonrpc: '1.0', id: 'limited-modern', method: 'tools/list', params: { _meta: META } }));
       c.send(JSON.stringify({ jsonrpc: '1.0', id: 'limited-legacy', method: 'tools/list', params: {} }));
+      // Answered under the ids they came with, as their own answers would be, and recorded under them.
+      for (const id of ['limited-modern', 'limited-legacy']) expect((await c.next((m) => m.id === id, 20_000)).error?.message).toMatch(/^Too Many Requests/);
       const rows = await waitForRows(ledger, { method: '(invalid)' }, (r) => r.length >= 2, 20_000);
-      expect(rows.map((r) => [r.outcome, r.clientEra]).sort()).toEqual([
-        ['denied', '2025-11-25'],
-        ['denied', MODERN],
+      expect(rows.map((r) => [r.requestId, r.outcome, r.clientEra]).sort()).toEqual([
+        ['limited-legacy', 'denied', '2025-11-25'],
+        ['limited-modern', 'denied', MODERN],
       ]);
     } finally {
       c.kill();
