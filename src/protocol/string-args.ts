@@ -6,11 +6,13 @@
  * SDK servers answer), nor passed to an upstream that does not check.
  */
 import { isObj } from './jsonrpc.js';
+import { shownName } from './shown-value.js';
 
 function stringMapProblem(where: string, map: unknown): string | undefined {
   if (map === undefined || map === null) return undefined;
   if (!isObj(map)) return `${where} must be an object of strings`;
-  for (const [k, v] of Object.entries(map)) if (typeof v !== 'string') return `${where}.${k} must be a string`;
+  // The name as a not-found's is quoted (shownName): a client chose its length.
+  for (const [k, v] of Object.entries(map)) if (typeof v !== 'string') return `${where}.${shownName(k)} must be a string`;
   return undefined;
 }
 

@@ -60,6 +60,10 @@ describe('a long name or URI in an error', () => {
     const method = await failed(v1.request({ method: MB, params: {} } as never, (await import('@modelcontextprotocol/sdk/types.js')).EmptyResultSchema));
     expect(method.code).toBe(-32601);
     expect(quoted(method.message, 'method not found: ')).toBe(`${'n'.repeat(127)}…`);
+    // So is the name of a prompt argument that is no text.
+    const arg = await failed(v1.getPrompt({ name: 'a__greet', arguments: { [MB]: 5 } as never }));
+    expect(arg.code).toBe(-32602);
+    expect(quoted(arg.message, 'arguments.')).toBe(`${'n'.repeat(127)}… must be a string`);
     // A name the hub could have is quoted whole.
     const short = await failed(v1.callTool({ name: 'a__nope', arguments: {} }));
     expect(quoted(short.message, 'Unknown tool: ')).toBe('a__nope');
