@@ -1,4 +1,5 @@
 import type { ArgsVerdict, OutputVerdict } from './validate.js';
+import { clippedValue, MAX_URI_DATA, shownName } from '../protocol/shown-value.js';
 
 /** Where a hub-made tool error carries its machine-readable form (always present). */
 export const META_ERROR = 'dev.switchyard/error';
@@ -41,12 +42,20 @@ export function hubToolError(error: HubToolError, hasOutputSchema: boolean): Rec
   return r;
 }
 
+/**
+ * A pointer as the error gives it: in its message as a name is quoted (shownName), in `pointer`
+ * whole up to MAX_URI_DATA, the cut marked past it. Its property names are the client's (an
+ * argument the schema does not allow) or the upstream's: a megabyte one came back five times.
+ */
+function shownPointer(pointer: string): { inMessage: string; pointer: string } {
+  return { inMessage: shownName(pointer), pointer: clippedValue(pointer, MAX_URI_DATA) };
+}
+
 export function argsErrorResult(hubName: string, v: Exclude<ArgsVerdict, { ok: true }>, hasOutputSchema: boolean): Record<string, unknown> {
-  if (v.kind === 'invalid')
-    return hubToolError(
-      { code: 'EINVAL', message: `Invalid arguments for tool ${hubName}: arguments${v.pointer} ${v.reason}`, retryable: true, pointer: v.pointer },
-      hasOutputSchema,
-    );
+  if (v.kind === 'invalid') {
+    const p = shownPointer(v.pointer);
+    return hubToolError({ code: 'EINVAL', message: `Invalid arguments for tool ${hubName}: arguments${p.inMessage} ${v.reason}`, retryable: true, pointer: p.pointer }, hasOutputSchema);
+  }
   return hubToolError(
     { code: 'ESCHEMA', message: `Tool ${hubName} is quarantined by the hub: ${v.reason}`, retryable: false },
     hasOutputSchema,
@@ -56,8 +65,6 @@ export function argsErrorResult(hubName: string, v: Exclude<ArgsVerdict, { ok: t
 /** `byPlugins`: the result as afterCall hooks left it failed, not the upstream's own. */
 export function outputErrorResult(hubName: string, v: Exclude<OutputVerdict, { ok: true }>, byPlugins = false): Record<string, unknown> {
   const whose = byPlugins ? `'s result as plugin hooks left it does not match` : ' returned a result that does not match';
-  return hubToolError(
-    { code: 'EOUTPUT', message: `Tool ${hubName}${whose} its outputSchema: structuredContent${v.pointer} ${v.reason}`, retryable: false, pointer: v.pointer },
-    true,
-  );
+  const p = shownPointer(v.pointer);
+  return hubToolError({ code: 'EOUTPUT', message: `Tool ${hubName}${whose} its outputSchema: structuredContent${p.inMessage} ${v.reason}`, retryable: false, pointer: p.pointer }, true);
 }

@@ -18,8 +18,10 @@ let v1: ClientV1;
 let v2: ClientV2;
 
 beforeAll(async () => {
-  hub = await startHub({ servers: { a: nodeServer(SDK1), m: nodeServer(SDK2) } });
-  await waitForReady(hub.url, ['a', 'm']);
+  // A tool whose schema allows no other argument: the hub names the one it was given.
+  const strict = nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'legacy', TOOLS: JSON.stringify([{ name: 'strict', inputSchema: { type: 'object', additionalProperties: false, properties: { a: { type: 'string' } } } }]) });
+  hub = await startHub({ servers: { a: nodeServer(SDK1), m: nodeServer(SDK2), s: strict } });
+  await waitForReady(hub.url, ['a', 'm', 's']);
   v1 = new ClientV1({ name: 'quoted-v1', version: '1.0.0' });
   await v1.connect(new TransportV1(new URL(hub.url)));
   v2 = new ClientV2({ name: 'quoted-v2', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
@@ -67,6 +69,15 @@ describe('a long name or URI in an error', () => {
     // A name the hub could have is quoted whole.
     const short = await failed(v1.callTool({ name: 'a__nope', arguments: {} }));
     expect(quoted(short.message, 'Unknown tool: ')).toBe('a__nope');
+  });
+
+  it("an argument the tool's schema does not allow: its name quoted to 128 characters in the message, to 8192 in the error's pointer", async () => {
+    const r = (await v1.callTool({ name: 's__strict', arguments: { [MB]: 1 } })) as { isError?: boolean; content: { text: string }[]; _meta: Record<string, { message: string; pointer: string }> };
+    expect(r.isError).toBe(true);
+    const error = r._meta['dev.switchyard/error']!;
+    expect(error.message).toBe(`Invalid arguments for tool s__strict: arguments/${'n'.repeat(126)}… is not an allowed property`);
+    expect(r.content[0]!.text).toBe(error.message);
+    expect(error.pointer).toBe(`/${'n'.repeat(8190)}…`);
   });
 
   it("a 2025-11-25 client's megabyte URI not found: 128 characters of it in the message, 8192 in data.uri", async () => {
