@@ -75,7 +75,14 @@ export class HttpBridge {
   private sessionId: string | undefined;
   private legacyVersion: string | undefined;
   private getStream: AbortController | undefined;
+  /** Requests in flight by id, the first sent under each (a cancel names it). */
   private readonly inflight = new Map<string, Inflight>();
+  /**
+   * Every request in flight, one sent again under an id in flight too: each is answered and
+   * cancelled at a stop. The second under an id took the first's place in `inflight`, and the
+   * stop answered neither, the first running on at the hub.
+   */
+  private readonly running = new Set<Inflight>();
   private readonly pending = new PendingWork();
   /**
    * The hub's questions to the local client (its server → client requests: elicitation, sampling,
@@ -273,7 +280,7 @@ export class HttpBridge {
    * for one to the new session's request of the same id.
    */
   private sessionReplaced(by: Inflight): void {
-    for (const f of this.inflight.values()) {
+    for (const f of this.running) {
       if (f === by || f.modern || f.answered || f.cancelled) continue;
       f.cancelled = true;
       this.emit(errorResponse(f.id, new RpcError(INTERNAL_ERROR, SESSION_REPLACED)));
@@ -299,7 +306,7 @@ export class HttpBridge {
    * it idled out if the process exited first.
    */
   stopNow(reason: string): void {
-    for (const f of this.inflight.values()) {
+    for (const f of this.running) {
       if (f.answered || f.cancelled) continue;
       f.cancelled = true;
       const error = errorResponse(f.id, new RpcError(INTERNAL_ERROR, reason));
@@ -322,13 +329,13 @@ export class HttpBridge {
   async close(drainMs = 5_000, unfinished?: string): Promise<void> {
     if (this.closed) return;
     await this.pending.within(drainMs);
-    if (unfinished !== undefined && this.inflight.size > 0) {
+    if (unfinished !== undefined && this.running.size > 0) {
       this.stopNow(unfinished);
       // The cancellations reach the hub before the session's end does.
       await this.pending.within(1_000);
     }
     this.closed = true;
-    for (const f of this.inflight.values()) f.ac.abort();
+    for (const f of this.running) f.ac.abort();
     this.getStream?.abort();
     if (this.sessionId) {
       await this.http
@@ -379,7 +386,8 @@ export class HttpBridge {
     const id = c.msg.id;
     const f: Inflight = { id, ac: new Canceller(), answered: false, cancelled: false, modern };
     const key = inflightKey(id);
-    this.inflight.set(key, f);
+    this.running.add(f);
+    if (!this.inflight.has(key)) this.inflight.set(key, f);
     let a: HttpAnswer | undefined;
     let negotiated: string | undefined;
     const usedSession = this.sessionId;
@@ -422,6 +430,7 @@ export class HttpBridge {
       }
       return;
     } finally {
+      this.running.delete(f);
       if (this.inflight.get(key) === f) this.inflight.delete(key);
       // Its stream is over: the questions it carried were answered or withdrawn, or never will be.
       if (this.questions.size > 0) for (const [k, q] of this.questions) if (q.carrier === carrier) this.questions.delete(k);
@@ -477,7 +486,8 @@ export class HttpBridge {
       const f: Inflight = { id: c.msg.id, ac, answered: false, cancelled, modern: false, answers };
       const key = inflightKey(c.msg.id);
       requests.push({ id: c.msg.id, key, f });
-      this.inflight.set(key, f);
+      this.running.add(f);
+      if (!this.inflight.has(key)) this.inflight.set(key, f);
       replay &&= replayable(c.msg.method, undefined);
     }
     const live = () => requests.filter((q) => !q.f.answered && !q.f.cancelled);
@@ -508,7 +518,10 @@ export class HttpBridge {
       }
       return;
     } finally {
-      for (const q of requests) if (this.inflight.get(q.key) === q.f) this.inflight.delete(q.key);
+      for (const q of requests) {
+        this.running.delete(q.f);
+        if (this.inflight.get(q.key) === q.f) this.inflight.delete(q.key);
+      }
       if (this.questions.size > 0) for (const [k, q] of this.questions) if (q.carrier === carrier) this.questions.delete(k);
     }
     this.reached = true;

@@ -248,6 +248,30 @@ describe('connect stopped by a signal', () => {
   }, 40_000);
 });
 
+describe('connect stopped with a request id sent twice', () => {
+  // The second request under an id in flight (refused by the daemon) took the first's place in
+  // the bridge's table: the stop answered neither, and the first ran on at the daemon.
+  it('the first request under an id still answers at the stop, and is cancelled at the daemon', async () => {
+    const c = connect();
+    try {
+      await c.request(init('i'), 20_000);
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      const slow = { jsonrpc: '2.0', id: 'sent-twice', method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 30_000 }, _meta: { progressToken: 'twice' } } };
+      c.send(JSON.stringify(slow));
+      await c.next((m) => m.method === 'notifications/progress' && m.params?.progressToken === 'twice', 20_000);
+      c.send(JSON.stringify(slow));
+      expect((await c.next((m) => m.id === 'sent-twice', 20_000)).error?.message).toMatch(/already in flight/);
+      c.proc.kill('SIGTERM');
+      expect(await c.exited).toBe(0);
+      expect(c.received.filter((m) => m.id === 'sent-twice').map((m) => m.error?.message.slice(0, 40))).toEqual(['request id "sent-twice" is already in fl', 'switchyard connect was stopped (SIGTERM)']);
+      const rows = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': 'sent-twice' }, (r) => r.length >= 2 && r.every((x) => x.outcome !== 'in_flight'));
+      expect(rows.map((r) => r.outcome).sort()).toEqual(['cancelled', 'rpc_error']);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+});
+
 describe('connect read after a stop signal', () => {
   // In the second it drains after a signal, a line read was still sent on: its call ran at the
   // daemon as the bridge ended, and one read once the bridge closed got no answer. Now each
