@@ -549,14 +549,16 @@ export class HttpBridge {
       why = redactLogText(err.message);
       return undefined;
     });
+    // A notification (one whose params came by position) is owed no answer, as `stdio` gives it
+    // none: over HTTP the hub's refusal is the 400 it must send, no message for the client.
     if (!a) {
       if (this.closed) return;
       this.missed = why;
-      if (!c.response) this.emit(errorResponse(c.error.code === PARSE_ERROR ? undefined : c.id, c.error));
+      if (!c.response && !c.notification) this.emit(errorResponse(c.error.code === PARSE_ERROR ? undefined : c.id, c.error));
       return;
     }
     this.reached = true;
-    if (a.status < 300 || c.response) return;
+    if (a.status < 300 || c.response || c.notification) return;
     this.forwardHttpError(c.id, a);
   }
 

@@ -10,7 +10,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { BIN, nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { LineClient } from '../helpers/line-client.js';
 import { queryRows, waitForReady, waitForRows } from './ledger-helpers.js';
@@ -142,6 +142,29 @@ describe('connect answers as stdio does', () => {
     expect(lines[1]).toEqual(lines[0]);
     const rows = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': 'in-batch-cancelled' });
     expect(rows.map((r) => r.outcome)).toEqual(['cancelled']);
+  }, 40_000);
+
+  // JSON-RPC answers no notification, one whose params came by position too (a valid JSON-RPC
+  // notification no MCP method takes): stdio records it and writes nothing; connect wrote the
+  // daemon's HTTP 400 body to its client as an answer.
+  it('a notification whose params come by position: not answered, and recorded at the daemon, as stdio records it', async () => {
+    const seen: unknown[][] = [];
+    const ledgers = [join(dirname(stdioConfig), 'ledger.db'), join(hub.dir, 'ledger.db')];
+    for (const [i, c] of [stdio(), connect()].entries()) {
+      try {
+        await c.request(init('i'), 20_000);
+        c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+        c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/roots/list_changed', params: ['by-position'] }));
+        // Recorded (its refusal is written once its row is), then a round trip after it.
+        const rows = await waitForRows(ledgers[i]!, { method: 'notifications/roots/list_changed' });
+        expect(rows.map((r) => [r.outcome, r.errorCode])).toEqual([['rpc_error', -32602]]);
+        await c.request({ jsonrpc: '2.0', id: 'after', method: 'ping' }, 20_000);
+        seen.push([...c.received.filter((m) => m.id !== 'i' && m.id !== 'after'), ...c.nonProtocolLines]);
+      } finally {
+        c.kill();
+      }
+    }
+    expect(seen).toEqual([[], []]);
   }, 40_000);
 
   // They were answered by connect itself: no row anywhere, and a malformed answer got an error
