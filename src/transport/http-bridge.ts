@@ -165,7 +165,7 @@ export class HttpBridge {
     if (this.closed) return;
     const batch = batchOf(text);
     if (batch) {
-      const p = this.gate.then(() => this.forwardBatch(batch, text)).catch((err) => this.opts.log.error({ err: String(err) }, 'bridge: forwarding a batch failed'));
+      const p = this.gate.then(() => this.unlessStopping(text, () => this.forwardBatch(batch, text))).catch((err) => this.opts.log.error({ err: String(err) }, 'bridge: forwarding a batch failed'));
       this.pending.add(p);
       return;
     }
@@ -173,11 +173,11 @@ export class HttpBridge {
     if (c.kind === 'invalid') {
       // A malformed answer (or only the id) of a question the hub asked: the client answered it.
       if ((c.methodless || c.response) && this.questions.size > 0) this.questions.delete(inflightKey(c.id));
-      this.pending.add(this.gate.then(() => this.forwardInvalid(c, text)));
+      this.pending.add(this.gate.then(() => this.unlessStopping(text, () => this.forwardInvalid(c, text))));
       return;
     }
     if (c.kind === 'response' && this.questions.size > 0) this.questions.delete(inflightKey(c.msg.id));
-    const p = this.gate.then(() => this.forward(c, text)).catch((err) => this.opts.log.error({ err: String(err) }, 'bridge: forwarding failed'));
+    const p = this.gate.then(() => this.unlessStopping(text, () => this.forward(c, text))).catch((err) => this.opts.log.error({ err: String(err) }, 'bridge: forwarding failed'));
     this.pending.add(p);
     if (c.kind === 'request' && c.msg.method === 'initialize') this.gate = p;
   }
@@ -189,6 +189,16 @@ export class HttpBridge {
    */
   refuseNew(why: string): void {
     this.refusing ??= why;
+  }
+
+  /**
+   * `send` a line that waited behind an initialize, unless a stop signal came meanwhile: then its
+   * requests are answered as one read after the signal (refuseLine), as `stdio` refuses the lines
+   * it holds behind an initialize when it stops. Sent, it went into a bridge closing, unanswered.
+   */
+  private unlessStopping(text: string, send: () => Promise<void>): Promise<void> | void {
+    if (this.refusing !== undefined && this.refuseLine(text, this.refusing)) return;
+    return send();
   }
 
   /**

@@ -296,12 +296,12 @@ describe('connect stopped with a request id sent twice', () => {
 });
 
 describe('connect read after a stop signal', () => {
-  // In the second it drains after a signal, a line read was still sent on: its call ran at the
-  // daemon as the bridge ended, and one read once the bridge closed got no answer. Now each
-  // request read after the signal is answered, not sent, as `stdio` refuses what it reads while
-  // it stops. The daemon here is an HTTP server of the test's that never answers the
-  // cancellation the stop sends, which holds the drain open for the whole of that second.
-  it('a request read while connect drains after SIGTERM is answered -32603 and never sent', async () => {
+  /**
+   * A daemon of the test's that answers initialize (unless `holdInitialize`), tools/list and
+   * notifications/initialized, and holds open tools/call and the cancellation a stop sends,
+   * which holds the bridge's drain open for the whole of its second. `seen`: the methods posted.
+   */
+  async function heldDaemon(holdInitialize = false): Promise<{ url: string; seen: string[]; close(): void }> {
     const seen: string[] = [];
     const server = createServer((req, res) => {
       if (req.method === 'DELETE') return void res.writeHead(200).end();
@@ -312,32 +312,68 @@ describe('connect read after a stop signal', () => {
         const msg = JSON.parse(body) as { id?: unknown; method?: string };
         seen.push(String(msg.method));
         const json = (headers: Record<string, string>, result: unknown) => res.writeHead(200, { 'content-type': 'application/json', ...headers }).end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result }));
-        if (msg.method === 'initialize') return json({ 'mcp-session-id': 's-1' }, { protocolVersion: '2025-11-25', capabilities: { tools: {} }, serverInfo: { name: 'held', version: '1' } });
+        if (msg.method === 'initialize' && !holdInitialize) return json({ 'mcp-session-id': 's-1' }, { protocolVersion: '2025-11-25', capabilities: { tools: {} }, serverInfo: { name: 'held', version: '1' } });
         if (msg.method === 'tools/list') return json({}, { tools: [] });
         if (msg.method === 'notifications/initialized') return void res.writeHead(202).end();
-        // tools/call and notifications/cancelled: held open (the call runs; the cancel is slow to be taken).
       });
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const c = connect(`http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`);
+    return {
+      url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`,
+      seen,
+      close: () => {
+        server.closeAllConnections();
+        server.close();
+      },
+    };
+  }
+  const STOPPING = { code: -32603, message: 'switchyard connect is stopping (SIGTERM): the request was not sent to the hub' };
+
+  // In the second it drains after a signal, a line read was still sent on: its call ran at the
+  // daemon as the bridge ended, and one read once the bridge closed got no answer. Now each
+  // request read after the signal is answered, not sent, as `stdio` refuses what it reads while
+  // it stops.
+  it('a request read while connect drains after SIGTERM is answered -32603 and never sent', async () => {
+    const daemon = await heldDaemon();
+    const c = connect(daemon.url);
     try {
       await c.request(init('i'), 20_000);
       c.send(JSON.stringify({ jsonrpc: '2.0', id: 'running', method: 'tools/call', params: { name: 'x', arguments: {} } }));
-      await expect.poll(() => seen.includes('tools/call'), { timeout: 10_000 }).toBe(true);
+      await expect.poll(() => daemon.seen.includes('tools/call'), { timeout: 10_000 }).toBe(true);
       c.proc.kill('SIGTERM');
       // Answered as the stop begins: from then on a request is not sent.
       await c.next((m) => m.id === 'running', 10_000);
       c.send(JSON.stringify({ jsonrpc: '2.0', id: 'late', method: 'tools/list' }));
       c.send(JSON.stringify([{ jsonrpc: '2.0', id: 'late-batch', method: 'tools/list' }]));
-      expect(await c.next((m) => m.id === 'late', 10_000)).toEqual({ jsonrpc: '2.0', id: 'late', error: { code: -32603, message: 'switchyard connect is stopping (SIGTERM): the request was not sent to the hub' } });
+      expect(await c.next((m) => m.id === 'late', 10_000)).toEqual({ jsonrpc: '2.0', id: 'late', error: STOPPING });
       expect(await c.exited).toBe(0);
       // A batch's answers are one line holding their array.
-      expect(c.nonProtocolLines.map((l) => JSON.parse(l) as unknown)).toContainEqual([{ jsonrpc: '2.0', id: 'late-batch', error: { code: -32603, message: 'switchyard connect is stopping (SIGTERM): the request was not sent to the hub' } }]);
-      expect(seen).not.toContain('tools/list');
+      expect(c.nonProtocolLines.map((l) => JSON.parse(l) as unknown)).toContainEqual([{ jsonrpc: '2.0', id: 'late-batch', error: STOPPING }]);
+      expect(daemon.seen).not.toContain('tools/list');
     } finally {
       c.kill();
-      server.closeAllConnections();
-      server.close();
+      daemon.close();
+    }
+  }, 40_000);
+
+  // A line read behind an initialize waits for its answer (it carries the session id): one
+  // still waiting when the stop came was sent once the initialize ended, into a bridge closing,
+  // and got no answer. It is answered as one read after the signal is, as `stdio` refuses the
+  // lines it holds behind an initialize when it stops.
+  it('a request waiting behind an initialize when SIGTERM comes is answered -32603 and never sent', async () => {
+    const daemon = await heldDaemon(true);
+    const c = connect(daemon.url);
+    try {
+      c.send(JSON.stringify(init('i')));
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'queued', method: 'tools/list' }));
+      await expect.poll(() => daemon.seen.includes('initialize'), { timeout: 10_000 }).toBe(true);
+      c.proc.kill('SIGTERM');
+      expect(await c.exited).toBe(0);
+      expect(c.received.find((m) => m.id === 'queued')).toEqual({ jsonrpc: '2.0', id: 'queued', error: STOPPING });
+      expect(daemon.seen).not.toContain('tools/list');
+    } finally {
+      c.kill();
+      daemon.close();
     }
   }, 40_000);
 });
