@@ -478,7 +478,8 @@ export class Ledger implements RowFinisher {
   *queryPages(filter: Omit<AuditFilter, 'afterSeq'> = {}, size = 100): Generator<AuditRow[]> {
     this.sync();
     // Past `afterId`, the first `limit` rows oldest first by id, as query() reads them: the next
-    // page goes on from the last id of this one. Newest first, rows between pages were skipped.
+    // page goes on from the last id of this one (newest first, a poller going on from the highest
+    // id it was given would skip the rows between).
     const forward = filter.afterId !== undefined;
     const ids = forward ? this.reader.idsAfter(filter) : this.reader.queryIds(filter).reverse();
     for (let i = 0; i < ids.length; i += size) {
