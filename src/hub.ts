@@ -45,6 +45,7 @@ import { HubStoppingError, INTERNAL_ERROR, RpcError } from './protocol/errors.js
 import { Canceller } from './cancel.js';
 import { createUpstream } from './upstream/index.js';
 import type { AskClient } from './upstream/types.js';
+import { askerOf, relayedInput } from './protocol/input-results.js';
 import { VERSION } from './version.js';
 import { mergedInstructions, unionCapabilities } from './catalog/describe.js';
 import { InstructionScreen, instructionChecks, type InstructionsVerdict } from './catalog/instructions.js';
@@ -640,7 +641,7 @@ export class Hub implements HubCore {
     for (const h of this.handles.values()) {
       if (!this.catalog.groups.showsServer(group, h.id)) continue;
       const conn = this.auth.required ? this.upstreams.existing(h, principal) : h.upstream;
-      if (conn?.rootsChanged?.(principal, ask, firstClient, canAsk)) this.log.debug({ server: h.id, principal, firstClient }, 'client roots changed: told the server');
+      if (conn?.rootsChanged?.(principal, askedFor(ask, askerOf(h)), firstClient, canAsk)) this.log.debug({ server: h.id, principal, firstClient }, 'client roots changed: told the server');
     }
   }
 
@@ -652,6 +653,16 @@ export class Hub implements HubCore {
   health(shows?: (server: string) => boolean, groups?: ReadonlySet<string>): HubHealth {
     return hubHealth(this.healthSources, this.draining, shows, groups);
   }
+}
+
+/**
+ * `ask` for the roots/list a server sends outside any call, put to a legacy client (the only kind
+ * told of root changes) as its questions within a call are (forwarding.ts: asker, askerInMeta):
+ * an untrusted server's own `dev.switchyard/server` value replaced by its id, so a server cannot
+ * pass itself off as another; a trusted one's (`asker` undefined) relayed as it asked.
+ */
+function askedFor(ask: AskClient, asker: string | undefined): AskClient {
+  return asker === undefined ? ask : (req, withdrawn) => ask(relayedInput(req, asker, true), withdrawn);
 }
 
 /** A routed tool's base name (names.ts baseName) when the hub shows it under another. */

@@ -181,3 +181,48 @@ describe('a legacy server that asked for roots before any client could answer', 
     }
   }, 30_000);
 });
+
+describe('a roots/list a server sends outside any call', () => {
+  let claimHub: HubProcess;
+  let claimLh: HttpFixture;
+  beforeAll(async () => {
+    writeFileSync(EVENTS, '');
+    // Each says in its request's _meta that it is "github" (the key the hub names askers by).
+    claimLh = await startHttpFixture(LEGACY_FIXTURE, { SERVER_NAME: 'claim-http', EVENTS_FILE: EVENTS, ROOTS_CLAIM: 'github' });
+    claimHub = await startHub({
+      servers: {
+        ls: nodeServer(LEGACY_FIXTURE, [], { SERVER_NAME: 'claim-stdio', EVENTS_FILE: EVENTS, ROOTS_CLAIM: 'github' }),
+        lh: { url: claimLh.url },
+        tr: { ...nodeServer(LEGACY_FIXTURE, [], { SERVER_NAME: 'claim-trusted', EVENTS_FILE: EVENTS, ROOTS_CLAIM: 'github' }), trust: 'trusted' },
+      },
+    });
+    await waitForReady(claimHub.url, ['ls', 'lh', 'tr']);
+  }, 60_000);
+  afterAll(async () => {
+    await claimHub?.stop();
+    await claimLh?.stop();
+  });
+
+  it("reaches the client naming the untrusted server that asks, never with that server's own claim to be another (a trusted one's as it asked)", async () => {
+    const metas: Record<string, unknown>[] = [];
+    const client = new ClientV1({ name: 'roots-claim', version: '1.0.0' }, { capabilities: { roots: { listChanged: true } } });
+    client.setRequestHandler(ListRootsRequestSchema, async (req) => {
+      metas.push((req.params?._meta ?? {}) as Record<string, unknown>);
+      return { roots: [{ uri: 'file:///home/claim' }] };
+    });
+    await client.connect(new TransportV1(new URL(claimHub.url)));
+    try {
+      await until('the servers ask for the roots', async () => {
+        if (metas.length === 0) await client.sendRootsListChanged();
+        return ['claim-stdio', 'claim-http', 'claim-trusted'].every((s) => events().includes(`roots ${s} file:///home/claim`));
+      });
+      const said = metas.map((m) => m['dev.switchyard/server']).sort();
+      // The untrusted ones are named by their ids; the trusted one (a hub behind this one names its own) as it asked.
+      expect(said).toEqual(['github', 'lh', 'ls']);
+      // Their other keys pass.
+      for (const m of metas) expect(m['com.example/kept']).toBe('yes');
+    } finally {
+      await client.close();
+    }
+  }, 30_000);
+});
