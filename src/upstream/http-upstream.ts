@@ -48,6 +48,12 @@ import { counted } from '../counted.js';
  */
 const DELETE_TIMEOUT_MS = 2_000;
 /**
+ * The longest a legacy handshake waits for its GET stream to open before it says it is
+ * initialized (adopt): a server answers a GET at once (a stream, or 405); one that does not is
+ * not waited for longer, and a question it sends as it is initialized may then be lost again.
+ */
+const EARLY_GET_WAIT_MS = 2_000;
+/**
  * How long a modern listen stream another replaced is still read (ListenHandle.retire). A change
  * the server said before it took the new stream went on the old one only, and nothing orders two
  * connections: its bytes may come after the new stream's acknowledgement (a busy hub reading its
@@ -300,6 +306,7 @@ export class HttpUpstream extends HandshakingUpstream {
     try {
       await this.adopt(a, result, error, session, headers);
     } catch (err) {
+      this.getStreamBack();
       if (session !== undefined) await this.endSession(headers);
       throw err;
     }
@@ -322,6 +329,11 @@ export class HttpUpstream extends HandshakingUpstream {
     this._capabilities = f.capabilities;
     this._serverInfo = f.serverInfo;
     this._instructions = f.instructions;
+    // The GET stream first: a server may ask something outside any call as soon as it is
+    // initialized (a roots/list in its oninitialized), and sends it on that stream or nowhere.
+    this.getStream.resetFailures();
+    await this.getStream.openEarly({ id: session, headers }, Math.min(this.spec.timeoutMs, EARLY_GET_WAIT_MS));
+    if (this.closed) throw new UpstreamUnavailableError(this.id, 'stopped');
     // Bounded like initialize: a server that holds this POST open would hold the start (and
     // every renewal of the session, which later 404s join) for good.
     const nt = timeoutSignal(this.spec.timeoutMs);
@@ -345,12 +357,22 @@ export class HttpUpstream extends HandshakingUpstream {
     // the 404 and waits for this renewal (renew).
     this.session = session;
     this.legacyHeaders = headers;
-    this.getStream.resetFailures();
-    this.getStream.open();
+    this.getStream.adopted();
     // A reconnect (a circuit that opened, a lost connection) leaves the old session open on the
     // server: end it, as the digest asks of a client done with one (§6.2), once its calls are over.
     if (old !== undefined && old !== this.session && old !== this.gone) this.retire(old);
     this.gone = undefined;
+  }
+
+  /**
+   * A handshake that failed after its GET stream opened early (adopt): that stream goes; the
+   * session still current, if the new one was to replace it (a reconnect, a renewal), has its own
+   * opened again, as the early one replaced it.
+   */
+  private getStreamBack(): void {
+    if (!this.getStream.early) return;
+    this.getStream.stop();
+    if (!this.closed && this._era === LEGACY && this.session !== undefined) this.getStream.open();
   }
 
   /** DELETE a replaced session, or wait for the calls still running on it. */

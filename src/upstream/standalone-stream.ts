@@ -65,7 +65,44 @@ export class StandaloneStream {
    */
   private listsUnheard = false;
 
+  /**
+   * Messages of a stream opened for a session whose handshake is not finished (openEarly), held
+   * until it is the host's (adopted): the hub answers on the current session's headers.
+   */
+  private held: Classified[] | undefined;
+
   constructor(private readonly host: StandaloneStreamHost) {}
+
+  /**
+   * Opens the stream of `session` before its handshake is finished (its notifications/initialized
+   * not sent yet), and resolves once the server's answer to the GET began or the GET ended, at most
+   * `ms` later. A server asks what it asks outside any call on this stream, and the SDK v1 server
+   * drops such a request when no stream is open: one that asks as it is initialized (a
+   * `roots/list` in `oninitialized`, as server-filesystem does) lost it, opened after, and waited
+   * for an answer for good. What the stream brings is held until the session is the host's (adopted).
+   */
+  openEarly(session: { id: string | undefined; headers: Record<string, string> }, ms: number): Promise<void> {
+    this.held = [];
+    return new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, ms);
+      this.open(undefined, session, () => {
+        clearTimeout(t);
+        resolve();
+      });
+    });
+  }
+
+  /** Opened early for a session not yet the host's (openEarly), and not adopted since. */
+  get early(): boolean {
+    return this.held !== undefined;
+  }
+
+  /** The session the stream was opened early for is the host's now: what it brought is heard, in order. */
+  adopted(): void {
+    const held = this.held;
+    this.held = undefined;
+    if (held) for (const c of held) this.host.heard(c);
+  }
 
   /** Open or being opened again: list changes will be heard (Upstream.hearsNotifications). */
   get on(): boolean {
@@ -88,6 +125,7 @@ export class StandaloneStream {
   stop(): void {
     this.ctl?.abort();
     this.ctl = undefined;
+    this.held = undefined;
   }
 
   /**
@@ -95,11 +133,11 @@ export class StandaloneStream {
    * A stream the server ended after an event id is resumed from it (`Last-Event-ID`), after
    * the `retry:` it asked for: what it sent in between is replayed.
    */
-  open(lastEventId?: string): void {
+  open(lastEventId?: string, early?: { id: string | undefined; headers: Record<string, string> }, begun?: () => void): void {
     this.ctl?.abort();
     const ctl = new AbortController();
     this.ctl = ctl;
-    const session = this.host.session;
+    const session = early ? early.id : this.host.session;
     const again = (why: string, from?: string, retryMs?: number, atLeastMs = 0): void => {
       const delay = getStreamWaitMs(this.failures++, retryMs, atLeastMs);
       this.host.log.debug({ why, delay }, 'GET stream ended');
@@ -116,10 +154,12 @@ export class StandaloneStream {
         }
       }, delay).unref();
     };
-    const headers = lastEventId === undefined ? this.host.headers : { ...this.host.headers, 'last-event-id': lastEventId };
+    const base = early ? early.headers : this.host.headers;
+    const headers = lastEventId === undefined ? base : { ...base, 'last-event-id': lastEventId };
     // Open once its answer began 2xx (the head of an event stream): what the server said before is lost, and said so now.
     const began = new ExchangeAbort();
     began.whenHeard(() => {
+      begun?.();
       if (this.ctl !== ctl || began.status === undefined || began.status < 200 || began.status >= 300) return;
       this.worked = session;
       if (this.listsUnheard) {
@@ -209,6 +249,7 @@ export class StandaloneStream {
       this.host.log.warn({ id: c.kind === 'response' ? c.msg.id : c.id }, "dropped a response on the standalone GET stream (a response comes on its request's stream)");
       return;
     }
-    this.host.heard(c);
+    if (this.held) this.held.push(c);
+    else this.host.heard(c);
   }
 }

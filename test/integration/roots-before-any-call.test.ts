@@ -109,9 +109,11 @@ describe('a legacy server that asked for roots before any client could answer', 
   let earlyLh: HttpFixture;
   beforeAll(async () => {
     writeFileSync(EVENTS, '');
-    // Over HTTP it asks a second after it starts: its request outside any call goes on the hub's
-    // GET stream, and the SDK server drops one sent before that stream is open.
-    earlyLh = await startHttpFixture(LEGACY_FIXTURE, { SERVER_NAME: 'early-http', EVENTS_FILE: EVENTS, ROOTS_AT_START: '1000' });
+    // Both ask as they are initialized (in oninitialized). Over HTTP a request outside any call
+    // goes on the hub's GET stream, and the SDK server drops one sent while none is open: the
+    // hub opens it before it says it is initialized (it opened it after, and the question was
+    // lost, the server waiting for its answer for good).
+    earlyLh = await startHttpFixture(LEGACY_FIXTURE, { SERVER_NAME: 'early-http', EVENTS_FILE: EVENTS, ROOTS_AT_START: '0' });
     early = await startHub({ servers: { ls: nodeServer(LEGACY_FIXTURE, [], { SERVER_NAME: 'early-stdio', EVENTS_FILE: EVENTS, ROOTS_AT_START: '0' }), lh: { url: earlyLh.url } } });
     await waitForReady(early.url, ['ls', 'lh']);
     // Both asked as they started, and were refused: no client was there.
