@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { ClientRpcError, HubStoppingError, INTERNAL_ERROR, INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, RpcError, UpstreamRpcError, URL_ELICITATION_REQUIRED } from '../protocol/errors.js';
+import { CancelledError, ClientRpcError, HubStoppingError, INTERNAL_ERROR, INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, RpcError, UpstreamRpcError, URL_ELICITATION_REQUIRED } from '../protocol/errors.js';
 import { LEGACY, MODERN } from '../protocol/era.js';
 import type { InputRequest } from '../protocol/types.js';
 import type { ServerHandle } from '../catalog/catalog.js';
@@ -9,7 +9,8 @@ import { CONFIRM_KEY, verdict } from '../policy/confirm.js';
 import { InputBridge, InputCollector, missingCapability } from './input-bridge.js';
 import { askerOf, inputRequestsProblem, MAX_OPEN_ASKS, namedAsker, relayedInput, relayedInputs } from '../protocol/input-results.js';
 import { RequestStateSealer, StateError, type Binding, type StateBody } from './request-state.js';
-import { Canceller, type Signal } from '../cancel.js';
+import { Canceller, reasonOf, type Signal } from '../cancel.js';
+import { monotonicNow } from '../monotonic.js';
 import { asTask } from './legacy-task.js';
 import { onFailure } from '../on-failure.js';
 import { setField } from '../protocol/copy.js';
@@ -45,7 +46,7 @@ export class Mrtr {
 
   constructor(
     readonly sealer: RequestStateSealer,
-    inputTimeoutMs: number,
+    private readonly inputTimeoutMs: number,
     /** The largest request the hub reads (listen.maxBodyBytes): a requestState must fit in one to come back. */
     private readonly maxRequestBytes = Infinity,
   ) {
@@ -105,7 +106,10 @@ export class Mrtr {
     collector.targets = { onProgress: opts.onProgress, onLog: opts.onLog };
     if (opts.onProgress) callOpts.onProgress = (p) => collector.targets.onProgress?.(p);
     if (opts.onLog) callOpts.onLog = (l) => collector.targets.onLog?.(l);
-    const run = ended(withUrlSteps(() => body(callOpts, collector), collector, bind.method, askerOf(server)), collector);
+    // The server's word that a URL step of its -32042 is done (urlStepRounds waits for it).
+    const steps = new UrlStepsDone();
+    callOpts.onElicitationComplete = steps.heard;
+    const run = ended(withUrlSteps(() => body(callOpts, collector), { collector, method: bind.method, asker: askerOf(server), steps, timeoutMs: this.inputTimeoutMs, signal: abort.signal }), collector);
     return this.bridge.settle(run, collector, abort, bind);
   }
 
@@ -325,35 +329,133 @@ export function awaitsUrlSteps(err: unknown, ctx: CallContext, server: ServerHan
   return parks(ctx, server) && urlSteps(err) !== null;
 }
 
+/** How a call's URL steps are asked and waited for (withUrlSteps). */
+interface UrlStepRun {
+  collector: InputCollector;
+  method: string;
+  asker: string | undefined;
+  steps: UrlStepsDone;
+  /** How long the user has to complete a step they agreed to open (policy.inputTimeoutMs). */
+  timeoutMs: number;
+  /** The call's own: its end (its client gone, the hub stopping) ends a wait for a step. */
+  signal: Signal;
+}
+
+/** The first wait for a step the server still asks after the user agreed to open it, doubled each time up to URL_STEP_WAIT_MAX_MS. */
+const URL_STEP_WAIT_MS = 500;
+const URL_STEP_WAIT_MAX_MS = 8_000;
+
+/**
+ * The elicitationIds a legacy server said done (notifications/elicitation/complete, an optional
+ * notification: digest §5.2) for a modern client's call, whose own client has no such
+ * notification; and a wait for them.
+ */
+class UrlStepsDone {
+  private readonly done = new Set<string>();
+  private wake: (() => void) | undefined;
+
+  readonly heard = (params: Record<string, unknown>): void => {
+    if (typeof params.elicitationId !== 'string' || this.done.size >= MAX_OPEN_ASKS * MAX_ROUNDS) return;
+    this.done.add(params.elicitationId);
+    this.wake?.();
+  };
+
+  /** Whether every one of `ids` was said done. */
+  all(ids: string[]): boolean {
+    return ids.length > 0 && ids.every((id) => this.done.has(id));
+  }
+
+  /** Resolves once every one of `ids` is said done, or `ms` passed; rejects when `signal` aborts. */
+  wait(ids: string[], ms: number, signal: Signal): Promise<void> {
+    if (this.all(ids)) return Promise.resolve();
+    if (signal.aborted) return Promise.reject(new CancelledError(reasonOf(signal)));
+    return new Promise((resolve, reject) => {
+      const finish = (): void => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        this.wake = undefined;
+      };
+      const onAbort = (): void => {
+        finish();
+        reject(new CancelledError(reasonOf(signal)));
+      };
+      const timer = setTimeout(() => {
+        finish();
+        resolve();
+      }, ms);
+      this.wake = () => {
+        if (!this.all(ids)) return;
+        finish();
+        resolve();
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+}
+
 /**
  * A legacy upstream's -32042 (URLElicitationRequired) for a modern client: its URL steps are
  * asked as URL-mode input requests (the collector drops elicitationId); once the user accepted
  * them all, the original request is issued again (digest §5.3 A.7). Anything but accept ends
  * the call: a tool error for tools/call, an error otherwise (-32042 is retired for modern clients).
  */
-function withUrlSteps(call: () => Promise<Result>, collector: InputCollector, method: string, asker: string | undefined): Promise<Result> {
+function withUrlSteps(call: () => Promise<Result>, run: UrlStepRun): Promise<Result> {
   // The usual call never fails this way: only a failure enters the rounds.
-  return onFailure(call, (err) => urlStepRounds(err, call, collector, method, asker));
+  return onFailure(call, (err) => urlStepRounds(err, call, run));
 }
 
-/** The rounds after the first attempt failed with `first`. */
-async function urlStepRounds(first: unknown, call: () => Promise<Result>, collector: InputCollector, method: string, asker: string | undefined): Promise<Result> {
+/** A URL step's identity across attempts: its elicitationId, else its URL. */
+const stepKey = (step: Result): string => (typeof step.elicitationId === 'string' ? `id:${step.elicitationId}` : `url:${String(step.url)}`);
+
+/**
+ * The rounds after the first attempt failed with `first`. A modern client's accept means only
+ * that the user agreed to open the URL (digest §5.1): the request issued again at once still
+ * meets the -32042 while the user is at it. Asked again, a client that fulfils rounds on its own
+ * (the SDK's, 10 of them) opened the URL ten times in a second and the call ended unfinished.
+ * So a step the user accepted is not asked again: the request waits, issued again as the server
+ * says the step done (notifications/elicitation/complete) and, as that notification is optional,
+ * after a wait that doubles (0.5 s up to 8 s), until the user's time for it is up
+ * (policy.inputTimeoutMs from the accept). Steps new to the call are asked, each a round.
+ */
+async function urlStepRounds(first: unknown, call: () => Promise<Result>, run: UrlStepRun): Promise<Result> {
+  const { collector, method, asker } = run;
   let err = first;
-  for (let round = 0; ; round++) {
+  /** The steps the user accepted: when their time is up (monotonic ms). */
+  const accepted = new Map<string, number>();
+  let waitMs = URL_STEP_WAIT_MS;
+  for (let round = 0; ; ) {
     const steps = urlSteps(err);
     if (!steps) throw err;
-    if (round >= MAX_ROUNDS) {
-      // -32042 is retired for modern clients (digest §1.3): say it in their terms.
-      const why = `the upstream still asked for steps at a URL after ${MAX_ROUNDS} rounds`;
-      if (method === 'tools/call') return { content: [{ type: 'text', text: why }], isError: true };
-      throw new RpcError(INTERNAL_ERROR, why);
-    }
-    const answers = await Promise.all(steps.map((params) => collector.ask(relayedInput({ method: 'elicitation/create', params }, asker))));
-    const refused = answers.find((a) => a.action !== 'accept');
-    if (refused) {
-      const why = `the upstream needs the user to complete a step at a URL, and the user answered "${String(refused.action)}"`;
-      if (method === 'tools/call') return { content: [{ type: 'text', text: why }], isError: true };
-      throw new RpcError(INTERNAL_ERROR, why);
+    const fresh = steps.filter((s) => !accepted.has(stepKey(s)));
+    if (fresh.length === 0) {
+      const left = Math.min(...steps.map((s) => accepted.get(stepKey(s))!)) - monotonicNow();
+      if (left <= 0) {
+        const where = steps.map((s) => String(s.url)).join(', ');
+        const why = `the user agreed to complete ${steps.length === 1 ? 'a step at a URL' : 'steps at URLs'} (${where}), and the upstream did not find ${steps.length === 1 ? 'it' : 'them'} done within ${run.timeoutMs} ms`;
+        if (method === 'tools/call') return { content: [{ type: 'text', text: why }], isError: true };
+        throw new RpcError(INTERNAL_ERROR, why);
+      }
+      const ids = steps.flatMap((s) => (typeof s.elicitationId === 'string' ? [s.elicitationId] : []));
+      await run.steps.wait(ids.length === steps.length ? ids : [], Math.min(waitMs, left), run.signal);
+      waitMs = Math.min(waitMs * 2, URL_STEP_WAIT_MAX_MS);
+    } else {
+      if (round >= MAX_ROUNDS) {
+        // -32042 is retired for modern clients (digest §1.3): say it in their terms.
+        const why = `the upstream still asked for steps at a URL after ${MAX_ROUNDS} rounds`;
+        if (method === 'tools/call') return { content: [{ type: 'text', text: why }], isError: true };
+        throw new RpcError(INTERNAL_ERROR, why);
+      }
+      round++;
+      const answers = await Promise.all(fresh.map((params) => collector.ask(relayedInput({ method: 'elicitation/create', params }, asker))));
+      const refused = answers.find((a) => a.action !== 'accept');
+      if (refused) {
+        const why = `the upstream needs the user to complete a step at a URL, and the user answered "${String(refused.action)}"`;
+        if (method === 'tools/call') return { content: [{ type: 'text', text: why }], isError: true };
+        throw new RpcError(INTERNAL_ERROR, why);
+      }
+      const until = monotonicNow() + run.timeoutMs;
+      for (const s of fresh) accepted.set(stepKey(s), until);
+      waitMs = URL_STEP_WAIT_MS;
     }
     try {
       return await call();
