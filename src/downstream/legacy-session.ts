@@ -10,7 +10,8 @@ import type { SessionStreams } from './resumable.js';
 import type { OwedUpdates } from './owed-updates.js';
 import { declares, required, requiredNames, undeclaredCode } from '../protocol/client-capabilities.js';
 import { inputResultProblem, normalInputResult } from '../protocol/input-results.js';
-import { samplingFor } from './older-sampling.js';
+import { olderAsk } from './older-asks.js';
+import { LEGACY } from '../protocol/era.js';
 
 /** The call on whose behalf the hub asks its client something (LegacySession.ask). */
 export interface AskingCall {
@@ -144,9 +145,9 @@ export class LegacySession {
     if (sink.canStream === false)
       return Promise.reject(new RpcError(-32603, `the client cannot be asked (${req.method}) on this answer: its request's Accept header does not take text/event-stream`));
     if (call?.signal.aborted || call?.withdrawn?.aborted) return Promise.reject(new CancelledError());
-    // Content an older revision's client cannot take: unwrapped where that says the same, else refused.
-    if (req.method === 'sampling/createMessage') {
-      const older = samplingFor(req, this.protocolVersion);
+    // What an older revision's client cannot take: said its way where that says the same, else refused.
+    if (this.protocolVersion < LEGACY && req.method !== 'roots/list') {
+      const older = olderAsk(req, this.protocolVersion);
       if (older instanceof RpcError) return Promise.reject(older);
       req = older;
     }

@@ -1,9 +1,11 @@
 /**
- * A server's sampling request put to a legacy client that negotiated an older revision: its
+ * A server's questions put to a legacy client that negotiated an older revision. Sampling: its
  * messages' content as that revision has it (one block a message before 2025-11-25, no audio
  * before 2025-03-26). A one-block array is unwrapped; what such a client cannot take (audio at
  * 2024-11-05, several blocks before 2025-11-25) is refused to the server, -32602 saying why,
- * and the client is not asked. Real hub (`switchyard stdio`) over real pipes, a raw client
+ * and the client is not asked. Elicitation before 2025-11-25: a single-select with titled options
+ * (`oneOf`) is put as that revision's `enum` with `enumNames`; a multi-select (an array) is
+ * refused so. Real hub (`switchyard stdio`) over real pipes, a raw client
  * initializing each revision in turn on one pipe; upstream: the SDK v1 translation fixture.
  */
 import { spawn } from 'node:child_process';
@@ -21,6 +23,8 @@ let c: LineClient;
 let n = 0;
 /** The sampling requests the client was sent, answered as they come. */
 const asked: Json[] = [];
+/** The elicitations the client was sent, answered (accept, colour "g") as they come. */
+const elicited: Json[] = [];
 let answering: NodeJS.Timeout;
 
 beforeAll(async () => {
@@ -31,6 +35,12 @@ beforeAll(async () => {
   answering = setInterval(() => {
     for (let i = c.received.length - 1; i >= 0; i--) {
       const m = c.received[i];
+      if (m.method === 'elicitation/create') {
+        c.received.splice(i, 1);
+        elicited.push(m.params);
+        c.send(JSON.stringify({ jsonrpc: '2.0', id: m.id, result: { action: 'accept', content: { colour: 'g' } } }));
+        continue;
+      }
       if (m.method !== 'sampling/createMessage') continue;
       c.received.splice(i, 1);
       asked.push(m.params);
@@ -51,7 +61,7 @@ async function ask(method: string, params: Json = {}): Promise<Json> {
 }
 
 async function session(version: string): Promise<void> {
-  const init = await ask('initialize', { protocolVersion: version, capabilities: { sampling: {} }, clientInfo: { name: `s-${version}`, version: '1' } });
+  const init = await ask('initialize', { protocolVersion: version, capabilities: { sampling: {}, elicitation: {} }, clientInfo: { name: `s-${version}`, version: '1' } });
   expect(init.protocolVersion).toBe(version);
   c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
   for (let i = 0; !((await ask('tools/list')).tools as Json[]).some((t) => t.name === 'ls__sample_blocks'); i++) {
@@ -94,5 +104,32 @@ describe('a sampling request to a legacy client at an older revision', () => {
     const two = await sample('two');
     expect(two.text).toBe('sampled text=heard');
     expect(two.sent?.messages[0].content).toHaveLength(2);
+  }, 60_000);
+});
+
+describe('a form elicitation to a legacy client at an older revision', () => {
+  /** The tool's answer, and the elicitation the client was sent for it (undefined: none). */
+  async function choose(kind: string): Promise<{ text: string; sent: Json | undefined }> {
+    const before = elicited.length;
+    const r = await ask('tools/call', { name: 'ls__elicit_choice', arguments: { kind } });
+    return { text: r.content[0].text, sent: elicited.slice(before)[0] };
+  }
+
+  it('2025-06-18: a titled single-select is put as enum with enumNames; a multi-select is refused to the server', async () => {
+    await session('2025-06-18');
+    const titled = await choose('titled');
+    expect(titled.sent?.requestedSchema.properties.colour).toEqual({ type: 'string', title: 'Colour', enum: ['r', 'g'], enumNames: ['Red', 'Green'] });
+    expect(titled.text).toBe('action=accept content={"colour":"g"}');
+    const multi = await choose('multi');
+    expect(multi.sent).toBeUndefined();
+    expect(multi.text).toMatch(/^elicitation refused: -32602 .*protocol version 2025-06-18: field "colour" is a multi-select, which came with 2025-11-25/);
+  }, 60_000);
+
+  it('2025-11-25: both as the server sent them', async () => {
+    await session('2025-11-25');
+    const titled = await choose('titled');
+    expect(titled.sent?.requestedSchema.properties.colour.oneOf).toHaveLength(2);
+    const multi = await choose('multi');
+    expect(multi.sent?.requestedSchema.properties.colour.type).toBe('array');
   }, 60_000);
 });
