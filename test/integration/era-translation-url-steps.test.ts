@@ -12,7 +12,9 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { modernUser, startTranslationHub, textOf, type TranslationHub, type User } from '../fixtures/translation/peers.js';
+import { modernUser, startTranslationHub, textOf, USER_CAPABILITIES, type TranslationHub, type User } from '../fixtures/translation/peers.js';
+import { META_CAPS, modernBody, modernHeaders, modernMeta, post, type Json } from '../helpers/wire.js';
+import { queryRows } from './ledger-helpers.js';
 
 const EVENTS = join(mkdtempSync(join(tmpdir(), 'sy-url-steps-')), 'events.log');
 const steps = (ticket: string): number => readFileSync(EVENTS, 'utf8').split('\n').filter((e) => e === `url-step ${ticket}`).length;
@@ -60,5 +62,33 @@ describe.each(['ls', 'lh'])('a URL step of a legacy server (%s) the user accepte
     expect(Date.now() - t0).toBeGreaterThanOrEqual(3_900);
     // A doubling wait (0.5 s, 1 s, 2 s, …): a handful of tries, not a busy loop.
     expect(steps(ticket)).toBeLessThanOrEqual(6);
+  }, 30_000);
+});
+
+describe('a retry waiting for a URL step, whose client goes away', () => {
+  it('ends the call, recorded cancelled, and the hub stops issuing it again', async () => {
+    const ticket = 'after-600000-gone';
+    const name = 'ls__elicit_url_required';
+    const meta = modernMeta({ [META_CAPS]: USER_CAPABILITIES });
+    const first = await post(th.url, modernBody('gone-1', 'tools/call', { name, arguments: { ticket } }, meta), modernHeaders('tools/call', name));
+    const asked = (first.messages.find((m) => m.id === 'gone-1') as Json).result as Json;
+    expect(asked.resultType).toBe('input_required');
+    const answers = Object.fromEntries(Object.keys(asked.inputRequests as Json).map((k) => [k, { action: 'accept' }]));
+    const ctl = new AbortController();
+    const retry = fetch(th.url, {
+      method: 'POST',
+      headers: modernHeaders('tools/call', name),
+      body: JSON.stringify(modernBody('gone-2', 'tools/call', { name, arguments: { ticket }, requestState: asked.requestState, inputResponses: answers }, meta)),
+      signal: ctl.signal,
+    }).then((r) => r.text());
+    // Issued again at once and once more after the first wait: the retry is waiting.
+    await expect.poll(() => steps(ticket), { timeout: 5_000 }).toBeGreaterThanOrEqual(3);
+    ctl.abort();
+    await retry.catch(() => undefined);
+    await expect.poll(async () => (await queryRows(join(th.hub.dir, 'ledger.db'), { tool: name })).find((r) => r.requestId === 'gone-2')?.outcome, { timeout: 5_000 }).toBe('cancelled');
+    const after = steps(ticket);
+    // Past the next wait (1 s, then 2 s): not issued again.
+    await new Promise((r) => setTimeout(r, 2_500));
+    expect(steps(ticket)).toBe(after);
   }, 30_000);
 });
