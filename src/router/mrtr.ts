@@ -124,7 +124,10 @@ export class Mrtr {
     let p = params;
     /** The URL steps a legacy client accepted in the last round, by the id the hub made up for each (urlStepsDone). */
     let accepted: UrlStep[] | undefined;
-    for (let round = 0; ; round++) {
+    /** URL steps the legacy client accepted: when its time for each is up (monotonic ms), by URL. */
+    const acceptedUrls = new Map<unknown, number>();
+    let waitMs = URL_STEP_WAIT_MS;
+    for (let round = 0; ; ) {
       let r: Result;
       try {
         if (p.task === undefined) r = await server.upstream.request(method, p, opts);
@@ -133,10 +136,7 @@ export class Mrtr {
         if (ctx.clientEra === MODERN) throw err;
         return legacyMissingCapability(err, method);
       }
-      if (accepted !== undefined) {
-        urlStepsDone(accepted, r, ctx);
-        accepted = undefined;
-      }
+      if (accepted !== undefined) accepted = urlStepsDone(accepted, r, ctx);
       if (r.resultType !== 'input_required') {
         // Unrecognised, or an extension's the hub did not declare (a task): invalid (digest §2.2).
         if (r.resultType !== undefined && r.resultType !== 'complete')
@@ -173,13 +173,37 @@ export class Mrtr {
       const asks = r.inputRequests === undefined ? 0 : Object.keys(r.inputRequests as Result).length;
       if (asks > MAX_OPEN_ASKS)
         throw new UnfinishedTurnError(INTERNAL_ERROR, `server "${server.id}" asked ${asks} questions in one input_required round; the hub puts at most ${MAX_OPEN_ASKS} before a client at once`);
+      // Only URL steps the client accepted, asked again: the user agreed to open each (digest
+      // §5.1: what an accept means), and the upstream has not found them done yet. Asked again,
+      // a client that answers at once (or a user who clicks through) opened the URL ten times in
+      // a moment and the call ended unfinished: instead the same answers go again after a wait
+      // that doubles, until the client's time for the step (policy.inputTimeoutMs) is up.
+      const again = acceptedAgain(r.inputRequests, acceptedUrls);
+      if (again !== undefined) {
+        const left = again.until - monotonicNow();
+        if (left <= 0)
+          throw new UnfinishedTurnError(INTERNAL_ERROR, `the client agreed to complete a step at a URL (${again.urls.join(', ')}), and the upstream did not find it done within ${this.inputTimeoutMs} ms`);
+        try {
+          await pause(Math.min(waitMs, left), opts.signal, this.closing.signal);
+        } catch (err) {
+          if (p.task === undefined) dismissUpstream(method, server, params, r, opts);
+          throw this.closing.signal.aborted && !ctx.signal.aborted ? new HubStoppingError() : err;
+        }
+        waitMs = Math.min(waitMs * 2, URL_STEP_WAIT_MAX_MS);
+        p = { ...params, inputResponses: again.answers };
+        if (r.requestState !== undefined) p.requestState = r.requestState;
+        continue;
+      }
       if (round >= MAX_ROUNDS) throw new UnfinishedTurnError(INTERNAL_ERROR, `the upstream still needed input after ${MAX_ROUNDS} rounds`);
+      round++;
       let inputResponses: Result;
       // Each URL step gets its elicitationId here, the one the client is asked with (askAll keeps it).
       const asked = legacyInputs(relayedInputs(r.inputRequests, askerOf(server), true));
       try {
         inputResponses = await this.askAll(asked, ctx.askClient);
         if (ctx.onElicitationComplete !== undefined) accepted = urlStepsAccepted(asked, inputResponses);
+        noteAcceptedUrls(asked, inputResponses, acceptedUrls, monotonicNow() + this.inputTimeoutMs);
+        waitMs = URL_STEP_WAIT_MS;
       } catch (err) {
         if (p.task === undefined) dismissUpstream(method, server, params, r, opts);
         // Withdrawn by the hub's stop (close()), not ended by the call's own signal (its client,
@@ -618,12 +642,69 @@ function urlStepsAccepted(asked: unknown, answers: Result): UrlStep[] | undefine
  * it (digest §5.3 B.3), as a legacy server tells its own: a client that shows the step as under
  * way until then, or retries on it, is not left waiting. One asked again is not done.
  */
-function urlStepsDone(steps: UrlStep[], r: Result, ctx: CallContext): void {
+function urlStepsDone(steps: UrlStep[], r: Result, ctx: CallContext): UrlStep[] | undefined {
   const again = r.resultType === 'input_required' && isObj(r.inputRequests) ? Object.values(r.inputRequests) : [];
+  let still: UrlStep[] | undefined;
   for (const s of steps) {
-    if (again.some((q) => isObj(q) && q.method === 'elicitation/create' && isObj(q.params) && q.params.mode === 'url' && q.params.url === s.url)) continue;
+    if (again.some((q) => isObj(q) && q.method === 'elicitation/create' && isObj(q.params) && q.params.mode === 'url' && q.params.url === s.url)) {
+      (still ??= []).push(s);
+      continue;
+    }
     ctx.onElicitationComplete?.({ elicitationId: s.id });
   }
+  // Asked again: done only once the upstream stops asking (a round that is not asked keeps them, roundTrips).
+  return still;
+}
+
+/** The URL steps of a round (legacyInputs) the client answered `accept`, noted with when its time for them is up. */
+function noteAcceptedUrls(asked: unknown, answers: Result, urls: Map<unknown, number>, until: number): void {
+  if (!isObj(asked)) return;
+  for (const [k, req] of Object.entries(asked as Record<string, InputRequest>))
+    if (req?.method === 'elicitation/create' && req.params?.mode === 'url' && (answers[k] as Result | undefined)?.action === 'accept') urls.set(req.params.url, until);
+}
+
+/**
+ * A round that asks only URL steps the client accepted before (by URL): the same answers
+ * (`accept`) for it, the URLs, and when the client's time for the first of them is up.
+ * Undefined when it asks anything else.
+ */
+function acceptedAgain(requests: unknown, urls: Map<unknown, number>): { answers: Result; urls: string[]; until: number } | undefined {
+  if (urls.size === 0 || !isObj(requests)) return undefined;
+  const entries = Object.entries(requests);
+  if (entries.length === 0) return undefined;
+  const answers: Result = {};
+  const seen: string[] = [];
+  let until = Infinity;
+  for (const [k, q] of entries) {
+    if (!isObj(q) || q.method !== 'elicitation/create' || !isObj(q.params) || q.params.mode !== 'url' || !urls.has(q.params.url)) return undefined;
+    setField(answers, k, { action: 'accept' });
+    seen.push(String(q.params.url));
+    until = Math.min(until, urls.get(q.params.url)!);
+  }
+  return { answers, urls: seen, until };
+}
+
+/** Resolves after `ms`; rejects as soon as either signal aborts (with its reason). */
+function pause(ms: number, a: Signal | undefined, b: Signal): Promise<void> {
+  const gone = a?.aborted ? a : b.aborted ? b : undefined;
+  if (gone) return Promise.reject(new CancelledError(reasonOf(gone)));
+  return new Promise((resolve, reject) => {
+    const stop = (s: Signal) => () => {
+      clearTimeout(t);
+      a?.removeEventListener('abort', onA);
+      b.removeEventListener('abort', onB);
+      reject(new CancelledError(reasonOf(s)));
+    };
+    const onA = a ? stop(a) : () => undefined;
+    const onB = stop(b);
+    const t = setTimeout(() => {
+      a?.removeEventListener('abort', onA);
+      b.removeEventListener('abort', onB);
+      resolve();
+    }, ms);
+    a?.addEventListener('abort', onA, { once: true });
+    b.addEventListener('abort', onB, { once: true });
+  });
 }
 
 /** Legacy URL-mode elicitations need an elicitationId, which modern ones do not carry. */

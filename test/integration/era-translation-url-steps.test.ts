@@ -12,7 +12,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { modernUser, startTranslationHub, textOf, USER_CAPABILITIES, type TranslationHub, type User } from '../fixtures/translation/peers.js';
+import { legacyUser, modernUser, startTranslationHub, textOf, USER_CAPABILITIES, type TranslationHub, type User } from '../fixtures/translation/peers.js';
 import { META_CAPS, modernBody, modernHeaders, modernMeta, post, type Json } from '../helpers/wire.js';
 import { queryRows } from './ledger-helpers.js';
 
@@ -90,5 +90,32 @@ describe('a retry waiting for a URL step, whose client goes away', () => {
     // Past the next wait (1 s, then 2 s): not issued again.
     await new Promise((r) => setTimeout(r, 2_500));
     expect(steps(ticket)).toBe(after);
+  }, 30_000);
+});
+
+// The other way round: a modern server asks a legacy client a URL step, and asks it again on the
+// retry that carries the accept until the user is done (it learns of the step out of band).
+describe.each(['ms', 'mh'])('a URL step of a modern server (%s) a legacy client accepted', (server) => {
+  let legacy: User;
+  beforeAll(async () => {
+    legacy = await legacyUser(th.url, `url-steps-${server}`);
+  });
+  afterAll(async () => void (await legacy?.close()));
+
+  it('is asked once: the hub answers the same step again with the accept, after a while, until the server finds it done', async () => {
+    const ticket = `after-1200-${server}`;
+    const r = await legacy.callTool(`${server}__url_until`, { ticket });
+    expect(textOf(r)).toBe(`ticket ${ticket} done`);
+    expect(legacy.asks.filter((a) => String(a.params.url).endsWith(ticket))).toHaveLength(1);
+  }, 30_000);
+
+  it("ends with an error once the client's time for it is up, asked once", async () => {
+    const ticket = `after-600000-${server}`;
+    const err = await legacy.callTool(`${server}__url_until`, { ticket }).then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    expect(err?.message).toContain(`the client agreed to complete a step at a URL (https://auth.example.test/until/${ticket}), and the upstream did not find it done within 4000 ms`);
+    expect(legacy.asks.filter((a) => String(a.params.url).endsWith(ticket))).toHaveLength(1);
   }, 30_000);
 });
