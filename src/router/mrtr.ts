@@ -109,7 +109,10 @@ export class Mrtr {
     // The server's word that a URL step of its -32042 is done (urlStepRounds waits for it).
     const steps = new UrlStepsDone();
     callOpts.onElicitationComplete = steps.heard;
-    const run = ended(withUrlSteps(() => body(callOpts, collector), { collector, method: bind.method, asker: askerOf(server), steps, timeoutMs: this.inputTimeoutMs, signal: abort.signal }), collector);
+    const run = ended(
+      withUrlSteps(() => body(callOpts, collector), { collector, method: bind.method, asker: askerOf(server), steps, timeoutMs: this.inputTimeoutMs, signal: abort.signal, stopping: this.closing.signal }),
+      collector,
+    );
     return this.bridge.settle(run, collector, abort, bind);
   }
 
@@ -361,8 +364,10 @@ interface UrlStepRun {
   steps: UrlStepsDone;
   /** How long the user has to complete a step they agreed to open (policy.inputTimeoutMs). */
   timeoutMs: number;
-  /** The call's own: its end (its client gone, the hub stopping) ends a wait for a step. */
+  /** The call's own: its end (its client gone) ends a wait for a step. */
   signal: Signal;
+  /** The hub's stop closing the upstreams (Mrtr.stopping): a wait for a step ends then too, as a legacy client's question does. */
+  stopping: Signal;
 }
 
 /** The first wait for a step the server still asks after the user agreed to open it, doubled each time up to URL_STEP_WAIT_MAX_MS. */
@@ -389,19 +394,21 @@ class UrlStepsDone {
     return ids.length > 0 && ids.every((id) => this.done.has(id));
   }
 
-  /** Resolves once every one of `ids` is said done, or `ms` passed; rejects when `signal` aborts. */
-  wait(ids: string[], ms: number, signal: Signal): Promise<void> {
+  /** Resolves once every one of `ids` is said done, or `ms` passed; rejects when either signal aborts. */
+  wait(ids: string[], ms: number, signal: Signal, stopping: Signal): Promise<void> {
     if (this.all(ids)) return Promise.resolve();
-    if (signal.aborted) return Promise.reject(new CancelledError(reasonOf(signal)));
+    const gone = signal.aborted ? signal : stopping.aborted ? stopping : undefined;
+    if (gone) return Promise.reject(new CancelledError(reasonOf(gone)));
     return new Promise((resolve, reject) => {
       const finish = (): void => {
         clearTimeout(timer);
         signal.removeEventListener('abort', onAbort);
+        stopping.removeEventListener('abort', onAbort);
         this.wake = undefined;
       };
       const onAbort = (): void => {
         finish();
-        reject(new CancelledError(reasonOf(signal)));
+        reject(new CancelledError(reasonOf(signal.aborted ? signal : stopping)));
       };
       const timer = setTimeout(() => {
         finish();
@@ -413,6 +420,7 @@ class UrlStepsDone {
         resolve();
       };
       signal.addEventListener('abort', onAbort, { once: true });
+      stopping.addEventListener('abort', onAbort, { once: true });
     });
   }
 }
@@ -460,7 +468,11 @@ async function urlStepRounds(first: unknown, call: () => Promise<Result>, run: U
         throw new RpcError(INTERNAL_ERROR, why);
       }
       const ids = steps.flatMap((s) => (typeof s.elicitationId === 'string' ? [s.elicitationId] : []));
-      await run.steps.wait(ids.length === steps.length ? ids : [], Math.min(waitMs, left), run.signal);
+      try {
+        await run.steps.wait(ids.length === steps.length ? ids : [], Math.min(waitMs, left), run.signal, run.stopping);
+      } catch (e) {
+        throw run.stopping.aborted && !run.signal.aborted ? new HubStoppingError() : e;
+      }
       waitMs = Math.min(waitMs * 2, URL_STEP_WAIT_MAX_MS);
     } else {
       if (round >= MAX_ROUNDS) {

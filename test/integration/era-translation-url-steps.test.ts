@@ -15,6 +15,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { legacyUser, modernUser, startTranslationHub, textOf, USER_CAPABILITIES, type TranslationHub, type User } from '../fixtures/translation/peers.js';
 import { META_CAPS, modernBody, modernHeaders, modernMeta, post, type Json } from '../helpers/wire.js';
 import { queryRows } from './ledger-helpers.js';
+import { nodeServer, startHub } from '../helpers/hub-process.js';
+import { waitForReady } from '../helpers/wire.js';
+import { LEGACY_FIXTURE } from '../fixtures/translation/peers.js';
 
 const EVENTS = join(mkdtempSync(join(tmpdir(), 'sy-url-steps-')), 'events.log');
 const steps = (ticket: string): number => readFileSync(EVENTS, 'utf8').split('\n').filter((e) => e === `url-step ${ticket}`).length;
@@ -118,4 +121,32 @@ describe.each(['ms', 'mh'])('a URL step of a modern server (%s) a legacy client 
     expect(err?.message).toContain(`the client agreed to complete a step at a URL (https://auth.example.test/until/${ticket}), and the upstream did not find it done within 4000 ms`);
     expect(legacy.asks.filter((a) => String(a.params.url).endsWith(ticket))).toHaveLength(1);
   }, 30_000);
+});
+
+describe('a retry waiting for a URL step when the hub stops', () => {
+  it('ends at the drain deadline, answered that the hub is shutting down, not a wait later', async () => {
+    const DRAIN_MS = 2_000;
+    const hub = await startHub({ listen: { drainTimeoutMs: DRAIN_MS }, policy: { inputTimeoutMs: 60_000 }, servers: { ls: nodeServer(LEGACY_FIXTURE, [], { EVENTS_FILE: EVENTS }) } });
+    try {
+      await waitForReady(hub.url, ['ls']);
+      const ticket = 'after-600000-stop';
+      const name = 'ls__elicit_url_required';
+      const meta = modernMeta({ [META_CAPS]: USER_CAPABILITIES });
+      const first = await post(hub.url, modernBody('stop-1', 'tools/call', { name, arguments: { ticket } }, meta), modernHeaders('tools/call', name));
+      const asked = (first.messages.find((m) => m.id === 'stop-1') as Json).result as Json;
+      const answers = Object.fromEntries(Object.keys(asked.inputRequests as Json).map((k) => [k, { action: 'accept' }]));
+      const retry = post(hub.url, modernBody('stop-2', 'tools/call', { name, arguments: { ticket }, requestState: asked.requestState, inputResponses: answers }, meta), modernHeaders('tools/call', name));
+      // Tried at once, then after 0.5, 1, 2 and 4 s: its next wait is 8 s long.
+      await expect.poll(() => steps(ticket), { timeout: 15_000, interval: 50 }).toBeGreaterThanOrEqual(6);
+      const t0 = Date.now();
+      const exited = hub.stop('SIGTERM');
+      const r = await retry;
+      const took = Date.now() - t0;
+      expect(r.body?.error, r.text).toMatchObject({ code: -32603, message: expect.stringMatching(/shutting down/) });
+      expect(took).toBeLessThan(DRAIN_MS + 3_000);
+      expect(await exited).toBe(0);
+    } finally {
+      if (hub.proc.exitCode === null) await hub.stop('SIGKILL');
+    }
+  }, 60_000);
 });
