@@ -176,6 +176,18 @@ export class Authenticator {
   }
 
   /**
+   * null while the OAuth token `token` a held call came with still works; otherwise what a
+   * request with it is answered now: 401 invalid_token, the reason saying the call was held and
+   * not sent. A token that cannot be checked now (the issuer's keys unavailable) is no refusal:
+   * that says nothing of the token, and its call goes on, as its streams do.
+   */
+  lapsedRefusal(token: Lapse, principal: string, group: string | undefined): Refusal | null | Promise<Refusal | null> {
+    const now = token.recheck();
+    if (now === null) return null;
+    return now.then((v) => (v.ok || v.retryAfterMs !== undefined ? null : { ...this.unauthorized('invalid_token', `${v.description} (it stopped working while the call was held; it was not sent)`, group), principal }));
+  }
+
+  /**
    * Without keys and OAuth anyone who reaches the listener is served. Decided at start: a
    * reload that removes the last key leaves it on, with no key that works, until a restart.
    */

@@ -1,17 +1,20 @@
 /**
  * A credential checked again before a held call is sent: a call let in, then held (a plugin's
- * beforeCall, its row's write, its connection), is not sent once a reload revoked the API key
- * it came with, or took from it the scope its tool needs. The edge checked the key when the
- * request came; nothing did after.
+ * beforeCall, its row's write, its connection, the user's confirmation), is not sent once a
+ * reload revoked the API key it came with, or took from it the scope its tool needs, nor once
+ * the OAuth token it came with stopped working (its signing key left the key set, or it
+ * expired). The edge checked the credential when the request came; nothing did after.
  */
 import { INVALID_REQUEST, RpcError } from '../protocol/errors.js';
 import { baseName } from '../catalog/names.js';
 import type { Refusal } from './authenticator.js';
+import type { Lapse } from './oauth.js';
 
 /** What the router asks of the hub's Authenticator: cheap until the key set changes. */
 export interface HeldCredentials {
   readonly keysVersion: number;
   revokedRefusal(key: string, principal: string, group: string | undefined, hubName: string, base: string): Refusal | null;
+  lapsedRefusal(token: Lapse, principal: string, group: string | undefined): Refusal | null | Promise<Refusal | null>;
 }
 
 /**
@@ -41,4 +44,13 @@ export function heldKeyRefusal(
 ): Refusal | null {
   if (creds === undefined || key === undefined || creds.keysVersion === versionAt) return null;
   return creds.revokedRefusal(key, principal, group, hubName, baseName(prefix, upstreamName));
+}
+
+/**
+ * The refusal for a call held with the OAuth token `token` (Identity.lapse), or null while it
+ * still works. Cheap while the key set is the one it was verified under and it has not expired
+ * (Lapse.recheck); verified again otherwise.
+ */
+export function heldTokenRefusal(creds: HeldCredentials | undefined, token: Lapse | undefined, principal: string, group: string | undefined): Refusal | null | Promise<Refusal | null> {
+  return creds === undefined || token === undefined ? null : creds.lapsedRefusal(token, principal, group);
 }

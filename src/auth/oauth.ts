@@ -40,10 +40,38 @@ interface KeySet {
 }
 
 /**
- * Has `end` run if the credential stops working before its expiry (its signing key gone from the
- * key set); the returned function forgets it (the stream ended first).
+ * A verified token, for what outlives its request's check: a stream it opened, a call held before
+ * it is sent. One per request, as the closure it replaces was.
  */
-export type Lapse = (end: () => void) => () => void;
+export class Lapse {
+  constructor(
+    private readonly verifier: OAuthVerifier,
+    private readonly id: string,
+    private readonly token: string,
+    /** The key set version it was verified under (KeySet.version). */
+    private readonly version: number | undefined,
+    private readonly expiresAt: number,
+  ) {}
+
+  /**
+   * Has `end` run if the credential stops working before its expiry (its signing key gone from the
+   * key set); the returned function forgets it (the stream ended first).
+   */
+  watch(end: () => void): () => void {
+    return this.verifier.watch(this.id, this.token, end);
+  }
+
+  /**
+   * null while the token still works as it did when it was let in (the same key set, not expired:
+   * a version read and a clock read, nothing else); otherwise its verdict now, as a request with
+   * it would be answered: refused once its key left the key set or it expired.
+   */
+  recheck(): Promise<TokenVerdict> | null {
+    const now = this.verifier.keysVersion();
+    if (now !== undefined && now === this.version && Date.now() < this.expiresAt + this.verifier.toleranceMs) return null;
+    return this.verifier.verify(this.token);
+  }
+}
 
 export type TokenVerdict =
   /** `expiresAt`: the token's `exp`, epoch ms (streams it opens end then, or at `lapse`). */
@@ -130,6 +158,8 @@ function describe(err: unknown): string {
 export class OAuthVerifier {
   private readonly keys: KeySet;
   readonly algorithms: string[];
+  /** How long past its `exp` a token still verifies (auth.oauth.clockToleranceSec). */
+  readonly toleranceMs: number;
   private readonly verified = new Map<string, { principal: string; scopes: string[]; until: number; expiresAt: number; groups: ReadonlySet<string> | undefined; version: number | undefined }>();
   /**
    * The tokens of open streams (by id), and how to end each stream: checked again when the key
@@ -148,6 +178,7 @@ export class OAuthVerifier {
     baseDir: string,
     private readonly log: Logger,
   ) {
+    this.toleranceMs = cfg.clockToleranceSec * 1000;
     this.algorithms = cfg.algorithms.filter((a) => !FORBIDDEN_ALGS.test(a));
     if (this.algorithms.length === 0) throw new Error('auth.oauth.algorithms: no acceptable algorithm left (none and HS* are never accepted)');
     if (cfg.jwksUri) {
@@ -176,9 +207,9 @@ export class OAuthVerifier {
     const version = this.keys.version();
     if (version !== this.streamsAt) this.keysChanged(version);
     const known = this.verified.get(id);
-    const lapse: Lapse = (end) => this.watch(id, token, end);
     // `until` is monotonic: on the wall clock a step back kept a verdict for the step (an hour) past the minute.
-    if (known && monotonicNow() < known.until && Date.now() < known.expiresAt && known.version !== undefined && known.version === version) return { ok: true, principal: known.principal, scopes: known.scopes, expiresAt: known.expiresAt, groups: known.groups, lapse };
+    if (known && monotonicNow() < known.until && Date.now() < known.expiresAt && known.version !== undefined && known.version === version)
+      return { ok: true, principal: known.principal, scopes: known.scopes, expiresAt: known.expiresAt, groups: known.groups, lapse: new Lapse(this, id, token, version, known.expiresAt) };
     if (known) this.verified.delete(id);
     try {
       const { payload, protectedHeader } = await jwtVerify(token, this.keys.getKey, {
@@ -201,7 +232,7 @@ export class OAuthVerifier {
       const until = monotonicNow() + VERIFIED_TTL_MS;
       if (this.verified.size >= VERIFIED_MAX) this.verified.delete(this.verified.keys().next().value!);
       this.verified.set(id, { principal, scopes, until, expiresAt, groups, version });
-      return { ok: true, principal, scopes, expiresAt, groups, lapse };
+      return { ok: true, principal, scopes, expiresAt, groups, lapse: new Lapse(this, id, token, version, expiresAt) };
     } catch (err) {
       if (err instanceof KeysUnavailable || err instanceof errors.JWKSTimeout)
         return { ok: false, retryAfterMs: JWKS_RETRY_MS, description: "the issuer's signing keys cannot be fetched now; try again shortly" };
@@ -211,8 +242,15 @@ export class OAuthVerifier {
     }
   }
 
+  /** The key set's version now (KeySet.version): cheap. */
+  keysVersion(): number | undefined {
+    const v = this.keys.version();
+    if (v !== this.streamsAt) this.keysChanged(v);
+    return v;
+  }
+
   /** A stream opened with `token` (id: its hash) ends by `end` if the token stops verifying (Lapse). */
-  private watch(id: string, token: string, end: () => void): () => void {
+  watch(id: string, token: string, end: () => void): () => void {
     let w = this.streams.get(id);
     if (!w) this.streams.set(id, (w = { token, ends: new Set() }));
     const entry = w;

@@ -106,7 +106,7 @@ export class AdminEvents {
     wss.handleUpgrade(req, socket, head, (ws) => {
       // The viewer's credential is the feed's: it ends with it (the page asks for a new ticket).
       const stop = endAtExpiry(credentialExpiresAt, () => ws.close(4001, 'credential expired'));
-      const unwatch = lapse?.(() => ws.close(4001, 'credential revoked'));
+      const unwatch = lapse?.watch(() => ws.close(4001, 'credential revoked'));
       ws.on('close', () => {
         stop();
         unwatch?.();

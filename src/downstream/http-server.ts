@@ -718,7 +718,7 @@ export class HttpServer {
    */
   private endAtExpiry(res: EdgeResponse, who: Identity): void {
     const stop = endAtExpiry(who.expiresAt, () => res.end());
-    const unwatch = who.lapse?.(() => res.end());
+    const unwatch = who.lapse?.watch(() => res.end());
     res.on('close', () => {
       stop();
       unwatch?.();

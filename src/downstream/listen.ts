@@ -219,7 +219,7 @@ export class ListenHub {
     // listens again with a fresh one.
     const stop = endAtExpiry(ex.credentialExpiresAt, () => l.close());
     // Or sooner, with a token that stops verifying (its key left the key set), as a removed API key's.
-    const unwatch = ex.credentialLapse?.(() => l.close());
+    const unwatch = ex.credentialLapse?.watch(() => l.close());
     ex.closed.addEventListener('abort', () => {
       stop();
       unwatch?.();

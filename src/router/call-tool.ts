@@ -1,4 +1,4 @@
-import { CredentialRevokedError, heldKeyRefusal, type HeldCredentials } from '../auth/held-credential.js';
+import { CredentialRevokedError, heldKeyRefusal, heldTokenRefusal, type HeldCredentials } from '../auth/held-credential.js';
 import type { Logger } from '../log.js';
 import type { Catalog, Routed, ServerHandle, View } from '../catalog/catalog.js';
 import type { CallPlan, PluginRunner } from '../plugins/runner.js';
@@ -476,8 +476,10 @@ export class ToolCall {
     }
     // A reload revoked its API key while the call was held (its row written, a plugin): not sent,
     // and answered as a request with that key is now (401, or 403 for an endpoint its groups
-    // lost), its row saying so as the edge's refusal does.
-    const revoked = heldKeyRefusal(this.opts.credentials, keysAt, ctx.credentialKey, ctx.principal, ctx.group, hubName, server.config.prefix, upstreamName);
+    // lost), its row saying so as the edge's refusal does. So for an OAuth token that stopped
+    // working meanwhile (its key rotated out of the key set): 401.
+    const lapsed = ctx.credentialLapse ? heldTokenRefusal(this.opts.credentials, ctx.credentialLapse, ctx.principal, ctx.group) : null;
+    const revoked = heldKeyRefusal(this.opts.credentials, keysAt, ctx.credentialKey, ctx.principal, ctx.group, hubName, server.config.prefix, upstreamName) ?? (lapsed instanceof Promise ? await lapsed : lapsed);
     if (revoked) {
       const ended = endedWhileHeld(ctx);
       await finish(ended ? outcomeOfError(ended) : { outcome: 'denied', errorKind: 'policy', errorCode: revoked.status, errorMessage: revoked.message }, undefined, false);

@@ -4,6 +4,7 @@ import type { ClientCapabilities, Implementation, InputRequest, LoggingLevel, Pr
 import type { Signal } from '../cancel.js';
 import type { TraceSpan } from '../protocol/trace-context.js';
 import type { Routed } from '../catalog/catalog.js';
+import type { Lapse } from '../auth/oauth.js';
 
 /**
  * One downstream request in era-neutral form. The downstream edge builds it; the core never
@@ -22,6 +23,8 @@ export interface CallContext {
   authContext?: string;
   /** The API key that let the request in (its configured hash): looked up again before a held call is sent. */
   credentialKey?: string;
+  /** The OAuth token that let the request in (Identity.lapse): checked again before a held call is sent. */
+  credentialLapse?: Lapse;
   clientAddress?: string;
   clientEra: Era;
   clientInfo?: Implementation;
