@@ -228,3 +228,8 @@ export class TransportError extends HubError {
     super(message);
   }
 }
+
+/** An upstream's 401 or 403 to the request's own POST (TransportError.refused): delivered, not applied. */
+export function refusedUnapplied(err: unknown): boolean {
+  return err instanceof TransportError && err.refused === true;
+}

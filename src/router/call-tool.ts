@@ -6,7 +6,7 @@ import { runsAsTask } from './legacy-task.js';
 import { argsHash, NestingTooDeepError } from '../ledger/canonical.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditBegin, AuditEnd, KeyOwner, StoredAnswer } from '../ledger/types.js';
-import { CancelledError, errorSeenBy, HEADER_MISMATCH, HubStoppingError, INTERNAL_ERROR, INVALID_PARAMS, notSent, MISSING_CLIENT_CAPABILITY, RpcError, TimeoutError, TransportError, UpstreamRpcError, UpstreamUnavailableError, URL_ELICITATION_REQUIRED } from '../protocol/errors.js';
+import { CancelledError, errorSeenBy, HEADER_MISMATCH, HubStoppingError, INTERNAL_ERROR, INVALID_PARAMS, notSent, MISSING_CLIENT_CAPABILITY, refusedUnapplied, RpcError, TimeoutError, TransportError, UpstreamRpcError, UpstreamUnavailableError, URL_ELICITATION_REQUIRED } from '../protocol/errors.js';
 import type { CallOptions } from '../upstream/types.js';
 import { notDelivered as neverSent } from '../upstream/retry.js';
 import { reasonOf, unlessAborted, unlessWanted, type Signal } from '../cancel.js';
@@ -567,7 +567,9 @@ export class ToolCall {
           return r;
         }
         const notDelivered = neverSent(err);
-        if (notDelivered) unspent?.();
+        // A 401 or 403 to the call's own request was not applied either (see noOutcome): the retry
+        // the client sends once it has logged in again carries the same requestState.
+        if (notDelivered || refusedUnapplied(err)) unspent?.();
         // Only a JSON-RPC answer is a known outcome worth replaying; anything else may have run or
         // not. -32021 is about what the request declared: never replayed; the upstream's own
         // frees the key (it refuses before running), the hub's cut-off one leaves it unknown. An
@@ -583,7 +585,7 @@ export class ToolCall {
         const noOutcome =
           err instanceof UnfinishedTurnError ||
           (err instanceof RpcError && (failedAsking.has(err) || err.code === URL_ELICITATION_REQUIRED)) ||
-          (err instanceof TransportError && err.refused === true);
+          refusedUnapplied(err);
         const stored = err instanceof RpcError && !capability && !noOutcome ? storedError(err) : undefined;
         await finishRan(outcomeSeenBy(ctx.clientEra === MODERN, err), stored, capability ? err !== caught : !notDelivered && !noOutcome);
         // The hub stopping: its client gets the -32603 of a request refused while it drains (Endpoint).

@@ -9,7 +9,7 @@ import { KIND_OF_METHOD, NAME_FIELD, type ListKind } from '../catalog/lists.js';
 import { decodeCursor, encodeCursor } from '../catalog/cursor.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditBegin, AuditEnd } from '../ledger/types.js';
-import { CancelledError, HubStoppingError, INTERNAL_ERROR, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, namesOnlyUri, notSent, RpcError, UpstreamUnavailableError } from '../protocol/errors.js';
+import { CancelledError, HubStoppingError, INTERNAL_ERROR, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, namesOnlyUri, notSent, refusedUnapplied, RpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import { completionArgumentsProblem, promptArgumentsProblem } from '../protocol/string-args.js';
 import { copyOf } from '../protocol/copy.js';
 import { shownName, uriData } from '../protocol/shown-value.js';
@@ -433,8 +433,9 @@ export class Router {
         const err = urlStepsNamedFor(cutOffError(caught, opts.signal), ctx, conn);
         // Asked of the user as URL steps, then issued again: the next attempt's outcome is the request's.
         if (awaitsUrlSteps(err, ctx, conn)) throw err;
-        // Surely never delivered: the retry's requestState may be sent again (see call-tool.ts).
-        if (retry && notDelivered(err)) this.mrtr.sealer.release(forwarded.requestState);
+        // Surely never delivered, or refused 401/403 unapplied: the retry's requestState may be
+        // sent again (see call-tool.ts).
+        if (retry && (notDelivered(err) || refusedUnapplied(err))) this.mrtr.sealer.release(forwarded.requestState);
         const normalised = this.normaliseNotFound(method, params, err);
         await this.noted(finish(Object.assign(this.outcomeSeenBy(ctx, normalised), { latencyMs: performance.now() - t0 })), method);
         throw asRpcError(normalised);
