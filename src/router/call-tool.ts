@@ -16,7 +16,7 @@ import { withoutHubError } from '../policy/tool-errors.js';
 import type { SchemaValidator } from '../policy/validate.js';
 import type { CallContext } from './context.js';
 import { toolRetry } from './call-policy.js';
-import { cutOffError, outcomeOfError, outcomeSeenBy, toolErrorResult } from './outcome.js';
+import { cutOffError, endedWhileHeld, outcomeOfError, outcomeSeenBy, toolErrorResult } from './outcome.js';
 import { elicits } from '../protocol/client-capabilities.js';
 import { paramHeaderProblem } from '../protocol/param-headers.js';
 import { awaitsUrlSteps, isCapabilityRefusal, UnfinishedTurnError, urlStepsNamedFor, UrlStepsUnsupportedError, type Mrtr } from './mrtr.js';
@@ -762,12 +762,3 @@ function argumentsProblem(args: unknown): RpcError | undefined {
   return new RpcError(INVALID_PARAMS, `Invalid params: tools/call arguments must be an object, not ${Array.isArray(args) ? 'an array' : typeof args}`);
 }
 
-/**
- * A held call refused because a reload changed its key or groups, whose client's request the
- * same reload ended (its legacy session's end, SessionTable.endSessionsOf/endSessionsOfGroups):
- * its client is answered by that end (Endpoint.legacyRequest: 404 'Session not found: …'), so
- * its row says that, cancelled and not sent, as for a call in flight then, not the refusal.
- */
-function endedWhileHeld(ctx: CallContext): unknown {
-  return ctx.signal.aborted ? cutOffError(notSent(new CancelledError(reasonOf(ctx.signal))), ctx.signal) : undefined;
-}

@@ -1,5 +1,7 @@
 import { CancelledError, errorSeenBy, HubError, HubStoppingError, InputTimeoutError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { AuditEnd } from '../ledger/types.js';
+import { reasonOf, type Signal } from '../cancel.js';
+import { notSent } from '../protocol/errors.js';
 
 /** Classify how a forwarded call ended, keeping transport, JSON-RPC and tool failures apart. */
 export function outcomeOfResult(result: Record<string, unknown>): Pick<AuditEnd, 'outcome' | 'errorKind'> {
@@ -21,6 +23,16 @@ export function cutOffError(caught: unknown, signal: { readonly reason: unknown 
   // The hub stopping ended it: its client is told so (HubStoppingError), not left unanswered.
   if (caught instanceof CancelledError && reason instanceof HubStoppingError) return new HubStoppingError(caught.notSent);
   return caught instanceof CancelledError && reason instanceof RpcError ? reason : caught;
+}
+
+/**
+ * A held request refused because a reload changed its key or groups, whose client's request the
+ * same reload ended (its legacy session's end, SessionTable.endSessionsOf/endSessionsOfGroups):
+ * its client is answered by that end (Endpoint.legacyRequest: 404 'Session not found: …'), so
+ * its row says that, cancelled and not sent, as for a request in flight then, not the refusal.
+ */
+export function endedWhileHeld(ctx: { readonly signal: Signal }): unknown {
+  return ctx.signal.aborted ? cutOffError(notSent(new CancelledError(reasonOf(ctx.signal))), ctx.signal) : undefined;
 }
 
 export function outcomeOfError(err: unknown): Pick<AuditEnd, 'outcome' | 'errorKind' | 'errorCode' | 'errorMessage'> {

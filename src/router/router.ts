@@ -17,7 +17,7 @@ import type { CallOptions, Upstream } from '../upstream/types.js';
 import type { ServerCapabilities } from '../protocol/types.js';
 import type { SchemaValidator } from '../policy/validate.js';
 import type { CallContext } from './context.js';
-import { cutOffError, outcomeOfError, outcomeSeenBy } from './outcome.js';
+import { cutOffError, endedWhileHeld, outcomeOfError, outcomeSeenBy } from './outcome.js';
 import { LISTEN_SHARE, MAX_SUBSCRIBED_URI_LENGTH, type Subscriptions } from './subscriptions.js';
 import { principalConn } from '../catalog/principal-conn.js';
 import { awaitsUrlSteps, urlStepsNamedFor, type Mrtr } from './mrtr.js';
@@ -410,7 +410,9 @@ export class Router {
     // and it is answered as that one is (unknown, not found). Nothing was sent. Without a reload
     // since its route, one number is compared.
     if (judged !== undefined && !replaced && this.catalog.groups.version !== judged.groupsAt && !this.catalog.groups.includes(ctx.group, judged.kind, server.id, names.hubName ?? '', names.upstreamName, server.config.prefix)) {
-      const err = unknownTo(method, names.hubName ?? '');
+      // Unless the same reload ended its client's legacy session (its group removed): its client
+      // is answered that session's 404, and its row says so, as a held tools/call's does.
+      const err = endedWhileHeld(ctx) ?? unknownTo(method, names.hubName ?? '');
       if (retry) this.mrtr.sealer.release(forwarded.requestState);
       await this.noted(finish(Object.assign(this.outcomeSeenBy(ctx, err), { latencyMs: performance.now() - t0 })), method);
       throw err;

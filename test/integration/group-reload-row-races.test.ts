@@ -24,6 +24,9 @@ const BEFORE = { g: { servers: ['r'] } };
 const GREET_DENIED = { g: { servers: ['r'], deny: ['r__greet'] } };
 /** Group g as reloaded: r not shown (its resources with it). */
 const R_HIDDEN = { g: { servers: ['elsewhere'] } };
+/** Group g removed (another kept, so groups stay on). */
+const G_REMOVED = { h: { servers: ['r'] } };
+const G_GONE = 'the client session ended while the request was in flight: the group it was opened on (/mcp/g) was removed';
 const RELOAD = 'POST /admin/reload HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n';
 
 interface Rig {
@@ -92,6 +95,16 @@ async function reloadAsRowIsWritten<T>(r: Rig, list: string, groups: unknown, re
   expect(await inOneTurn(r.hub, release, answered, RELOAD)).toBe(200);
   await loggedTimes(r.hub, 'config reload: groups replaced', 1);
   return pending;
+}
+
+/** The rows of `method` on group g: outcome, code and message. */
+function rowsOn(hub: HubProcess, method: string): Json[] {
+  const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true });
+  try {
+    return db.prepare("SELECT outcome, error_code AS code, error_message AS message FROM audit WHERE method = ? AND tool_group = 'g' ORDER BY id").all(method) as Json[];
+  } finally {
+    db.close();
+  }
 }
 
 /** The rows of `method` on group g that ended in a JSON-RPC error. */
@@ -191,5 +204,65 @@ describe('a request through a group, routed before a reload hides its target fro
       [-32002, 'r'],
       [-32002, null],
     ]);
+  }, 60_000);
+});
+
+// Its legacy session ended by the same reload (its group removed): its client is answered that
+// session's 404, and the row says that, as for a held tools/call, not "unknown".
+describe("a legacy request through a group a reload removed, routed before it, the reload read as its row is written", () => {
+  const gone = async (reply: Promise<{ status: number; body?: RpcMessage }>) => {
+    const r = await reply;
+    return { status: r.status, error: r.body?.error };
+  };
+  const told = { status: 404, error: { code: -32001, message: `Session not found: ${G_GONE}` } };
+
+  it('prompts/get: its client gets the session\'s 404, its row cancelled saying why; not sent', async () => {
+    const r = await rigged('modern', 'prompts/list');
+    const s = await legacySession(r.g);
+    const gets = r.stats()['prompts/get'] ?? 0;
+    const raced = await reloadAsRowIsWritten(r, 'prompts/list', G_REMOVED, () => gone(s.request(1, 'prompts/get', { name: 'r__greet', arguments: { who: 'x' } })));
+    expect(raced).toEqual(told);
+    expect(r.stats()['prompts/get'] ?? 0).toBe(gets);
+    await expect.poll(() => rowsOn(r.hub, 'prompts/get'), { timeout: 10_000, interval: 50 }).toEqual([{ outcome: 'cancelled', code: null, message: G_GONE }]);
+  }, 60_000);
+
+  it('completion/complete: the same', async () => {
+    const r = await rigged('modern', 'prompts/list');
+    const s = await legacySession(r.g);
+    const raced = await reloadAsRowIsWritten(r, 'prompts/list', G_REMOVED, () => gone(s.request(1, 'completion/complete', { ref: { type: 'ref/prompt', name: 'r__greet' }, argument: { name: 'who', value: '' } })));
+    expect(raced).toEqual(told);
+    await expect.poll(() => rowsOn(r.hub, 'completion/complete'), { timeout: 10_000, interval: 50 }).toEqual([{ outcome: 'cancelled', code: null, message: G_GONE }]);
+  }, 60_000);
+
+  it('resources/read: the same', async () => {
+    const r = await rigged('modern', 'resources/list');
+    const s = await legacySession(r.g);
+    const reads = r.stats()['resources/read'] ?? 0;
+    const raced = await reloadAsRowIsWritten(r, 'resources/list', G_REMOVED, () => gone(s.request(1, 'resources/read', { uri: 'mut://doc' })));
+    expect(raced).toEqual(told);
+    expect(r.stats()['resources/read'] ?? 0).toBe(reads);
+    await expect.poll(() => rowsOn(r.hub, 'resources/read'), { timeout: 10_000, interval: 50 }).toEqual([{ outcome: 'cancelled', code: null, message: G_GONE }]);
+  }, 60_000);
+
+  it('resources/subscribe: the same', async () => {
+    const r = await rigged('legacy', 'resources/unsubscribe');
+    const s = await legacySession(r.g);
+    expect((await s.request(1, 'resources/subscribe', { uri: 'mut://doc' })).body?.result).toEqual({});
+    const subscribes = r.stats()['resources/subscribe'];
+    const waitsLines = () => r.hub.logs.filter((l) => l.includes('a subscribe waits for the unsubscribe of its URI on its way there')).length;
+    const raced = await reloadAsRowIsWritten(
+      r,
+      'resources/unsubscribe',
+      G_REMOVED,
+      async () => {
+        const unsubscribed = s.request(2, 'resources/unsubscribe', { uri: 'mut://doc' });
+        await expect.poll(() => r.stats()['resources/unsubscribe'] ?? 0, { timeout: 10_000, interval: 20 }).toBe(1);
+        return { unsubscribed, subscribed: gone(s.request(3, 'resources/subscribe', { uri: 'mut://doc' })) };
+      },
+      () => expect.poll(waitsLines, { timeout: 10_000, interval: 20 }).toBe(1),
+    );
+    expect(await raced.subscribed).toEqual(told);
+    expect(r.stats()['resources/subscribe']).toBe(subscribes);
+    await expect.poll(() => rowsOn(r.hub, 'resources/subscribe').slice(1), { timeout: 10_000, interval: 50 }).toEqual([{ outcome: 'cancelled', code: null, message: G_GONE }]);
   }, 60_000);
 });
