@@ -22,6 +22,7 @@ import { Authenticator } from './auth/authenticator.js';
 import { PrincipalUpstreams } from './auth/upstream-pool.js';
 import { EdgeGate } from './policy/gate.js';
 import { RateLimiter } from './policy/rate-limit.js';
+import type { OtherNames } from './policy/glob.js';
 import { SchemaValidator } from './policy/validate.js';
 import { Mrtr } from './router/mrtr.js';
 import { Confirmer, type ConfirmPolicy } from './policy/confirm.js';
@@ -230,7 +231,7 @@ export class Hub implements HubCore {
       committed: (s) => this.metrics?.observeCommit(s),
     });
     this.auth = new Authenticator(config.auth, base, log);
-    this.gate = new EdgeGate(this.auth, new RateLimiter(config.policy?.rateLimit), (b, e, params) => observed.record(beginInCallTrace(this.mrtr.sealer, params, this.withToolServer(b)), e), log, (name, principal, group) => this.renamedBase(name, principal, group));
+    this.gate = new EdgeGate(this.auth, new RateLimiter(config.policy?.rateLimit), (b, e, params) => observed.record(beginInCallTrace(this.mrtr.sealer, params, this.withToolServer(b)), e), log, (name, principal, group) => this.otherNames(name, principal, group));
     this.upstreams = new PrincipalUpstreams((spec, l) => createUpstream(spec, l), (h) => specOf(h.config, base), this.auth.required, log, {
       onConnection: (h, upstream, principal) => {
         this.catalog.watchConnection(h, upstream, principal);
@@ -381,20 +382,20 @@ export class Hub implements HubCore {
    * the tool, as the tool's calls refused, not under no tool at all. An unknown name stays none.
    */
   /**
-   * The name a tool had before the hub renamed it, for the edge's scopes and rate limits
-   * (EdgeGate): by the tools list built last for this principal, else routed as its call will be
-   * (after the start-up grace, as the router waits for it), so a name no list has shown yet (a
-   * fresh hub, its hash worked out by the client) is not let past the glob its siblings meet.
-   * A name that routes nowhere has none: the router answers it "Unknown tool".
+   * A tool's upstream name and the name it had before the hub renamed it, for the edge's scopes
+   * and rate limits (EdgeGate): by the tools list built last for this principal, else routed as
+   * its call will be (after the start-up grace, as the router waits for it), so a name no list has
+   * shown yet (a fresh hub, its hash worked out by the client) is not let past the glob its
+   * siblings meet. A name that routes nowhere has none: the router answers it "Unknown tool".
    */
-  private renamedBase(hubName: string, principal: string, group: string | undefined): string | undefined | Promise<string | undefined> {
+  private otherNames(hubName: string, principal: string, group: string | undefined): OtherNames | undefined | Promise<OtherNames | undefined> {
     const view = { principal, group };
     const known = this.catalog.knownTool(hubName, view);
-    if (known) return renamedFrom(known);
+    if (known) return namesOf(known);
     const grace = this.grace.over ? undefined : this.grace.wait(group, true);
     return (grace ?? Promise.resolve())
       .then(() => this.catalog.resolveTool(hubName, view))
-      .then((r) => (r ? renamedFrom(r) : undefined), () => undefined);
+      .then((r) => (r ? namesOf(r) : undefined), () => undefined);
   }
 
   private withToolServer(b: AuditBegin): AuditBegin {
@@ -666,7 +667,7 @@ function askedFor(ask: AskClient, asker: string | undefined): AskClient {
 }
 
 /** A routed tool's base name (names.ts baseName) when the hub shows it under another. */
-function renamedFrom(r: { server: ServerHandle; upstreamName: string; hubName: string }): string | undefined {
+function namesOf(r: { server: ServerHandle; upstreamName: string; hubName: string }): OtherNames {
   const base = baseName(r.server.config.prefix, r.upstreamName);
-  return base === r.hubName ? undefined : base;
+  return { base: base === r.hubName ? undefined : base, upstream: r.upstreamName };
 }

@@ -4,6 +4,7 @@ import { isLoopbackHost } from '../downstream/origin.js';
 import type { Logger } from '../log.js';
 import { ANONYMOUS } from './principals.js';
 import { ToolScopes, missingScopes } from '../policy/scopes.js';
+import type { OtherNames } from '../policy/glob.js';
 import { ApiKeyStore } from './api-keys.js';
 import { bearerChallenge, PRM_PATH, protectedResourceMetadata, resourceMetadataUrl } from './challenge.js';
 import type { Lapse, OAuthVerifier } from './oauth.js';
@@ -160,16 +161,16 @@ export class Authenticator {
    * endpoint; otherwise what a request with it is answered now: 401 for a key removed or given to
    * another principal, 403 for one whose groups no longer take the endpoint (as authenticate and
    * the edge answer them, the reason saying the call was held and not sent), and 403
-   * insufficient_scope for one that lost a scope `hubName` (`base`: its name before any renaming) needs.
+   * insufficient_scope for one that lost a scope `hubName` (`other`: its upstream name and its name before any renaming) needs.
    */
-  revokedRefusal(key: string, principal: string, group: string | undefined, hubName: string, base: string): Refusal | null {
+  revokedRefusal(key: string, principal: string, group: string | undefined, hubName: string, other: OtherNames): Refusal | null {
     const holder = this.keys.holderOf(key);
     const held = 'revoked while the call was held; it was not sent';
     if (!holder || holder.principal !== principal) return this.unauthorized('invalid_token', `unknown API key (${held})`, group);
     if (holder.groups && !(group !== undefined && holder.groups.has(group)))
       return { status: 403, headers: {}, message: `Forbidden: this API key may use only ${[...holder.groups].map((g) => `/mcp/${g}`).join(', ')} (${held})`, principal };
     // Its scopes narrowed: refused as checkToolScopes refuses the key at the edge now.
-    const needed = this.toolScopes.required(hubName, base);
+    const needed = this.toolScopes.required(hubName, other);
     if (needed.length > 0 && missingScopes(holder.scopes, needed).length > 0)
       return { ...this.insufficientScope([...new Set([...this.baseScopes, ...needed])], `calling ${hubName} needs scope ${needed.join(' ')} (the key lost it while the call was held; it was not sent)`, group), principal };
     return null;
@@ -255,10 +256,10 @@ export class Authenticator {
 
   /**
    * null when `identity` may call `hubName`; otherwise the 403 step-up challenge naming every scope
-   * needed (for `group`'s resource). `base`: the tool's name before the hub renamed it (ToolScopes.required).
+   * needed (for `group`'s resource). `other`: the tool's upstream name and its name before the hub renamed it (ToolScopes.required).
    */
-  checkToolScopes(identity: Identity, hubName: string, group?: string, base?: string): Refusal | null {
-    const needed = this.toolScopes.required(hubName, base);
+  checkToolScopes(identity: Identity, hubName: string, group?: string, other?: OtherNames): Refusal | null {
+    const needed = this.toolScopes.required(hubName, other);
     if (needed.length === 0 || missingScopes(identity.scopes, needed).length === 0) return null;
     return this.insufficientScope([...new Set([...this.baseScopes, ...needed])], `calling ${hubName} needs scope ${needed.join(' ')}`, group);
   }

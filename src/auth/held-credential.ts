@@ -9,11 +9,12 @@ import { INVALID_REQUEST, RpcError } from '../protocol/errors.js';
 import { baseName } from '../catalog/names.js';
 import type { Refusal } from './authenticator.js';
 import type { Lapse } from './oauth.js';
+import type { OtherNames } from '../policy/glob.js';
 
 /** What the router asks of the hub's Authenticator: cheap until the key set changes. */
 export interface HeldCredentials {
   readonly keysVersion: number;
-  revokedRefusal(key: string, principal: string, group: string | undefined, hubName: string, base: string): Refusal | null;
+  revokedRefusal(key: string, principal: string, group: string | undefined, hubName: string, other: OtherNames): Refusal | null;
   lapsedRefusal(token: Lapse, principal: string, group: string | undefined): Refusal | null | Promise<Refusal | null>;
 }
 
@@ -29,8 +30,8 @@ export class CredentialRevokedError extends RpcError {
 
 /**
  * The refusal for a call of `hubName` (its server's `prefix`, its `upstreamName`) held since
- * `versionAt`, or null when its key (if any) still holds, scopes included. The base name the
- * tool scopes' globs also meet is made only once the key set moved: nothing per call.
+ * `versionAt`, or null when its key (if any) still holds, scopes included. The other names the
+ * tool scopes' globs also meet are made only once the key set moved: nothing per call.
  */
 export function heldKeyRefusal(
   creds: HeldCredentials | undefined,
@@ -43,7 +44,7 @@ export function heldKeyRefusal(
   upstreamName: string,
 ): Refusal | null {
   if (creds === undefined || key === undefined || creds.keysVersion === versionAt) return null;
-  return creds.revokedRefusal(key, principal, group, hubName, baseName(prefix, upstreamName));
+  return creds.revokedRefusal(key, principal, group, hubName, { base: baseName(prefix, upstreamName), upstream: upstreamName });
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { ServerConfig } from '../config/types.js';
 import { effectiveAnnotations } from '../catalog/annotations.js';
-import { compileGlob, type Matcher } from './glob.js';
+import { compileGlob, meetsUpstream, type Matcher } from './glob.js';
 import { baseName } from '../catalog/names.js';
 import { argumentSummary } from './confirm-summary.js';
 
@@ -20,9 +20,12 @@ export const CONFIRM_KEY = 'switchyard/confirm';
 
 export class Confirmer {
   private readonly globs: Matcher[];
+  /** Those of `globs` that meet upstream names too (meetsUpstream), as a group's deny reads them. */
+  private readonly upstreamGlobs: Matcher[];
 
   constructor(private readonly policy: ConfirmPolicy) {
     this.globs = (policy.confirm ?? []).map(compileGlob);
+    this.upstreamGlobs = (policy.confirm ?? []).filter(meetsUpstream).map(compileGlob);
   }
 
   get active(): boolean {
@@ -30,9 +33,11 @@ export class Confirmer {
   }
 
   needed(hubName: string, server: ServerConfig, upstreamName: string, claimed: unknown): boolean {
-    // The name before any fixing too: a renamed tool (catalog/filters.ts, denies) is asked about as its siblings are.
+    // The name before any fixing too: a renamed tool (catalog/filters.ts, denies) is asked about as
+    // its siblings are; and, by a glob without `__`, its upstream name, as a group's lists read it.
     const base = baseName(server.prefix, upstreamName);
     if (this.globs.some((g) => g(hubName) || (base !== hubName && g(base)))) return true;
+    if (upstreamName !== hubName && this.upstreamGlobs.some((g) => g(upstreamName))) return true;
     if (!this.policy.confirmDestructive) return false;
     const { annotations: a } = effectiveAnnotations(server.trust === 'trusted', claimed, server.tools?.byName?.[upstreamName]?.annotations);
     return a.readOnlyHint !== true && a.destructiveHint !== false;

@@ -9,9 +9,10 @@ import { monotonicNow } from '../monotonic.js';
 import { TokenBuckets, type BucketSpec, type RateLimiter, type RateLimitSpec } from './rate-limit.js';
 import { requestIdText } from '../ledger/request-id.js';
 import { mayBeRenamed } from '../catalog/names.js';
+import type { OtherNames } from './glob.js';
 
-/** See EdgeGate's `renamedBase`. */
-export type RenamedBase = (hubName: string, principal: string, group: string | undefined) => string | undefined | Promise<string | undefined>;
+/** See EdgeGate's `otherNames`. */
+export type ToolNames = (hubName: string, principal: string, group: string | undefined) => OtherNames | undefined | Promise<OtherNames | undefined>;
 
 /** A refusal at the edge, with the status the HTTP transport sends (403 step-up, 429). */
 export interface EdgeRefusal extends Omit<Refusal, 'status'> {
@@ -84,12 +85,13 @@ export class EdgeGate {
     private readonly audit: (b: AuditBegin, e: AuditEnd, params?: Record<string, unknown>) => Promise<void>,
     private readonly log?: Logger,
     /**
-     * A tool's name before the hub renamed it (names.ts baseName), for this principal and group:
-     * undefined when it was not renamed or routes nowhere. Scopes and rate-limit globs meet it as
-     * a group's deny and `policy.confirm` do. Asked only when a scope or limit goes by name and
-     * the name ends as a renamed one does (mayBeRenamed), so the usual call pays nothing for it.
+     * A tool's upstream name and its name before the hub renamed it (names.ts baseName), for this
+     * principal and group: undefined when it routes nowhere. Scopes and rate-limit globs meet them
+     * as a group's deny does (GlobTable). Asked only when a scope or limit goes by name, and then
+     * only when some glob meets upstream names (meetsUpstream) or the name ends as a renamed one
+     * does (mayBeRenamed), so the usual call pays nothing for it.
      */
-    private readonly renamedBase?: RenamedBase,
+    private readonly otherNames?: ToolNames,
   ) {}
 
   /** A reloaded `policy.rateLimit`, over the buckets as they are (RateLimiter.withSpec). */
@@ -145,22 +147,27 @@ export class EdgeGate {
    */
   admit(who: Identity, req: Request | undefined, facts: RequestFacts): EdgeRefusal | null | Promise<EdgeRefusal | null> {
     const tool = toolOf(req);
-    const base = this.baseOf(tool, who.principal, facts.group);
-    return base instanceof Promise ? base.then((b) => this.judged(who, req, tool, b, facts)) : this.judged(who, req, tool, base, facts);
+    const other = this.namesOf(tool, who.principal, facts.group);
+    return other instanceof Promise ? other.then((o) => this.judged(who, req, tool, o, facts)) : this.judged(who, req, tool, other, facts);
   }
 
-  private judged(who: Identity, req: Request | undefined, tool: string | undefined, base: string | undefined, facts: RequestFacts): EdgeRefusal | null | Promise<EdgeRefusal | null> {
+  private judged(who: Identity, req: Request | undefined, tool: string | undefined, other: OtherNames | undefined, facts: RequestFacts): EdgeRefusal | null | Promise<EdgeRefusal | null> {
     const refusal: EdgeRefusal | null =
-      (tool === undefined ? null : (this.auth.checkToolScopes(who, tool, facts.group, base) as EdgeRefusal | null)) ?? this.overLimit(who.principal, bucketTool(req, tool), base);
+      (tool === undefined ? null : (this.auth.checkToolScopes(who, tool, facts.group, other) as EdgeRefusal | null)) ?? this.overLimit(who.principal, bucketTool(req, tool), other);
     // Let in (every call of a hub within its limits): said at once, so the request waits no turn for it.
     if (!refusal) return null;
     return this.refused(who.principal, req, tool, refusal, facts).then(() => refusal);
   }
 
-  /** The called tool's base name when a scope or limit goes by name and it may have been renamed (renamedBase). */
-  private baseOf(tool: string | undefined, principal: string, group: string | undefined): string | undefined | Promise<string | undefined> {
-    if (tool === undefined || !this.renamedBase || !(this.auth.toolScopes.size > 0 || this.limiter.byName) || !mayBeRenamed(tool)) return undefined;
-    return this.renamedBase(tool, principal, group);
+  /**
+   * The called tool's other names (otherNames) when a scope or limit goes by name and some glob
+   * meets upstream names, or the tool may have been renamed.
+   */
+  private namesOf(tool: string | undefined, principal: string, group: string | undefined): OtherNames | undefined | Promise<OtherNames | undefined> {
+    if (tool === undefined || !this.otherNames) return undefined;
+    const scopes = this.auth.toolScopes;
+    if (!(scopes.readsUpstream || this.limiter.readsUpstream || ((scopes.size > 0 || this.limiter.byName) && mayBeRenamed(tool)))) return undefined;
+    return this.otherNames(tool, principal, group);
   }
 
   /** Whether `policy.rateLimit` sets any limit (a caller may skip `admitLocal` without one). */
@@ -174,17 +181,17 @@ export class EdgeGate {
    */
   async admitLocal(principal: string, req: Request | undefined, facts: RequestFacts): Promise<EdgeRefusal | null> {
     const tool = toolOf(req);
-    const found = this.baseOf(tool, principal, facts.group);
-    const base = found instanceof Promise ? await found : found;
-    const refusal = this.overLimit(principal, bucketTool(req, tool), base);
+    const found = this.namesOf(tool, principal, facts.group);
+    const other = found instanceof Promise ? await found : found;
+    const refusal = this.overLimit(principal, bucketTool(req, tool), other);
     if (refusal) await this.refused(principal, req, tool, refusal, facts);
     return refusal;
   }
 
   /** A 429 when a rate limit of `principal` (and `tool`) is exhausted; a token is taken otherwise. */
-  private overLimit(principal: string, tool: string | undefined, base?: string): EdgeRefusal | null {
+  private overLimit(principal: string, tool: string | undefined, other?: OtherNames): EdgeRefusal | null {
     if (!this.limiter.enabled) return null;
-    const v = this.limiter.check(principal, tool, base);
+    const v = this.limiter.check(principal, tool, other);
     if (v.ok) return null;
     const secs = Number.isFinite(v.retryAfterMs) ? Math.max(1, Math.ceil(v.retryAfterMs / 1000)) : 3600;
     return {

@@ -10,6 +10,26 @@
  */
 export type Matcher = (name: string) => boolean;
 
+/** The separator of a hub name's server prefix (catalog/names.ts PREFIX_SEPARATOR). */
+const SEPARATOR = '__';
+
+/**
+ * Whether a glob of tool names also meets a tool's upstream name, as a group's lists read them
+ * (catalog/filters.ts itemMatcher): one without the separator (`delete_*`) does; one with it
+ * (`x__*`, `*__delete`) meets hub names alone, since `x__…` names are server x's, and another
+ * server's own tool called `x__delete` must not pass for one of them.
+ */
+export function meetsUpstream(glob: string): boolean {
+  return !glob.includes(SEPARATOR);
+}
+
+/** A tool's names other than the one it is called by: its upstream name, and its name before the hub renamed it. */
+export interface OtherNames {
+  /** Its name before the hub renamed it (names.ts baseName), when it was renamed. */
+  base?: string;
+  upstream?: string;
+}
+
 /** `part` read at `at` in `name`, `?` matching any one unit. */
 function fitsAt(part: string, name: string, at: number): boolean {
   for (let i = 0; i < part.length; i++) {
@@ -55,27 +75,40 @@ export function globMatcher(globs: readonly string[] | undefined): Matcher | und
   return (name) => each.some((m) => m(name));
 }
 
-/** A compiled glob → value table; `matches(name)` lists the values of every glob that matches, in table order. */
+/**
+ * A compiled glob → value table; `matches(name)` lists the values of every glob that matches, in
+ * table order. Each glob meets the hub name and a renamed tool's base name; one without the
+ * separator the upstream name too (meetsUpstream).
+ */
 export class GlobTable<T> {
-  private readonly rows: { test: Matcher; value: T }[];
+  private readonly rows: { test: Matcher; value: T; upstream: boolean }[];
+  /** Whether some glob meets upstream names (then a call's upstream name is worth looking up). */
+  readonly readsUpstream: boolean;
 
   constructor(table: Record<string, T> = {}) {
-    this.rows = Object.entries(table).map(([glob, value]) => ({ test: compileGlob(glob), value }));
+    this.rows = Object.entries(table).map(([glob, value]) => ({ test: compileGlob(glob), value, upstream: meetsUpstream(glob) }));
+    this.readsUpstream = this.rows.some((r) => r.upstream);
   }
 
   get size(): number {
     return this.rows.length;
   }
 
-  /** `other`: a second name of the same thing (a renamed tool's base name); a row matching either counts once. */
-  matches(name: string, other?: string): T[] {
+  /** `other`: the same tool's other names; a row matching several counts once. */
+  matches(name: string, other?: OtherNames): T[] {
     const out: T[] = [];
-    for (const r of this.rows) if (r.test(name) || (other !== undefined && r.test(other))) out.push(r.value);
+    for (const r of this.rows) if (meets(r, name, other)) out.push(r.value);
     return out;
   }
 
-  first(name: string, other?: string): T | undefined {
-    for (const r of this.rows) if (r.test(name) || (other !== undefined && r.test(other))) return r.value;
+  first(name: string, other?: OtherNames): T | undefined {
+    for (const r of this.rows) if (meets(r, name, other)) return r.value;
     return undefined;
   }
+}
+
+function meets(r: { test: Matcher; upstream: boolean }, name: string, other: OtherNames | undefined): boolean {
+  if (r.test(name)) return true;
+  if (other === undefined) return false;
+  return (other.base !== undefined && r.test(other.base)) || (r.upstream && other.upstream !== undefined && other.upstream !== name && r.test(other.upstream));
 }

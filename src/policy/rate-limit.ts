@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { monotonicNow } from '../monotonic.js';
-import { GlobTable } from './glob.js';
+import { GlobTable, type OtherNames } from './glob.js';
 
 /** One token bucket: `burst` tokens at most, refilled at `perSecond`. */
 export interface BucketSpec {
@@ -12,7 +12,7 @@ export interface BucketSpec {
 export interface RateLimitSpec {
   perPrincipal?: BucketSpec;
   perTool?: BucketSpec;
-  /** Overrides `perTool` for hub tool names matching the glob (first match wins); a renamed tool's base name is matched too. */
+  /** Overrides `perTool` for hub tool names matching the glob (first match wins); a renamed tool's base name is matched too, and by a glob without `__` its upstream name. */
   tools?: Record<string, BucketSpec>;
 }
 
@@ -116,18 +116,23 @@ export class RateLimiter {
     return this.toolTable.size > 0;
   }
 
+  /** Whether some `tools` glob meets upstream names (GlobTable.readsUpstream). */
+  get readsUpstream(): boolean {
+    return this.toolTable.readsUpstream;
+  }
+
   /**
-   * `base`: the tool's name before the hub renamed it, which the `tools` globs meet too (as a
-   * group's deny and `policy.confirm` do); its bucket is still the hub name's.
+   * `other`: the tool's upstream name and its name before the hub renamed it, which the `tools`
+   * globs meet too (as a group's deny and `policy.confirm` do); its bucket is still the hub name's.
    */
-  check(principal: string, tool?: string, base?: string): RateVerdict {
+  check(principal: string, tool?: string, other?: OtherNames): RateVerdict {
     const p = this.spec.perPrincipal;
     if (p) {
       const wait = this.buckets.take(`p\0${principal}`, p);
       if (wait > 0) return { ok: false, retryAfterMs: wait, limit: 'principal' };
     }
     if (tool !== undefined) {
-      const t = this.toolTable.first(tool, base) ?? this.spec.perTool;
+      const t = this.toolTable.first(tool, other) ?? this.spec.perTool;
       if (t) {
         const wait = this.buckets.take(`t\0${principal}\0${toolKey(tool)}`, t);
         if (wait > 0) return { ok: false, retryAfterMs: wait, limit: 'tool' };

@@ -1,4 +1,4 @@
-import { GlobTable } from './glob.js';
+import { GlobTable, type OtherNames } from './glob.js';
 
 /**
  * Which OAuth scopes a tool needs (`auth.oauth.toolScopes`: glob → scope or scopes). Every
@@ -21,13 +21,19 @@ export class ToolScopes {
     return this.table.size;
   }
 
+  /** Whether some glob meets upstream names (GlobTable.readsUpstream). */
+  get readsUpstream(): boolean {
+    return this.table.readsUpstream;
+  }
+
   /**
-   * Scopes required to call `hubName` (deduplicated, in config order). `base`: its name before the
-   * hub renamed it (names.ts baseName), which the globs meet too, as a group's deny and
-   * `policy.confirm` do: `x_delete_<hash>` needs what `*__delete` asks of its siblings.
+   * Scopes required to call `hubName` (deduplicated, in config order). `other`: its upstream name
+   * and its name before the hub renamed it (names.ts baseName), which the globs meet too, as a
+   * group's deny and `policy.confirm` do: `x_delete_<hash>` needs what `*__delete` asks of its
+   * siblings, and `github__delete_repo` what `delete_*` asks.
    */
-  required(hubName: string, base?: string): string[] {
-    return [...new Set(this.table.matches(hubName, base).flat())];
+  required(hubName: string, other?: OtherNames): string[] {
+    return [...new Set(this.table.matches(hubName, other).flat())];
   }
 
   /** Every scope any tool may need, for `scopes_supported`. */

@@ -43,7 +43,7 @@ describe("EdgeGate: a renamed tool's base name", () => {
     const auth = new Authenticator(undefined, '.', silentLogger);
     const gate = new EdgeGate(auth, new RateLimiter(limits, () => 0), async () => undefined, undefined, (name) => {
       asked.push(name);
-      return name === 'x_delete_0a1b2c' ? 'x__delete' : undefined;
+      return name === 'x_delete_0a1b2c' ? { base: 'x__delete', upstream: 'x__delete' } : name === 'gh__delete_repo' ? { upstream: 'delete_repo' } : undefined;
     });
     const who = await auth.authenticate(() => undefined);
     if (!who.ok) throw new Error('no identity');
@@ -73,12 +73,50 @@ describe('RateLimiter and ToolScopes with a base name', () => {
     const { ToolScopes } = await import('../../src/policy/scopes.js');
     const scopes = new ToolScopes({ '*__delete': 'write', 'x_*': ['x', 'write'] });
     expect(scopes.required('x_delete_0a1b2c')).toEqual(['x', 'write']);
-    expect(scopes.required('x_delete_0a1b2c', 'x__delete')).toEqual(['write', 'x']);
-    expect(scopes.required('y_other', 'y__other')).toEqual([]);
+    expect(scopes.required('x_delete_0a1b2c', { base: 'x__delete' })).toEqual(['write', 'x']);
+    expect(scopes.required('y_other', { base: 'y__other' })).toEqual([]);
     const limiter = new RateLimiter({ tools: { '*__delete': { burst: 1, perSecond: 0 } } }, () => 0);
-    expect(limiter.check('p', 'x_delete_0a1b2c', 'x__delete')).toEqual({ ok: true });
-    expect(limiter.check('p', 'x_delete_0a1b2c', 'x__delete')).toMatchObject({ ok: false, limit: 'tool' });
+    expect(limiter.check('p', 'x_delete_0a1b2c', { base: 'x__delete' })).toEqual({ ok: true });
+    expect(limiter.check('p', 'x_delete_0a1b2c', { base: 'x__delete' })).toMatchObject({ ok: false, limit: 'tool' });
     // Without the base name the glob does not meet it (no per-tool default): never limited.
     expect(limiter.check('p', 'x_delete_0a1b2c')).toEqual({ ok: true });
+  });
+});
+
+describe('RateLimiter and ToolScopes with an upstream name', () => {
+  it('a glob without `__` meets the upstream name, as a group\'s deny does; one with it, hub names alone', async () => {
+    const { ToolScopes } = await import('../../src/policy/scopes.js');
+    const scopes = new ToolScopes({ 'delete_*': 'danger', '*__delete_repo': 'repo', 'x__*': 'x' });
+    expect(scopes.readsUpstream).toBe(true);
+    expect(scopes.required('gh__delete_repo', { upstream: 'delete_repo' })).toEqual(['danger', 'repo']);
+    // A prefix-"" server's own `x__delete_repo` is no tool of server x's: `x__*` does not meet it by its upstream name.
+    expect(scopes.required('x_delete_repo_0a1b2c', { upstream: 'x__delete_repo' })).toEqual([]);
+    expect(new ToolScopes({ 'x__*': 'x' }).readsUpstream).toBe(false);
+    const limiter = new RateLimiter({ tools: { 'delete_*': { burst: 1, perSecond: 0 } } }, () => 0);
+    expect(limiter.readsUpstream).toBe(true);
+    expect(limiter.check('p', 'gh__delete_repo', { upstream: 'delete_repo' })).toEqual({ ok: true });
+    expect(limiter.check('p', 'gh__delete_repo', { upstream: 'delete_repo' })).toMatchObject({ ok: false, limit: 'tool' });
+  });
+});
+
+describe("EdgeGate: a tool's upstream name", () => {
+  const bare = (id: number, name = 'gh__delete_repo') => ({ jsonrpc: '2.0' as const, id, method: 'tools/call', params: { name, arguments: {} } });
+
+  it('a rate-limit glob without `__` meets it: looked up for every call then, and only then', async () => {
+    const asked: string[] = [];
+    const auth = new Authenticator(undefined, '.', silentLogger);
+    const names = (name: string) => {
+      asked.push(name);
+      return name === 'gh__delete_repo' ? { upstream: 'delete_repo' } : undefined;
+    };
+    const gate = new EdgeGate(auth, new RateLimiter({ tools: { 'delete_*': { burst: 1, perSecond: 0 } } }, () => 0), async () => undefined, undefined, names);
+    const who = await auth.authenticate(() => undefined);
+    if (!who.ok) throw new Error('no identity');
+    expect(await gate.admit(who, bare(1), facts)).toBeNull();
+    expect(await gate.admit(who, bare(2), facts)).toMatchObject({ status: 429, message: expect.stringContaining('rate limit of gh__delete_repo') });
+    expect(asked).toEqual(['gh__delete_repo', 'gh__delete_repo']);
+    const hubOnly = new EdgeGate(auth, new RateLimiter({ tools: { 'gh__*': { burst: 5, perSecond: 1 } } }, () => 0), async () => undefined, undefined, names);
+    expect(hubOnly.admit(who, bare(3), facts)).toBeNull();
+    expect(asked).toHaveLength(2);
   });
 });
