@@ -50,10 +50,30 @@ export const SECRET_RULES: readonly SecretRule[] = [
   // Whole runs of base64url characters and dots that hold an `eyJ`.
   { kind: 'jwt', re: /(?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*eyJ[A-Za-z0-9_.-]*/g, within: jwts, hint: 'eyJ', gate: 'eyJ' },
   { kind: 'bearer-token', re: /(\bBearer\s+)[A-Za-z0-9._~+/-]{16,}=*/gi, keep: 1, gate: 'bearer\\s' },
+  // `Basic <base64 of user:password>` with no `Authorization:` before it (a header value quoted
+  // alone, a config's headers echoed): "Basic" is an English word, so only a credential that
+  // decodes to `user:password` counts ("Basic auth", "basic setup" do not). Not one that is the
+  // word again: "Basic Basic <credential>" would hide the credential behind it. At most 1 KiB,
+  // whole (no credential is longer): a long base64 run after the word is decoded no further.
+  { kind: 'basic-credentials', re: /\bBasic[ \t]+(?!basic[ \t])[A-Za-z0-9+/_-]{4,1024}={0,2}(?![A-Za-z0-9+/=_-])/gi, within: basicCredentials, gate: 'basic[ \t]' },
   // The scheme is the whole run of scheme characters before "://", whatever it starts with: a
   // run that began with "-", "+", "." or a digit was passed over ("-https://me:pw@host").
   { kind: 'url-credentials', re: /((?<![a-z0-9+.-])[a-z0-9+.-]+:\/\/[^/\s:@]+:)[^@\s/]+(?=@)/gi, keep: 1, hint: '@', gate: '://' },
 ];
+
+/** A base64 credential (standard or URL-safe) that decodes to visible `user:password` text. */
+const BASIC_PAIR = /^[^\x00-\x1f\x7f\ufffd]*:[^\x00-\x1f\x7f\ufffd]*$/;
+
+/** `Basic <credential>` with its credential replaced by `mark` when it is one (BASIC_PAIR). */
+function basicCredentials(region: string, mark: string): string {
+  const at = region.search(/[ \t][^ \t]/) + 1;
+  const cred = region.slice(at);
+  const b64 = cred.replace(/-/g, '+').replace(/_/g, '/');
+  const bytes = Buffer.from(b64, 'base64');
+  // Only base64 that says exactly these bytes (Buffer.from skips what is not base64).
+  if (bytes.toString('base64').replace(/=+$/, '') !== b64.replace(/=+$/, '')) return region;
+  return BASIC_PAIR.test(bytes.toString('utf8')) ? region.slice(0, at) + mark : region;
+}
 
 const PEM_END = /-----END [A-Z0-9 ]*PRIVATE KEY-----/g;
 const PEM_BEGIN = /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----/g;

@@ -95,6 +95,20 @@ describe('credentials an upstream gives away', () => {
     }
   });
 
+  // A config's headers or a request dump quoted without the header's name: the scheme alone says it.
+  it('a Basic credential with no Authorization: before it is stored redacted too, and is redacted in what the client gets back from the ledger', async () => {
+    const args = { header: `X-Upstream-Auth: Basic ${BASIC}`, bare: `Basic ${BASIC}`, prose: 'Basic auth is on' };
+    const r = await modernCall(hub.url, 'leak-basic', 'tools/call', { name: 'leaky__echo', arguments: args });
+    expect(r.body?.result).toBeDefined();
+    await waitForRows(join(dir, 'ledger.db'), { tool: 'leaky__echo' });
+    const row = stored('leak-basic');
+    expect(JSON.parse(row.args_json!)).toEqual({ header: 'X-Upstream-Auth: Basic [redacted:basic-credentials]', bare: 'Basic [redacted:basic-credentials]', prose: 'Basic auth is on' });
+    expect(row.result_json).not.toContain(BASIC);
+    const view = await fetch(new URL('/admin/ledger?limit=50', hub.url));
+    expect(view.status).toBe(200);
+    expect(await view.text()).not.toContain(BASIC);
+  });
+
   // With bodies kept (up to 1 MiB each, two a row), /admin/ledger read every row asked for (up
   // to 1,000) into the hub's memory and made one string of them: gigabytes.
   it('/admin/ledger ends an answer early past 8 MiB of stored bodies, saying so', async () => {

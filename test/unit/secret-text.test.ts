@@ -265,3 +265,15 @@ describe('the gate in front of the rules', () => {
     expect(redactSecretText('foo qux', rules)).toBe('[redacted:a] qux');
   });
 });
+
+describe('a Basic credential with no Authorization: before it', () => {
+  const pair = Buffer.from('deploy:s3cret-basic-pw').toString('base64');
+  it('is redacted wherever it stands, when it decodes to user:password', () => {
+    expect(redactSecretText(`-H "X-Upstream-Auth: Basic ${pair}" sent`)).toBe('-H "X-Upstream-Auth: Basic [redacted:basic-credentials]" sent');
+    expect(redactSecretText(`basic\t${Buffer.from('u:p??>').toString('base64url')}.`)).toBe('basic\t[redacted:basic-credentials].');
+    expect(redactSecretText(`Basic Basic ${pair}`)).toBe('Basic Basic [redacted:basic-credentials]');
+  });
+  it('leaves the English word alone, and base64 that is no user:password pair', () => {
+    for (const t of ['Basic auth is on', 'basic setup', `Basic ${Buffer.from('no colon here').toString('base64')}`, 'Basic dGVzdA', `Basic ${'A'.repeat(2000)}`]) expect(redactSecretText(t)).toBe(t);
+  });
+});
