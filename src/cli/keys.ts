@@ -39,6 +39,9 @@ const addCommand: CommandModule<object, KeyArgs> = {
       })
       .check((a) => {
         if ((a.scope as string[] | undefined)?.includes('')) throw new UsageError('--scope is empty: give a scope, or leave the option out (an unset variable in a script?)');
+        // Written into the config, it would be refused there (RFC 6749 scope-token): said here, the config untouched.
+        const odd = (a.scope as string[] | undefined)?.find((s) => !/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(s));
+        if (odd !== undefined) throw new UsageError(`--scope ${JSON.stringify(odd)} is not one scope (visible ASCII without spaces, quotes or backslashes): give each scope with a --scope of its own`);
         return true;
       }) as Argv<KeyArgs>,
   handler: (args) => {

@@ -11,7 +11,10 @@ export class ToolScopes {
   constructor(toolScopes: Record<string, string | string[]> = {}) {
     // fromEntries: a glob "__proto__" stays a key (assigned, it set the prototype, and the tool
     // so named needed no scope).
-    const norm: Record<string, string[]> = Object.fromEntries(Object.entries(toolScopes).map(([glob, s]) => [glob, Array.isArray(s) ? s : [s]]));
+    // A string is a `scope` as OAuth writes one, space-separated (the config allows single
+    // spaces): "files write" is two scopes. Taken as one, no token could ever hold it (a token's
+    // scope splits the same way), and the challenge naming it sent the client round again and again.
+    const norm: Record<string, string[]> = Object.fromEntries(Object.entries(toolScopes).map(([glob, s]) => [glob, Array.isArray(s) ? s : s.split(' ')]));
     this.table = new GlobTable(norm);
     this.every = [...new Set(Object.values(norm).flat())];
   }

@@ -323,10 +323,22 @@ describe('problems name their key path, one line each', () => {
     expect(problemsOf({ plugins: { paths: [{ pth: 'b.mjs' }] } })).toEqual(['plugins.paths[0].pth: unknown key: did you mean "path"? (expected one of: path, options)']);
     expect(problemsOf({ plugins: { paths: [{ path: 'b.mjs', optons: {} }] } })).toEqual(['plugins.paths[0].optons: unknown key: did you mean "options"? (expected one of: path, options)']);
     const oauth = { issuer: 'https://issuer.test', jwksUri: 'https://issuer.test/jwks', toolScopes: { 'a*': 5, b: [], c: 'read', d: ['read', 'write'] } };
-    expect(problemsOf({ auth: { oauth } })).toEqual(['auth.oauth.toolScopes.a*: must be a scope, or an array of one or more scopes', 'auth.oauth.toolScopes.b: must be a scope, or an array of one or more scopes']);
+    expect(problemsOf({ auth: { oauth } })).toEqual(['auth.oauth.toolScopes.a*: must be a scope (several separated by single spaces), or an array of one or more scopes; a scope is visible ASCII without spaces, quotes or backslashes (RFC 6749 scope-token)', 'auth.oauth.toolScopes.b: must be a scope (several separated by single spaces), or an array of one or more scopes; a scope is visible ASCII without spaces, quotes or backslashes (RFC 6749 scope-token)']);
     // Values of one schema node, each wrong in a shape of its own: each said once, none hiding another's.
     const mixed = { ...oauth, toolScopes: { s: '', l: [''], ok: 'read' } };
-    expect(problemsOf({ auth: { oauth: mixed } })).toEqual(['auth.oauth.toolScopes.s: must be a scope, or an array of one or more scopes', 'auth.oauth.toolScopes.l[0]: must be a scope, or an array of one or more scopes']);
+    expect(problemsOf({ auth: { oauth: mixed } })).toEqual(['auth.oauth.toolScopes.s: must be a scope (several separated by single spaces), or an array of one or more scopes; a scope is visible ASCII without spaces, quotes or backslashes (RFC 6749 scope-token)', 'auth.oauth.toolScopes.l[0]: must be a scope (several separated by single spaces), or an array of one or more scopes; a scope is visible ASCII without spaces, quotes or backslashes (RFC 6749 scope-token)']);
+    // A scope no token can carry (a space in an item, a quote the challenge cannot name) is refused:
+    // its 403 sent the client to log in again and again. A string of single-space-separated scopes is several.
+    const M = 'must be a scope (several separated by single spaces), or an array of one or more scopes; a scope is visible ASCII without spaces, quotes or backslashes (RFC 6749 scope-token)';
+    const spaced = { ...oauth, toolScopes: { two: 'files write', item: ['files write'], quoted: 'a"b', ok: ['read'] }, scopes: ['base scope'] };
+    expect(problemsOf({ auth: { oauth: spaced } })).toEqual([
+      'auth.oauth.scopes[0]: must be one scope: visible ASCII without spaces, quotes or backslashes (RFC 6749 scope-token); give several as several items',
+      `auth.oauth.toolScopes.item[0]: ${M}`,
+      `auth.oauth.toolScopes.quoted: ${M}`,
+    ]);
+    expect(problemsOf({ auth: { apiKeys: [{ principal: 'bob', sha256: 'a'.repeat(64), scopes: ['a b'] }] } })).toEqual([
+      'auth.apiKeys[0].scopes[0]: must be one scope: visible ASCII without spaces, quotes or backslashes (RFC 6749 scope-token); give several as several items',
+    ]);
     // A misspelt key of an object with required keys is that one mistake: not also "perSecond is required".
     expect(problemsOf({ policy: { rateLimit: { perPrincipal: { burst: 1, perSecnd: 1 } } } })).toEqual(['policy.rateLimit.perPrincipal.perSecnd: unknown key: did you mean "perSecond"? (expected one of: burst, perSecond)']);
   });

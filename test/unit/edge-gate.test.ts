@@ -120,3 +120,12 @@ describe("EdgeGate: a tool's upstream name", () => {
     expect(asked).toHaveLength(2);
   });
 });
+
+describe('ToolScopes: a string of scopes', () => {
+  it('is split at its spaces, as a token\'s scope claim is: "files write" is two scopes a token can hold', async () => {
+    const { ToolScopes } = await import('../../src/policy/scopes.js');
+    const scopes = new ToolScopes({ 'fs__*': 'files write', 'db__*': ['db'] });
+    expect(scopes.required('fs__put')).toEqual(['files', 'write']);
+    expect(scopes.all()).toEqual(['files', 'write', 'db']);
+  });
+});
