@@ -34,6 +34,12 @@ export interface Identity {
    */
   key?: string;
   /**
+   * The key set version (keysVersion) `key` was let in under: a call held after it (its body
+   * still on its way, a plugin, the user's confirmation) looks the key up again if a reload
+   * came since, whenever that was.
+   */
+  keysAt?: number;
+  /**
    * The tool groups whose endpoints alone this credential may use (`auth.apiKeys[].groups`, or
    * a token issued for group resources alone, `auth.oauth.groupResources`); undefined: every endpoint.
    */
@@ -233,7 +239,7 @@ export class Authenticator {
     if (token === '') return this.malformed('malformed Authorization header', group);
     if (this.keys.size > 0) {
       const holder = this.keys.lookup(token);
-      if (holder) return { ok: true, principal: holder.principal, scopes: holder.scopes, authContext: authContextOf(holder.principal), via: 'apiKey', key: holder.key, groups: holder.groups };
+      if (holder) return { ok: true, principal: holder.principal, scopes: holder.scopes, authContext: authContextOf(holder.principal), via: 'apiKey', key: holder.key, keysAt: this.keysVersion, groups: holder.groups };
     }
     if (this.cfg?.oauth && token.split('.').length === 3) {
       if (!this.oauth) return this.unauthorized('invalid_token', 'the hub does not know its own address yet', group);

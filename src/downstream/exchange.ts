@@ -36,6 +36,8 @@ export interface Exchange {
   readonly credentialLapse?: Lapse;
   /** The API key that sent this (its configured hash; see Identity.key). */
   readonly credentialKey?: string;
+  /** The key set version it was let in under (Identity.keysAt). */
+  readonly credentialKeysAt?: number;
   /** Turn this exchange into a long-lived stream (modern subscriptions/listen). */
   stream?(): MessageSink & { end(): void };
 }

@@ -544,6 +544,7 @@ export class HttpServer {
       credentialExpiresAt: who.expiresAt,
       credentialLapse: who.lapse,
       credentialKey: who.key,
+      credentialKeysAt: who.keysAt,
       group,
       requestBytes,
       sink,

@@ -244,8 +244,9 @@ export class ToolCall {
     // The groups its route is judged under (a route from the start-up grace's was judged before
     // this call began: looked at again before it is sent, whatever the version).
     const groupsAt = ctx.routedInGrace === undefined ? this.catalog.groups.version : -1;
-    // The key set its credential was let in under (the edge checked it as the request came).
-    const keysAt = this.opts.credentials?.keysVersion ?? 0;
+    // The key set its credential was let in under (the edge checked it as the request came, maybe
+    // before its body had arrived): a reload since, even one before this call got here, counts.
+    const keysAt = ctx.credentialKeysAt ?? this.opts.credentials?.keysVersion ?? 0;
     // A call let past the start-up grace comes with the route that let it (hub/startup-grace.ts); read
     // only when the aggregate has none, so the usual call pays nothing for it.
     // Nor is a key whose call has ended routed when its tool's server is down (endedOfDown): it is

@@ -23,6 +23,8 @@ export interface CallContext {
   authContext?: string;
   /** The API key that let the request in (its configured hash): looked up again before a held call is sent. */
   credentialKey?: string;
+  /** The key set version `credentialKey` was let in under (Identity.keysAt). */
+  credentialKeysAt?: number;
   /** The OAuth token that let the request in (Identity.lapse): checked again before a held call is sent. */
   credentialLapse?: Lapse;
   clientAddress?: string;

@@ -10,6 +10,7 @@
  * hub and CLI, SDK v2 and v1 clients, the repo's mutable server.
  */
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -96,6 +97,43 @@ describe('a held tools/call whose API key a reload revoked', () => {
     } finally {
       await client.close().catch(() => undefined);
     }
+  });
+
+  // The edge checks the key as the request's head comes; its body may come much later. A reload
+  // then was read as before the call: its key was never looked up again, and the call ran.
+  it('whose body was still on its way when the reload came is not sent either, and is refused 401', async () => {
+    const r = await rigged();
+    const before = r.calls();
+    const body = JSON.stringify(modernBody('slow', 'tools/call', { name: 'r__echo', arguments: { text: 'slow body' } }));
+    const url = new URL(r.hub.url);
+    const answered = new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const req = httpRequest(
+        { host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${ALICE}`, 'content-length': Buffer.byteLength(body), expect: '100-continue' } },
+        (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => (text += c));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        },
+      );
+      req.on('error', reject);
+      // The hub says 100 Continue as it takes the request (its key checked); the body waits for the reload.
+      req.on('continue', () => {
+        void (async () => {
+          const removed = await runCli(['keys', 'remove', 'alice', '--config', r.hub.configFile]);
+          expect(removed.code, removed.stderr).toBe(0);
+          await loggedTimes(r.hub, 'config reloaded', 1);
+          req.end(body);
+        })().catch(reject);
+      });
+      req.flushHeaders();
+    });
+    const reply = await answered;
+    const message = 'Unauthorized: unknown API key (revoked while the call was held; it was not sent)';
+    expect(reply.status, reply.text).toBe(401);
+    expect(reply.text).toContain(message);
+    expect(r.calls()).toBe(before);
+    await expect.poll(() => rowsOf(r.hub, 'alice'), { timeout: 10_000, interval: 50 }).toEqual([{ outcome: 'denied', code: 401, message }]);
   });
 
   it('whose groups no longer take its endpoint is not sent, and is refused 403 as the edge refuses that key there', async () => {
