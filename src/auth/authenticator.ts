@@ -86,6 +86,9 @@ export function credentialHeaders(req: HeaderSource): HeaderLookup {
   return lines !== undefined && lines.length > 1 ? Object.assign(lookup, { repeatedAuthorization: true }) : lookup;
 }
 
+/** The 401 reason for an Authorization header that is no Bearer credential (names no part of it). */
+const NOT_BEARER = 'authentication required: the Authorization header is not a Bearer credential (send the API key or token as "Authorization: Bearer <credential>", or the key as X-API-Key; Basic is not taken)';
+
 /** Whether `auth` asks for credentials (API keys or OAuth); otherwise the hub is loopback-only. */
 export function authRequired(auth: AuthConfig | undefined): boolean {
   return (auth?.apiKeys?.length ?? 0) > 0 || auth?.oauth !== undefined;
@@ -235,7 +238,9 @@ export class Authenticator {
     // to verify (no auth, an API key) waits no turn for it.
     if (!this.required) return { ok: true, principal: ANONYMOUS, scopes: [], authContext: authContextOf(ANONYMOUS), via: 'none' };
     const token = bearerToken(h);
-    if (token === undefined) return this.unauthorized(undefined, 'authentication required', group);
+    // Another scheme (Basic), or a key with no scheme before it: no credential (RFC 6750 §3.1),
+    // but said, since a client configured so is sure it sent one.
+    if (token === undefined) return this.unauthorized(undefined, h('authorization') === undefined ? 'authentication required' : NOT_BEARER, group);
     if (token === '') return this.malformed('malformed Authorization header', group);
     if (this.keys.size > 0) {
       const holder = this.keys.lookup(token);

@@ -229,6 +229,14 @@ describe('authentication at the HTTP endpoint', () => {
   it('another scheme (Basic) → 401 without an error code; a malformed Bearer header → 400 invalid_request (RFC 6750 §3.1)', async () => {
     const basic = await post(hub.url, modernBody(++id, 'tools/list'), { ...modernHeaders('tools/list'), authorization: 'Basic YWxpY2U6c2VjcmV0' });
     expect401(basic);
+    // Said, not only refused: a client configured with a Basic credential, or a key with no
+    // "Bearer " before it, is sure it sent one. The credential is not repeated.
+    const notBearer = 'Unauthorized: authentication required: the Authorization header is not a Bearer credential (send the API key or token as "Authorization: Bearer <credential>", or the key as X-API-Key; Basic is not taken)';
+    expect(basic.body?.error?.message).toBe(notBearer);
+    const bare = await post(hub.url, modernBody(++id, 'tools/list'), { ...modernHeaders('tools/list'), authorization: ALICE_KEY });
+    expect401(bare);
+    expect(bare.body?.error?.message).toBe(notBearer);
+    expect(bare.text).not.toContain(ALICE_KEY);
     for (const authorization of ['Bearer', 'Bearer two tokens', 'Bearer   ']) {
       const r = await post(hub.url, modernBody(++id, 'tools/list'), { ...modernHeaders('tools/list'), authorization });
       expect(r.status, authorization).toBe(400);
