@@ -105,4 +105,29 @@ describe('a JWKS file', () => {
     for (const typ of ['id_token+jwt', 'logout+jwt', 'dpop+jwt', 'secevent+jwt', 'at+jwt+x'])
       expect(await verifier.verify(await token(k1, { sub: `t-${++n}`, typ })), typ).toEqual({ ok: false, description: `the token is typed "${typ}", not an access token` });
   });
+
+  // What a held tools/call asks of its token before it is sent (router/call-tool.ts, Lapse.recheck).
+  it("a held call's token: nothing to do while the key set and its expiry hold; verified again, and refused, once its key left the set or it expired", async () => {
+    const held = await verifier.verify(await token(k1, { aud: AUDIENCE, sub: 'held', expiresIn: 120 }));
+    if (!held.ok) throw new Error(held.description);
+    expect(held.lapse.recheck()).toBeNull();
+    // Past exp, within clockToleranceSec (30 s): still as good as a request's check says.
+    advance(125_000);
+    expect(held.lapse.recheck()).toBeNull();
+    advance(30_000);
+    expect(await held.lapse.recheck()).toEqual({ ok: false, description: 'the token has expired' });
+
+    const other = await verifier.verify(await token(k1, { aud: AUDIENCE, sub: 'rotated' }));
+    if (!other.ok) throw new Error(other.description);
+    writeJwks(file, [k2]);
+    advance(1_000);
+    expect(await other.lapse.recheck()).toEqual({ ok: false, description: 'the token is signed with an unknown key' });
+    // A token of a key that stayed, under a new set: verified again, and good.
+    writeJwks(file, [k2, k3]);
+    const kept = await verifier.verify(await token(k2, { aud: AUDIENCE, sub: 'kept' }));
+    if (!kept.ok) throw new Error(kept.description);
+    writeJwks(file, [k2]);
+    advance(1_000);
+    expect(await kept.lapse.recheck()).toMatchObject({ ok: true, principal: 'kept' });
+  });
 });
