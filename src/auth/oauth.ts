@@ -44,21 +44,29 @@ interface KeySet {
  * it is sent. One per request, as the closure it replaces was.
  */
 export class Lapse {
-  constructor(
-    private readonly verifier: OAuthVerifier,
-    private readonly id: string,
-    private readonly token: string,
-    /** The key set version it was verified under (KeySet.version). */
-    private readonly version: number | undefined,
-    private readonly expiresAt: number,
-  ) {}
+  // Private fields (#), not TypeScript's `private`: an object holding the raw token must not
+  // show it to JSON.stringify, a logger or util.inspect, as the closure it replaces did not.
+  readonly #verifier: OAuthVerifier;
+  readonly #id: string;
+  readonly #token: string;
+  /** The key set version it was verified under (KeySet.version). */
+  readonly #version: number | undefined;
+  readonly #expiresAt: number;
+
+  constructor(verifier: OAuthVerifier, id: string, token: string, version: number | undefined, expiresAt: number) {
+    this.#verifier = verifier;
+    this.#id = id;
+    this.#token = token;
+    this.#version = version;
+    this.#expiresAt = expiresAt;
+  }
 
   /**
    * Has `end` run if the credential stops working before its expiry (its signing key gone from the
    * key set); the returned function forgets it (the stream ended first).
    */
   watch(end: () => void): () => void {
-    return this.verifier.watch(this.id, this.token, end);
+    return this.#verifier.watch(this.#id, this.#token, end);
   }
 
   /**
@@ -67,9 +75,9 @@ export class Lapse {
    * it would be answered: refused once its key left the key set or it expired.
    */
   recheck(): Promise<TokenVerdict> | null {
-    const now = this.verifier.keysVersion();
-    if (now !== undefined && now === this.version && Date.now() < this.expiresAt + this.verifier.toleranceMs) return null;
-    return this.verifier.verify(this.token);
+    const now = this.#verifier.keysVersion();
+    if (now !== undefined && now === this.#version && Date.now() < this.#expiresAt + this.#verifier.toleranceMs) return null;
+    return this.#verifier.verify(this.#token);
   }
 }
 

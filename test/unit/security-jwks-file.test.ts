@@ -130,4 +130,12 @@ describe('a JWKS file', () => {
     advance(1_000);
     expect(await kept.lapse.recheck()).toMatchObject({ ok: true, principal: 'kept' });
   });
+
+  it("what a verified token leaves with the request (Identity.lapse) shows no part of the token to JSON, a logger or inspect", async () => {
+    const t = await tokenOf(k1);
+    const v = await verifier.verify(t);
+    if (!v.ok) throw new Error(v.description);
+    const { inspect } = await import('node:util');
+    for (const shown of [JSON.stringify(v), inspect(v, { depth: 10, showHidden: true })]) for (const part of t.split('.')) expect(shown).not.toContain(part);
+  });
 });
