@@ -84,7 +84,7 @@ describe('a held tools/call whose OAuth token stopped working', () => {
       // Bob's call alone reached the server.
       expect(calls()).toBe(before + 1);
       await expect.poll(() => rowsOf(h, 'alice'), { timeout: 10_000, interval: 50 }).toEqual([{ outcome: 'denied', code: 401, message }]);
-      expect((rowsOf(h, 'bob')[0] as Json | undefined)?.outcome).toBe('ok');
+      await expect.poll(() => (rowsOf(h, 'bob')[0] as Json | undefined)?.outcome, { timeout: 10_000, interval: 50 }).toBe('ok');
       // Said as a request with that token is answered now: 401 invalid_token.
       const now = await post(h.url, modernBody('after', 'tools/call', { name: 'r__echo', arguments: { text: 'x' } }), { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${alice}` });
       expect(now.status).toBe(401);
