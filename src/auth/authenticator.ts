@@ -170,14 +170,16 @@ export class Authenticator {
    * endpoint; otherwise what a request with it is answered now: 401 for a key removed or given to
    * another principal, 403 for one whose groups no longer take the endpoint (as authenticate and
    * the edge answer them, the reason saying the call was held and not sent), and 403
-   * insufficient_scope for one that lost a scope `hubName` (`other`: its upstream name and its name before any renaming) needs.
+   * insufficient_scope for one that lost a scope `hubName` (`other`: its upstream name and its name before any renaming) needs,
+   * when `hubName` is a tool's (undefined for a request that calls no tool: no scope is looked at).
    */
-  revokedRefusal(key: string, principal: string, group: string | undefined, hubName: string, other: OtherNames): Refusal | null {
+  revokedRefusal(key: string, principal: string, group: string | undefined, hubName?: string, other?: OtherNames): Refusal | null {
     const holder = this.keys.holderOf(key);
     const held = 'revoked while the call was held; it was not sent';
     if (!holder || holder.principal !== principal) return this.unauthorized('invalid_token', `unknown API key (${held})`, group);
     if (holder.groups && !(group !== undefined && holder.groups.has(group)))
       return { status: 403, headers: {}, message: `Forbidden: this API key may use only ${[...holder.groups].map((g) => `/mcp/${g}`).join(', ')} (${held})`, principal };
+    if (hubName === undefined) return null;
     // Its scopes narrowed: refused as checkToolScopes refuses the key at the edge now.
     const needed = this.toolScopes.required(hubName, other);
     if (needed.length > 0 && missingScopes(holder.scopes, needed).length > 0)

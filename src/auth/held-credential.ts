@@ -14,7 +14,7 @@ import type { OtherNames } from '../policy/glob.js';
 /** What the router asks of the hub's Authenticator: cheap until the key set changes. */
 export interface HeldCredentials {
   readonly keysVersion: number;
-  revokedRefusal(key: string, principal: string, group: string | undefined, hubName: string, other: OtherNames): Refusal | null;
+  revokedRefusal(key: string, principal: string, group: string | undefined, hubName?: string, other?: OtherNames): Refusal | null;
   lapsedRefusal(token: Lapse, principal: string, group: string | undefined): Refusal | null | Promise<Refusal | null>;
 }
 
@@ -54,4 +54,34 @@ export function heldKeyRefusal(
  */
 export function heldTokenRefusal(creds: HeldCredentials | undefined, token: Lapse | undefined, principal: string, group: string | undefined): Refusal | null | Promise<Refusal | null> {
   return creds === undefined || token === undefined ? null : creds.lapsedRefusal(token, principal, group);
+}
+
+/**
+ * heldKeyRefusal and heldTokenRefusal for a request that calls no tool (a prompts/get, a read, a
+ * completion, a subscribe held as its row was written, or let in before its body arrived): its
+ * credential revoked meanwhile, it is not sent either. No tool scope applies to it.
+ */
+export function heldCredentialRefusal(
+  creds: HeldCredentials | undefined,
+  versionAt: number | undefined,
+  key: string | undefined,
+  token: Lapse | undefined,
+  principal: string,
+  group: string | undefined,
+): Refusal | null | Promise<Refusal | null> {
+  if (creds === undefined) return null;
+  if (token !== undefined) return creds.lapsedRefusal(token, principal, group);
+  if (key === undefined || versionAt === undefined || creds.keysVersion === versionAt) return null;
+  return creds.revokedRefusal(key, principal, group);
+}
+
+/**
+ * Whether nothing moved since a request's credential was let in (the key set, its token's key
+ * set and expiry): then no refusal can come of checking it again, and a read may be answered
+ * from the cache. Otherwise the request goes where it is checked (Router.forward).
+ */
+export function credentialUnchanged(creds: HeldCredentials | undefined, versionAt: number | undefined, token: Lapse | undefined): boolean {
+  if (creds === undefined) return true;
+  if (token !== undefined) return token.recheck() === null;
+  return versionAt === undefined || creds.keysVersion === versionAt;
 }

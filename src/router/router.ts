@@ -1,4 +1,4 @@
-import type { HeldCredentials } from '../auth/held-credential.js';
+import { credentialUnchanged, CredentialRevokedError, heldCredentialRefusal, type HeldCredentials } from '../auth/held-credential.js';
 import { heldReason } from '../catalog/held-reason.js';
 import type { Logger } from '../log.js';
 import type { Catalog, ServerHandle } from '../catalog/catalog.js';
@@ -417,6 +417,18 @@ export class Router {
       await this.noted(finish(Object.assign(this.outcomeSeenBy(ctx, err), { latencyMs: performance.now() - t0 })), method);
       throw err;
     }
+    // Its credential revoked since the edge let it in (a reload removed its API key while its body
+    // was on its way or its row was written; its OAuth token's key left the key set): not sent,
+    // answered as a request with it is now, as a held tools/call is (call-tool.ts).
+    // Not an unsubscribe, which only lets go (one the hub makes as a session ends included).
+    const lapsed = method !== 'resources/unsubscribe' && (ctx.credentialKey !== undefined || ctx.credentialLapse !== undefined) ? heldCredentialRefusal(this.opts.credentials, ctx.credentialKeysAt, ctx.credentialKey, ctx.credentialLapse, ctx.principal, ctx.group) : null;
+    const revoked = lapsed instanceof Promise ? await lapsed : lapsed;
+    if (revoked) {
+      const ended = endedWhileHeld(ctx);
+      if (retry) this.mrtr.sealer.release(forwarded.requestState);
+      await this.noted(finish(ended ? { ...outcomeOfError(ended), latencyMs: performance.now() - t0 } : { outcome: 'denied', errorKind: 'policy', errorCode: revoked.status, errorMessage: revoked.message, latencyMs: performance.now() - t0 }), method);
+      throw ended ?? new CredentialRevokedError(revoked);
+    }
     const body = async (opts: CallOptions, parkedRun?: FirstRow): Promise<Result> => {
       first = parkedRun;
       try {
@@ -511,7 +523,8 @@ export class Router {
     const first = forwarded.inputResponses === undefined && forwarded.requestState === undefined;
     // Its partition without its connection when that is a process not to be started (unstarted).
     const partition = !first ? '' : this.unstarted(server, ctx.principal) ? principalConn(ctx.principal) : (await this.catalog.connection(server, ctx.principal)).credential;
-    const hit = first ? this.catalog.reads.get(server.id, partition, uri) : undefined;
+    // Not from the cache for a credential revoked since it was let in: forward() refuses it.
+    const hit = first && credentialUnchanged(this.opts.credentials, ctx.credentialKeysAt, ctx.credentialLapse) ? this.catalog.reads.get(server.id, partition, uri) : undefined;
     if (hit) {
       await this.recordLocal('resources/read', ctx, { outcome: 'ok', server: server.id, upstreamName: uri, latencyMs: performance.now() - t0 }, { hubName: uri });
       const result = copyOf(hit.result);

@@ -35,11 +35,11 @@ afterEach(async () => {
   hub = undefined;
 });
 
-async function rigged(): Promise<{ hub: HubProcess; dir: string; calls: () => number }> {
+async function rigged(server: Json = {}): Promise<{ hub: HubProcess; dir: string; calls: () => number }> {
   const dir = tmp();
   writeFileSync(join(dir, 'plugin.mjs'), holdingPlugin(dir));
   const statsFile = join(dir, 'stats.json');
-  const r = nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', TOOLS, STATS_FILE: statsFile });
+  const r = { ...nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', TOOLS, STATS_FILE: statsFile }), ...server };
   const apiKeys = [
     { principal: 'alice', sha256: sha256Hex(ALICE) },
     { principal: 'bob', sha256: sha256Hex(BOB) },
@@ -67,6 +67,35 @@ function rowsOf(h: HubProcess, principal: string): Json[] {
 async function holding(dir: string): Promise<void> {
   await expect.poll(() => existsSync(join(dir, 'holding')), { timeout: 10_000, interval: 20 }).toBe(true);
   rmSync(join(dir, 'holding'));
+}
+
+/**
+ * POSTs `body` with Expect: 100-continue: the hub says 100 Continue as it takes the request (its
+ * credential checked on the head), and the body waits for `meanwhile`.
+ */
+function slowPost(mcpUrl: string, body: string, headers: Record<string, string>, meanwhile: () => Promise<void>): Promise<{ status: number; text: string }> {
+  const url = new URL(mcpUrl);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { ...headers, 'content-length': Buffer.byteLength(body), expect: '100-continue' } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    req.on('error', reject);
+    req.on('continue', () => void meanwhile().then(() => req.end(body), reject));
+    req.flushHeaders();
+  });
+}
+
+/** The rows of `method` of `principal`: outcome, code and message. */
+function rowsOfMethod(h: HubProcess, method: string, principal: string): Json[] {
+  const db = new Database(join(h.dir, 'ledger.db'), { readonly: true });
+  try {
+    return db.prepare('SELECT outcome, error_code AS code, error_message AS message FROM audit WHERE method = ? AND principal = ? ORDER BY id').all(method, principal) as Json[];
+  } finally {
+    db.close();
+  }
 }
 
 describe('a held tools/call whose API key a reload revoked', () => {
@@ -105,35 +134,51 @@ describe('a held tools/call whose API key a reload revoked', () => {
     const r = await rigged();
     const before = r.calls();
     const body = JSON.stringify(modernBody('slow', 'tools/call', { name: 'r__echo', arguments: { text: 'slow body' } }));
-    const url = new URL(r.hub.url);
-    const answered = new Promise<{ status: number; text: string }>((resolve, reject) => {
-      const req = httpRequest(
-        { host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${ALICE}`, 'content-length': Buffer.byteLength(body), expect: '100-continue' } },
-        (res) => {
-          let text = '';
-          res.setEncoding('utf8');
-          res.on('data', (c: string) => (text += c));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-        },
-      );
-      req.on('error', reject);
-      // The hub says 100 Continue as it takes the request (its key checked); the body waits for the reload.
-      req.on('continue', () => {
-        void (async () => {
-          const removed = await runCli(['keys', 'remove', 'alice', '--config', r.hub.configFile]);
-          expect(removed.code, removed.stderr).toBe(0);
-          await loggedTimes(r.hub, 'config reloaded', 1);
-          req.end(body);
-        })().catch(reject);
-      });
-      req.flushHeaders();
+    const reply = await slowPost(r.hub.url, body, { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${ALICE}` }, async () => {
+      const removed = await runCli(['keys', 'remove', 'alice', '--config', r.hub.configFile]);
+      expect(removed.code, removed.stderr).toBe(0);
+      await loggedTimes(r.hub, 'config reloaded', 1);
     });
-    const reply = await answered;
     const message = 'Unauthorized: unknown API key (revoked while the call was held; it was not sent)';
     expect(reply.status, reply.text).toBe(401);
     expect(reply.text).toContain(message);
     expect(r.calls()).toBe(before);
     await expect.poll(() => rowsOf(r.hub, 'alice'), { timeout: 10_000, interval: 50 }).toEqual([{ outcome: 'denied', code: 401, message }]);
+  });
+
+  // So for a request that calls no tool: a read served to a key revoked before its body came.
+  it('a resources/read whose body was still on its way when the reload came is not sent either, and is refused 401', async () => {
+    const r = await rigged();
+    const stats = (): number => (JSON.parse(readFileSync(join(r.dir, 'stats.json'), 'utf8')) as Record<string, number>)['resources/read'] ?? 0;
+    const before = existsSync(join(r.dir, 'stats.json')) ? stats() : 0;
+    const body = JSON.stringify(modernBody('slow-read', 'resources/read', { uri: 'mut://doc' }));
+    const reply = await slowPost(r.hub.url, body, { ...modernHeaders('resources/read', 'mut://doc'), authorization: `Bearer ${ALICE}` }, async () => {
+      const removed = await runCli(['keys', 'remove', 'alice', '--config', r.hub.configFile]);
+      expect(removed.code, removed.stderr).toBe(0);
+      await loggedTimes(r.hub, 'config reloaded', 1);
+    });
+    const message = 'Unauthorized: unknown API key (revoked while the call was held; it was not sent)';
+    expect(reply.status, reply.text).toBe(401);
+    expect(reply.text).toContain(message);
+    expect(stats()).toBe(before);
+    await expect.poll(() => rowsOfMethod(r.hub, 'resources/read', 'alice'), { timeout: 10_000, interval: 50 }).toEqual([{ outcome: 'denied', code: 401, message }]);
+  });
+
+  // Nor from the read cache, which another principal's read of the same connection filled.
+  it('a resources/read the cache holds, whose body was on its way when the reload came, is refused 401 too', async () => {
+    const r = await rigged({ cacheTtlMs: 60_000 });
+    const read = (id: string, key: string) => post(r.hub.url, modernBody(id, 'resources/read', { uri: 'mut://doc' }), { ...modernHeaders('resources/read', 'mut://doc'), authorization: `Bearer ${key}` });
+    expect((await read('bob-fills', BOB)).status).toBe(200);
+    const body = JSON.stringify(modernBody('slow-cached', 'resources/read', { uri: 'mut://doc' }));
+    const reply = await slowPost(r.hub.url, body, { ...modernHeaders('resources/read', 'mut://doc'), authorization: `Bearer ${ALICE}` }, async () => {
+      const removed = await runCli(['keys', 'remove', 'alice', '--config', r.hub.configFile]);
+      expect(removed.code, removed.stderr).toBe(0);
+      await loggedTimes(r.hub, 'config reloaded', 1);
+    });
+    expect(reply.status, reply.text).toBe(401);
+    expect(reply.text).not.toContain('first version');
+    // Bob's key stays: his next read is still a hit.
+    expect((await read('bob-again', BOB)).text).toContain('first version');
   });
 
   it('whose groups no longer take its endpoint is not sent, and is refused 403 as the edge refuses that key there', async () => {
