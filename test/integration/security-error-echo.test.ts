@@ -92,7 +92,7 @@ describe("an upstream's error that echoes credentials", () => {
       expect(error.code, era).toBe(-32000);
       expectNoSecret(JSON.stringify(error), era);
       expect(error.message, era).toContain('password=[redacted:credential];');
-      expect(error.message, era).toContain('Proxy-Authorization: Basic [redacted:authorization]');
+      expect(error.message, era).toContain('Proxy-Authorization: Basic [redacted:basic-credentials]');
       expect(error.message, era).toContain('&sp=r&sig=[redacted:credential]');
       expect(error.message, era).toContain('used Bearer [redacted:bearer-token]');
       // What is not a credential is passed on as the upstream sent it.

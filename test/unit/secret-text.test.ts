@@ -38,7 +38,7 @@ describe('upstream error text (message and data)', () => {
     expect(redactErrorText('failed: password=only-upstream-knows; retry')).toBe('failed: password=[redacted:credential]; retry');
     expect(redactErrorText('sent Authorization: Token short9tok')).toBe('sent Authorization: Token [redacted:authorization]');
     expect(redactErrorText('sent Authorization: Bearer shorttok')).toBe('sent Authorization: Bearer [redacted:authorization]');
-    expect(redactErrorText('{"proxy-authorization":"Basic c3ZjOnB3"}')).toBe('{"proxy-authorization":"Basic [redacted:authorization]"}');
+    expect(redactErrorText('{"proxy-authorization":"Basic c3ZjOnB3"}')).toBe('{"proxy-authorization":"Basic [redacted:basic-credentials]"}');
     // A token a shape rule marked is not marked again, nor its scheme taken for the credential.
     expect(redactErrorText('Authorization: Bearer ' + 'x'.repeat(20))).toBe('Authorization: Bearer [redacted:bearer-token]');
     expect(redactErrorText('GET https://a.blob.core.windows.net/c/b?sv=2022&sig=AbC%2Bd3%3D&sp=r')).toBe('GET https://a.blob.core.windows.net/c/b?sv=2022&sig=[redacted:credential]&sp=r');
