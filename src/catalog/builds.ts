@@ -11,6 +11,7 @@ import type { NameAssigner } from './names.js';
 import type { Connection, ServerHandle } from './types.js';
 import { offers, type ListKind } from './lists.js';
 import { assemble, type Built, type Part } from './aggregate.js';
+import { ListPendingError } from './list-cache.js';
 
 const BUILT_MEMO = 64;
 /** Builds of one request begun again because a server was replaced under them; past them the last is given, never kept. */
@@ -191,7 +192,8 @@ export class AggregateBuilds {
         if (s.value) parts.push(s.value);
       } else {
         failed.push(handles[i].id);
-        if (wait !== 'held') this.o.log.warn({ server: handles[i].id, kind, err: String(s.reason?.message ?? s.reason) }, 'list failed');
+        if (s.reason instanceof ListPendingError) this.o.log.info({ server: handles[i].id, kind }, 'first list not back yet: left out of this list, clients told when it lands');
+        else if (wait !== 'held') this.o.log.warn({ server: handles[i].id, kind, err: String(s.reason?.message ?? s.reason) }, 'list failed');
       }
     });
     // Of the lists held, with one of them gone meanwhile (forgotten, dropped): a build without

@@ -2,7 +2,7 @@
  * Per-upstream list cache: one entry per (server, list kind, authorization context), fresh for
  * the upstream's own `ttlMs` (modern) or until its `list_changed` / a configured TTL (legacy,
  * which gives no hints). Concurrent misses share one upstream fetch; a failed refresh, or one not back within STALE_WAIT_MS, serves
- * the stale entry, and a failed fetch is not tried again for LIST_RETRY_MS. Keys are `<server>\0<kind>` for the server's own credentials and
+ * the stale entry (a client's first list not back within FIRST_LIST_WAIT_MS is built without it), and a failed fetch is not tried again for LIST_RETRY_MS. Keys are `<server>\0<kind>` for the server's own credentials and
  * `<server>\0<kind>\0<credential>` for a per-principal one, so a prefix `<server>\0` covers
  * every entry of a server.
  */
@@ -53,6 +53,23 @@ export const LIST_RETRY_MS = 5_000;
  */
 export const STALE_WAIT_MS = 1_000;
 
+/**
+ * How long a client's list waits for a server's first list (nothing cached to stand in) before
+ * it is answered without that server's items: the list, when it lands, is told (list_changed),
+ * as a failed list that comes back is. Without it one server slow to answer its first list (or
+ * hung) held every client's list, of every server, for its timeoutMs (60 s by default). Longer
+ * than STALE_WAIT_MS: there a client gets the server's last list, here none of its items, and a
+ * client that does not listen for list_changed lacks them until it lists again.
+ */
+export const FIRST_LIST_WAIT_MS = 3_000;
+
+/** A first list not back within FIRST_LIST_WAIT_MS: the client's list is built without it. */
+export class ListPendingError extends Error {
+  constructor(key: string, ms: number) {
+    super(`${key.split('\0', 2).join(' ')}: its first list is not back after ${ms} ms; left out until it is (clients are told then)`);
+  }
+}
+
 /** Failures kept at most (lists of principals that never listed again are forgotten past it). */
 const MAX_FAILURES = 10_000;
 
@@ -78,6 +95,8 @@ export class ListCache {
   private readonly failures = new Map<string, { until: number; err: unknown }>();
   /** Changes found inside a key's window, to be told at its end. */
   private readonly deferred = new Map<string, NodeJS.Timeout>();
+  /** Keys whose first list a client's list was answered without (FIRST_LIST_WAIT_MS): told when it lands. */
+  private readonly leftOut = new Set<string>();
   private versionCounter = 0;
   /** Observed counts, for metrics and tests. */
   readonly stats = { hits: 0, misses: 0, staleServed: 0 };
@@ -92,6 +111,7 @@ export class ListCache {
     private readonly onChanged?: (key: string) => void,
     private readonly retryMs = LIST_RETRY_MS,
     private readonly staleWaitMs = STALE_WAIT_MS,
+    private readonly firstWaitMs = FIRST_LIST_WAIT_MS,
   ) {}
 
   /** Entries held (for tests). */
@@ -125,7 +145,9 @@ export class ListCache {
   /**
    * `whole`: the refresh is waited for however long it takes, not STALE_WAIT_MS (the hub's own
    * fetch at a server's ready or change, which judges the list it brings and which the
-   * refetch gate's one-fetch-at-a-time counts on).
+   * refetch gate's one-fetch-at-a-time counts on), nor a first fetch FIRST_LIST_WAIT_MS (a
+   * request's route). Otherwise (a client's list) a first fetch not back by then fails the get
+   * with ListPendingError, and the list is told (onChanged) when it lands.
    */
   async get(key: string, fetch: Fetcher, whole = false): Promise<ListEntry> {
     const e = this.entries.get(key);
@@ -158,7 +180,39 @@ export class ListCache {
         if (this.inflight.get(key) === f) this.inflight.delete(key);
       }).catch(() => {});
     }
-    return e && !whole ? this.boundedWait(key, e, p) : p;
+    if (whole) return p;
+    return e ? this.boundedWait(key, e, p) : this.firstWait(key, p);
+  }
+
+  /**
+   * A first fetch (no entry to stand in), or ListPendingError once it has been under way for
+   * firstWaitMs: the one fetch goes on for everyone, and lands in the cache, told, when it comes.
+   */
+  private firstWait(key: string, p: Promise<ListEntry>): Promise<ListEntry> {
+    const pending = () => {
+      this.leftOut.add(key);
+      return new ListPendingError(key, this.firstWaitMs);
+    };
+    const left = (this.startedAt.get(p) ?? this.now()) + this.firstWaitMs - this.now();
+    if (left <= 0) return Promise.reject(pending());
+    return new Promise<ListEntry>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        const landed = this.entries.get(key);
+        if (landed) resolve(landed);
+        else reject(pending());
+      }, left);
+      timer.unref();
+      p.then(
+        (v) => {
+          clearTimeout(timer);
+          resolve(v);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      );
+    });
   }
 
   /**
@@ -208,6 +262,11 @@ export class ListCache {
       if (this.changedInFlight.delete(key)) entry.ttlMs = 0;
       this.entries.set(key, entry);
       if (stale && !same && this.mayAnnounce(key, stale)) this.onChanged?.(key);
+      else if (!stale && this.leftOut.delete(key)) {
+        // Clients were given lists without it: they hear it is there now.
+        this.toldAt.set(key, this.now());
+        this.onChanged?.(key);
+      }
       return entry;
     } catch (err) {
       if (!current()) throw err;
@@ -324,6 +383,7 @@ export class ListCache {
       }
     for (const k of [...this.entries.keys()]) if (covers(prefix, k)) this.entries.delete(k);
     for (const k of [...this.toldAt.keys()]) if (covers(prefix, k)) this.toldAt.delete(k);
+    for (const k of [...this.leftOut]) if (covers(prefix, k)) this.leftOut.delete(k);
     for (const [k, timer] of this.deferred)
       if (covers(prefix, k)) {
         clearTimeout(timer);

@@ -6,7 +6,7 @@
  */
 import type { PluginRunner } from '../plugins/runner.js';
 import type { Part } from './aggregate.js';
-import type { ListCache, ListEntry } from './list-cache.js';
+import { ListPendingError, type ListCache, type ListEntry } from './list-cache.js';
 import type { ListChanges } from './changes.js';
 import type { Connection, ServerHandle } from './types.js';
 import { fetchList } from './fetch-list.js';
@@ -120,7 +120,8 @@ export class PartStore {
       // A connection a reload or `servers restart` replaced since (closed under its fetch): its
       // failure says nothing of the one in use, which showed it as its own list error. None held
       // ('held' fetches nothing) says nothing of the server either.
-      if (wait === 'held' || !this.inUse(h, conn)) throw err;
+      // A first list still on its way (ListPendingError) has not failed: it is told when it lands.
+      if (wait === 'held' || err instanceof ListPendingError || !this.inUse(h, conn)) throw err;
       // Upstream errors come redacted (upstream/upstream-error.ts); the hub's own say no secrets.
       const msg = String((err as Error)?.message ?? err).slice(0, 1000);
       this.listFailed.set(key, msg.startsWith(LIST_METHOD[kind]) ? msg : `${LIST_METHOD[kind]} failed: ${msg}`);
@@ -143,6 +144,7 @@ export class PartStore {
     try {
       part = await this.partOf(kind, h, conn, wait);
     } catch (err) {
+      if (err instanceof ListPendingError) throw err; // told when it lands (list-cache.ts)
       this.ownFailed.delete(pk); // re-inserted: the oldest go first past the bound
       this.ownFailed.add(pk);
       if (this.ownFailed.size > MAX_OWN_FAILED) this.ownFailed.delete(this.ownFailed.values().next().value!);
