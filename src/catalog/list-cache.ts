@@ -27,6 +27,12 @@ export interface ListEntry {
    * again (invalidate): they list again then anyway.
    */
   stoodIn?: boolean;
+  /**
+   * Clients were told its list changed (invalidate) after it was asked for: those who list again
+   * expect the list after the change. Only such a list kept 0 ms that stood in is told when the
+   * refresh lands changed (mayAnnounce).
+   */
+  saidChanged?: boolean;
 }
 
 export type Fetcher = () => Promise<Omit<ListEntry, 'receivedAt' | 'version'>>;
@@ -259,7 +265,10 @@ export class ListCache {
       const same = stale && JSON.stringify(stale.items) === JSON.stringify(got.items);
       const entry: ListEntry = { ...got, receivedAt: this.now(), version: same ? stale.version : ++this.versionCounter };
       // A list_changed that came while this list was on its way: served once, fetched again next.
-      if (this.changedInFlight.delete(key)) entry.ttlMs = 0;
+      if (this.changedInFlight.delete(key)) {
+        entry.ttlMs = 0;
+        entry.saidChanged = true;
+      }
       this.entries.set(key, entry);
       if (stale && !same && this.mayAnnounce(key, stale)) this.onChanged?.(key);
       else if (!stale && this.leftOut.delete(key)) {
@@ -291,13 +300,16 @@ export class ListCache {
    * made stale (clients were told then), one fetched while a change was said (the same), or one
    * never fresh (every list of it is a refresh, and a server whose list differs each time would
    * have every client told, list again, and be told again); unless it stood in for a refresh that
-   * failed (stoodIn: those told listed again and got it, the list from before the change, and
-   * a legacy client kept it until told again, which nothing else did). At most once a second per key: a
+   * failed or was slow (stoodIn) after a change was told (saidChanged: those told listed again
+   * and got it, the list from before the change, and a legacy client kept it until told again,
+   * which nothing else did). Not for one never fresh that stood in with no change told: a slow
+   * server whose list differs each time had every client told, list again (stood in for, the
+   * refresh slow again), and be told again, about once a second for good. At most once a second per key: a
    * change found inside that second is told at its end, never dropped (the clients told of the
    * previous change listed before it, and would keep a list that is gone).
    */
   private mayAnnounce(key: string, stale: ListEntry): boolean {
-    if (!(stale.ttlMs > 0) && !stale.stoodIn) return false;
+    if (!(stale.ttlMs > 0) && !(stale.stoodIn && stale.saidChanged)) return false;
     const now = this.now();
     const since = now - (this.toldAt.get(key) ?? -Infinity);
     if (since < ANNOUNCE_EVERY_MS) {
@@ -325,6 +337,7 @@ export class ListCache {
       if (covers(prefix, k)) {
         e.ttlMs = 0;
         e.stoodIn = undefined;
+        e.saidChanged = true;
       }
     for (const k of this.inflight.keys()) if (covers(prefix, k)) this.changedInFlight.add(k);
   }

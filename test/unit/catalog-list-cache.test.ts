@@ -198,6 +198,28 @@ describe('a change found when an entry expires', () => {
     expect((await cache.get('s\0tools', f.fetch)).items).toHaveLength(2);
   });
 
+  it('a list kept 0 ms that stood in for a slow refresh is told changed only after a change was said', async () => {
+    const told: string[] = [];
+    const cache = new ListCache(() => 0, undefined, (k) => told.push(k), 5000, 20);
+    let n = 0;
+    const asked: (() => void)[] = [];
+    // Slow (answered when the test says), and different at every answer.
+    const fetch = () => new Promise<{ items: Record<string, unknown>[]; ttlMs: number; scope: 'public' }>((resolve) => asked.push(() => resolve({ items: [{ name: `v${++n}` }], ttlMs: 0, scope: 'public' })));
+    const first = cache.get('z\0tools', fetch);
+    asked[0]!();
+    await first;
+    for (let i = 1; i <= 3; i++) {
+      expect((await cache.get('z\0tools', fetch)).items).toEqual([{ name: `v${i}` }]); // stood in after 20 ms
+      asked[i]!();
+      await expect.poll(() => cache.peek('z\0tools')?.items).toEqual([{ name: `v${i + 1}` }]);
+    }
+    expect(told).toEqual([]);
+    cache.invalidate('z\0'); // said: clients told, and list again
+    expect((await cache.get('z\0tools', fetch)).items).toEqual([{ name: 'v4' }]);
+    asked[4]!();
+    await expect.poll(() => told).toEqual(['z\0tools']); // they got the list from before it: told again
+  });
+
   it('a refresh back within the stale wait is what its waiters get, and the same list told nowhere', async () => {
     const told: string[] = [];
     const cache = new ListCache(() => 0, undefined, (k) => told.push(k), 5000, 60_000);
