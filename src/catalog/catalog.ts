@@ -27,6 +27,7 @@ import { groupView, type Built, type Part } from './aggregate.js';
 import { downItem, downResource, readyOwner } from './owners.js';
 import { connOfListenKey, listenKeyOf, partKey, serverOfListenKey } from './keys.js';
 import { monotonicNow } from '../monotonic.js';
+import { SHARED_ONLY } from './shared-only.js';
 
 export type { Aggregate, Connection, Routed, ServerHandle, View } from './types.js';
 export { refreshed } from './listed-names.js';
@@ -87,13 +88,15 @@ export interface CatalogOptions {
 }
 
 export { DEFAULT_LEGACY_TTL_MS } from './fetch-list.js';
+export { SHARED_ONLY } from './shared-only.js';
 export { LACKING_TTL_MS } from './list-hints.js';
 
 /**
  * Aggregates the lists of every upstream, names tools and prompts collision-free, and routes
- * hub names and resource URIs back to their upstream. Emits 'changed' (kind, principal?, server?)
- * when a list of a family may have changed (list_changed, an upstream coming or going, a pin
- * approved) — only that principal's, only that server's part, when given — and
+ * hub names and resource URIs back to their upstream. Emits 'changed' (kind, principal?, server?,
+ * SHARED_ONLY?) when a list of a family may have changed (list_changed, an upstream coming or
+ * going, a pin approved) — only that principal's, only that server's part, only the server's own
+ * connection's list, when given — and
  * 'resourceUpdated' ({server, uri, principal?, meta?: the server's own `_meta` keys}).
  */
 export class Catalog extends EventEmitter {
@@ -140,9 +143,11 @@ export class Catalog extends EventEmitter {
       this.cacheNow,
       (key, err) => log.warn({ key: key.replace(/\0/g, '/'), err: String((err as Error)?.message ?? err) }, 'list refresh failed; serving the stale entry'),
       // Found changed when its entry expired (no list_changed from the server): clients hear it now.
+      // The server's own connection's list: not the clients of principals listed from their own.
       (key) => {
         const [server, kind, own] = key.split('\0') as [string, ListKind, string | undefined];
-        this.emit('changed', kind === 'resourceTemplates' ? 'resources' : kind, own === undefined ? undefined : principalOfConn(own), server);
+        if (own === undefined) this.emit('changed', kind === 'resourceTemplates' ? 'resources' : kind, undefined, server, SHARED_ONLY);
+        else this.emit('changed', kind === 'resourceTemplates' ? 'resources' : kind, principalOfConn(own), server);
       },
       opts.listRetryMs,
     );
@@ -162,7 +167,8 @@ export class Catalog extends EventEmitter {
       report: opts.report,
       resourceRoutes: opts.resourceRoutes,
       listAtReady: opts.listAtReady,
-      changed: (kind, serverId, principal) => this.emit('changed', kind === 'resourceTemplates' ? 'resources' : kind, principal, serverId),
+      changed: (kind, serverId, principal) =>
+        this.emit('changed', kind === 'resourceTemplates' ? 'resources' : kind, principal, serverId, ...(principal === undefined ? [SHARED_ONLY] : [])),
     });
     // Keys are server ids, or principalListenKey()s of principals' own connections, each with the
     // resource subscriptions made on that connection (router/subscriptions.ts: its `conn`).
@@ -620,6 +626,24 @@ export class Catalog extends EventEmitter {
   /** Whether a server is ready now, offering the kind, that `b` (built before) neither has a part of nor failed to list. */
   private cameBack(kind: ListKind, b: Built): boolean {
     return readyServers(this.servers(), kind).some((h) => !b.parts.some((p) => p.h.id === h.id) && !b.failed.includes(h.id));
+  }
+
+  /**
+   * Whether the principal's list of a kind (tools, prompts, resources: both resource lists) had
+   * the server's part from that principal's own connection (its own list, not the shared one's
+   * public list given to it), as built last for it: a change of the server's own connection's
+   * list (SHARED_ONLY) is not that principal's, and its clients are not told of it. False when
+   * unknown (nothing built for it, or no longer held): told, as before.
+   */
+  listsOwn(kind: string, principal: string, serverId: string): boolean {
+    const kinds: readonly ListKind[] = kind === 'resources' ? ['resources', 'resourceTemplates'] : kind === 'tools' || kind === 'prompts' ? [kind] : [];
+    if (kinds.length === 0) return false;
+    for (const k of kinds) {
+      const mk = this.builds.lastKey(k, principal);
+      const part = mk === undefined ? undefined : this.builds.memo(mk)?.parts.find((p) => p.h.id === serverId);
+      if (!part || part.key === `${serverId}\0${k}`) return false;
+    }
+    return true;
   }
 
   /** Why a list of the server's own connection failed last (none since it succeeded). */

@@ -23,6 +23,7 @@ import { currentRecord, replacedConnection, type OwnConnection } from './replace
 import { isObj } from '../protocol/jsonrpc.js';
 import { withoutRelatedTask } from '../protocol/input-results.js';
 import { META_SUBSCRIPTION_ID } from '../protocol/meta.js';
+import { SHARED_ONLY } from './shared-only.js';
 
 export interface UpstreamWatchOptions {
   servers: () => readonly ServerHandle[];
@@ -217,8 +218,9 @@ export class UpstreamWatch {
       // A storm of list_changed is acted on at most once a second per list (the first at once),
       // with one fetch running: each used to be a fetch of the whole list.
       this.refetches.run(`${h.id}\0${kinds.join()}\0${principal ?? ''}`, () => {
-        // Said on a principal's own connection: that principal's partition, and its clients only.
-        this.invalidate(h.id, kinds, principal);
+        // Said on a principal's own connection: that principal's partition, and its clients only;
+        // on the server's own one, not the clients of principals listed from their own (SHARED_ONLY).
+        this.invalidate(h.id, kinds, principal, kinds, principal === undefined);
         // Judged at once, as at ready: a rug pull is held back and audited when it happens.
         return principal === undefined && kinds.includes('tools') ? this.warm(h) : Promise.resolve();
       });
@@ -237,14 +239,19 @@ export class UpstreamWatch {
   /**
    * `principal`: only that principal's own partition (its connection's credential) changed, and only its clients are told.
    * `said`: the kinds clients are told of (default: all of `kinds`); the others are only fetched again.
+   * `sharedOnly`: said on the server's own connection, of its lists: not told to principals whose list of it is their own (SHARED_ONLY).
    */
-  invalidate(serverId: string, kinds: readonly ListKind[] = LIST_KINDS, principal?: string, said: readonly ListKind[] = kinds): void {
+  invalidate(serverId: string, kinds: readonly ListKind[] = LIST_KINDS, principal?: string, said: readonly ListKind[] = kinds, sharedOnly = false): void {
     if (kinds.includes('tools')) this.changes.tools(serverId);
     if (kinds.includes('resources') || kinds.includes('resourceTemplates')) this.changes.resources(serverId);
     const own = principal === undefined ? '' : `\0${principalConn(principal)}`;
     for (const k of kinds) this.cache.invalidate(`${serverId}\0${k}${own}`);
     // Clients hear one resources/list_changed for both families, so a change of both is said once.
-    for (const k of said) if (k !== 'resourceTemplates' || !said.includes('resources')) this.o.emit('changed', k, principal, serverId);
+    for (const k of said)
+      if (k !== 'resourceTemplates' || !said.includes('resources')) {
+        if (sharedOnly) this.o.emit('changed', k, principal, serverId, SHARED_ONLY);
+        else this.o.emit('changed', k, principal, serverId);
+      }
   }
 
   /**

@@ -83,8 +83,11 @@ export interface HubCore {
   health(shows?: (server: string) => boolean, groups?: ReadonlySet<string>): { status: string; reason?: string; servers: { id: string; state: string; era: string | null; tools: number }[] };
 }
 
-/** Whether clients of an endpoint group (`/mcp/<group>`; undefined: `/mcp`) see a change. */
-export type SeenBy = (group: string | undefined) => boolean;
+/**
+ * Whether clients of an endpoint group (`/mcp/<group>`; undefined: `/mcp`) see a change; of a
+ * list change, given the client's principal, whether that principal's list has it.
+ */
+export type SeenBy = (group: string | undefined, principal?: string) => boolean;
 
 /** A place to send server → client messages (a GET SSE stream, a POST's SSE stream, stdout). */
 export interface MessageSink {

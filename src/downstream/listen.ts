@@ -87,7 +87,7 @@ export class ListenHub {
       if (!flag) return;
       for (const l of this.listeners) {
         if (l.sink.closed) this.listeners.delete(l);
-        else if (l[flag] && (principal === undefined || l.principal === principal) && (seenBy === undefined || seenBy(l.group))) l.sink.send({ jsonrpc: '2.0', method: METHOD[flag], params: { _meta: { [META_SUBSCRIPTION_ID]: l.id } } });
+        else if (l[flag] && (principal === undefined || l.principal === principal) && (seenBy === undefined || seenBy(l.group, l.principal))) l.sink.send({ jsonrpc: '2.0', method: METHOD[flag], params: { _meta: { [META_SUBSCRIPTION_ID]: l.id } } });
       }
     });
   }

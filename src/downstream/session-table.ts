@@ -68,7 +68,7 @@ export class SessionTable {
       kind === 'tools' ? 'notifications/tools/list_changed' : kind === 'prompts' ? 'notifications/prompts/list_changed' : 'notifications/resources/list_changed';
     const msg = { jsonrpc: '2.0', method };
     const told = (s: LegacySession) =>
-      (principal === undefined || s.principal === principal) && (seenBy === undefined || seenBy(s.group)) && (at === undefined || s.listsFrom === undefined || at >= s.listsFrom);
+      (principal === undefined || s.principal === principal) && (seenBy === undefined || seenBy(s.group, s.principal)) && (at === undefined || s.listsFrom === undefined || at >= s.listsFrom);
     for (const s of this.sessions.values()) if (s.initialized && s.stream && !s.stream.closed && told(s)) s.stream.send(msg);
     for (const s of this.stdioSessions.values()) if (s.initialized && !s.ended && s.stream && !s.stream.closed && told(s)) s.stream.send(msg);
   }

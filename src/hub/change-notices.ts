@@ -6,18 +6,20 @@
 import type { EventEmitter } from 'node:events';
 import type { Catalog } from '../catalog/catalog.js';
 import { principalConn } from '../catalog/principal-conn.js';
+import { SHARED_ONLY } from '../catalog/shared-only.js';
 import type { Subscriptions } from '../router/subscriptions.js';
 import { ChangeCoalescer } from './change-coalescer.js';
 
 /**
  * A list change: its kind, the principal whose own list it is (undefined: everyone's), the
- * servers whose parts changed (undefined: the whole list), and when the last change it stands
- * for was made (performance.now()).
+ * servers whose parts changed (undefined: the whole list), when the last change it stands
+ * for was made (performance.now()), and whether each was of those servers' own connections'
+ * lists alone (SHARED_ONLY: not told to a principal whose list of them is its own).
  */
-type ListChange = [kind: string, principal: string | undefined, servers: readonly string[] | undefined, at: number];
+type ListChange = [kind: string, principal: string | undefined, servers: readonly string[] | undefined, at: number, sharedOnly: boolean];
 
 /** Relays `catalog`'s changes to `events` from now on; the returned coalescer's close() ends the windows still open (the hub's stop). */
-export function relayCatalogChanges(catalog: Pick<Catalog, 'on' | 'groups'>, subs: Pick<Subscriptions, 'subscribers'>, events: EventEmitter): { close(): void } {
+export function relayCatalogChanges(catalog: Pick<Catalog, 'on' | 'groups' | 'listsOwn'>, subs: Pick<Subscriptions, 'subscribers'>, events: EventEmitter): { close(): void } {
   // Said on a principal's own connection: for the subscriptions made on that connection only.
   // A subscription outlives a reload of `groups`: a client whose group no longer shows the
   // server is not told of its resources (seenBy), as it could no longer subscribe to them.
@@ -38,14 +40,32 @@ export function relayCatalogChanges(catalog: Pick<Catalog, 'on' | 'groups'>, sub
   // which every list it can fetch already shows (session-table.ts: listsFrom). Not whole
   // milliseconds (monotonicNow): the server whose readiness ends the start-up grace is ready in
   // the very millisecond the handshake it held is answered.
+  // `sharedOnly`: a session of a principal whose lists of those servers are all its own (its
+  // credentials upstream) is not told: its list did not change (Catalog.listsOwn; a change of
+  // its own is said on its own connection, to it alone).
   const listChanges = new ChangeCoalescer<ListChange>(
-    (kind: string, principal: string | undefined, servers: readonly string[] | undefined, at: number) =>
-      events.emit('listChanged', kind, principal, servers === undefined ? undefined : (group?: string) => servers.some((s) => catalog.groups.showsServer(group, s)), at),
+    (kind: string, principal: string | undefined, servers: readonly string[] | undefined, at: number, sharedOnly: boolean) =>
+      events.emit(
+        'listChanged',
+        kind,
+        principal,
+        servers === undefined
+          ? undefined
+          : (group: string | undefined, who?: string) =>
+              servers.some((s) => catalog.groups.showsServer(group, s) && !(sharedOnly && who !== undefined && catalog.listsOwn(kind, who, s))),
+        at,
+      ),
     undefined,
-    (earlier, later) => [later[0], later[1], earlier[2] === undefined || later[2] === undefined ? undefined : [...new Set([...earlier[2], ...later[2]])], later[3]],
+    (earlier, later) => [
+      later[0],
+      later[1],
+      earlier[2] === undefined || later[2] === undefined ? undefined : [...new Set([...earlier[2], ...later[2]])],
+      later[3],
+      earlier[4] && later[4],
+    ],
   );
-  catalog.on('changed', (kind: string, principal?: string, server?: string) =>
-    listChanges.change(JSON.stringify([kind, principal ?? null]), kind, principal, server === undefined ? undefined : [server], performance.now()),
+  catalog.on('changed', (kind: string, principal?: string, server?: string, scope?: string) =>
+    listChanges.change(JSON.stringify([kind, principal ?? null]), kind, principal, server === undefined ? undefined : [server], performance.now(), scope === SHARED_ONLY),
   );
   return listChanges;
 }
