@@ -341,7 +341,14 @@ export class Catalog extends EventEmitter {
     // A modern server's DiscoverResult past its ttlMs is asked again (in the background): a
     // family it added or dropped since shows from a later list on, and clients are told. At a
     // client's list, not at every build (a resource read builds two or three).
-    for (const h of this.servers()) h.upstream.refreshDiscover?.();
+    // So is the principal's own connection's (it has its own DiscoverResult: a redeploy that
+    // adds a family would otherwise stay unseen there, its listen stream left without that
+    // family's changes, for as long as the connection lives).
+    const principal = view.principal;
+    for (const h of this.servers()) {
+      h.upstream.refreshDiscover?.();
+      if (principal !== undefined && this.opts.splits?.(h) === true) this.opts.ownConnection?.(h, principal)?.refreshDiscover?.();
+    }
     // A client's list: a server whose refresh hangs is given its stale list after STALE_WAIT_MS
     // (told when the refresh lands changed), not waited for up to its timeoutMs. Only here: a
     // request's route (resolveTool, a read's owner) waits for the list after a change.
