@@ -94,9 +94,9 @@ export { LACKING_TTL_MS } from './list-hints.js';
 /**
  * Aggregates the lists of every upstream, names tools and prompts collision-free, and routes
  * hub names and resource URIs back to their upstream. Emits 'changed' (kind, principal?, server?,
- * SHARED_ONLY?) when a list of a family may have changed (list_changed, an upstream coming or
- * going, a pin approved) — only that principal's, only that server's part, only the server's own
- * connection's list, when given — and
+ * SHARED_ONLY?, groups?) when a list of a family may have changed (list_changed, an upstream
+ * coming or going, a pin approved) — only that principal's, only that server's part, only the
+ * server's own connection's list, only those endpoint groups' lists, when given — and
  * 'resourceUpdated' ({server, uri, principal?, meta?: the server's own `_meta` keys}).
  */
 export class Catalog extends EventEmitter {
@@ -262,14 +262,18 @@ export class Catalog extends EventEmitter {
 
   /**
    * `groups` changed (a config reload): what each group shows is worked out again from the
-   * lists held (no upstream is asked), and clients hear that every list changed.
+   * lists held (no upstream is asked), and the clients of a group whose definition changed hear
+   * that the lists it changed for changed.
    */
   setGroups(groups: Record<string, unknown> | undefined): void {
+    const changed = this.groups.changedFor(groups);
     this.groups.replace(groups);
     // Group views are memoised in the aggregates, and calls are routed by them.
     this.builds.drop();
     this.builds.refreshShared();
-    this.everyListChanged();
+    // Only the kinds a group's definition changed for, to that group's clients: clients of
+    // `/mcp` and of a group left as it was see the same lists (they were told every kind).
+    for (const [kind, names] of changed) this.emit('changed', kind, undefined, undefined, undefined, names);
   }
 
   /**

@@ -54,8 +54,17 @@ interface CompiledGroup {
 /** Group names usable in a URL path segment. */
 export const GROUP_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
+/** What of a group's definition each list kind depends on. */
+const FIELDS_OF_KIND: Record<'tools' | 'prompts' | 'resources', readonly (keyof GroupConfig)[]> = {
+  tools: ['servers', 'tools', 'deny'],
+  prompts: ['servers', 'prompts', 'deny'],
+  resources: ['servers'],
+};
+
 export class Groups {
   private readonly groups = new Map<string, CompiledGroup>();
+  /** Each group's definition as configured (JSON of each field), to tell what a reload changed. */
+  private defs = new Map<string, Partial<Record<keyof GroupConfig, string>>>();
   private replaced = 0;
 
   /**
@@ -77,9 +86,11 @@ export class Groups {
   replace(config: Record<string, unknown> | undefined): void {
     this.replaced++;
     this.groups.clear();
+    this.defs = new Map();
     for (const [name, raw] of Object.entries(config ?? {})) {
       if (!GROUP_NAME.test(name) || raw === null || typeof raw !== 'object') continue;
       const g = raw as GroupConfig;
+      this.defs.set(name, { servers: JSON.stringify(g.servers), tools: JSON.stringify(g.tools), prompts: JSON.stringify(g.prompts), deny: JSON.stringify(g.deny) });
       this.groups.set(name, {
         servers: Array.isArray(g.servers) ? new Set(g.servers) : undefined,
         tools: itemMatcher(g.tools),
@@ -87,6 +98,24 @@ export class Groups {
         deny: itemMatcher(g.deny),
       });
     }
+  }
+
+  /**
+   * The groups of `config` (as replace takes it) whose definition differs from the one in force
+   * for a list kind (client-facing kinds: resources stands for both resource lists), by kind;
+   * a group new or gone is none (it had no clients, or its clients' sessions end). Kinds no
+   * group changed for are left out.
+   */
+  changedFor(config: Record<string, unknown> | undefined): Map<'tools' | 'prompts' | 'resources', string[]> {
+    const next = new Groups(config);
+    const out = new Map<'tools' | 'prompts' | 'resources', string[]>();
+    for (const [name, now] of next.defs) {
+      const was = this.defs.get(name);
+      if (!was) continue;
+      for (const kind of ['tools', 'prompts', 'resources'] as const)
+        if (FIELDS_OF_KIND[kind].some((f) => was[f] !== now[f])) out.set(kind, [...(out.get(kind) ?? []), name]);
+    }
+    return out;
   }
 
   has(name: string): boolean {

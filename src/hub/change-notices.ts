@@ -13,10 +13,11 @@ import { ChangeCoalescer } from './change-coalescer.js';
 /**
  * A list change: its kind, the principal whose own list it is (undefined: everyone's), the
  * servers whose parts changed (undefined: the whole list), when the last change it stands
- * for was made (performance.now()), and whether each was of those servers' own connections'
- * lists alone (SHARED_ONLY: not told to a principal whose list of them is its own).
+ * for was made (performance.now()), whether each was of those servers' own connections'
+ * lists alone (SHARED_ONLY: not told to a principal whose list of them is its own), and the
+ * endpoint groups whose lists changed (undefined: any).
  */
-type ListChange = [kind: string, principal: string | undefined, servers: readonly string[] | undefined, at: number, sharedOnly: boolean];
+type ListChange = [kind: string, principal: string | undefined, servers: readonly string[] | undefined, at: number, sharedOnly: boolean, groups: readonly string[] | undefined];
 
 /** Relays `catalog`'s changes to `events` from now on; the returned coalescer's close() ends the windows still open (the hub's stop). */
 export function relayCatalogChanges(catalog: Pick<Catalog, 'on' | 'groups' | 'listsOwn'>, subs: Pick<Subscriptions, 'subscribers'>, events: EventEmitter): { close(): void } {
@@ -43,29 +44,25 @@ export function relayCatalogChanges(catalog: Pick<Catalog, 'on' | 'groups' | 'li
   // `sharedOnly`: a session of a principal whose lists of those servers are all its own (its
   // credentials upstream) is not told: its list did not change (Catalog.listsOwn; a change of
   // its own is said on its own connection, to it alone).
+  const union = (a: readonly string[] | undefined, b: readonly string[] | undefined) => (a === undefined || b === undefined ? undefined : [...new Set([...a, ...b])]);
   const listChanges = new ChangeCoalescer<ListChange>(
-    (kind: string, principal: string | undefined, servers: readonly string[] | undefined, at: number, sharedOnly: boolean) =>
+    (kind: string, principal: string | undefined, servers: readonly string[] | undefined, at: number, sharedOnly: boolean, groups: readonly string[] | undefined) =>
       events.emit(
         'listChanged',
         kind,
         principal,
-        servers === undefined
+        servers === undefined && groups === undefined
           ? undefined
           : (group: string | undefined, who?: string) =>
-              servers.some((s) => catalog.groups.showsServer(group, s) && !(sharedOnly && who !== undefined && catalog.listsOwn(kind, who, s))),
+              (groups === undefined || (group !== undefined && groups.includes(group))) &&
+              (servers === undefined || servers.some((s) => catalog.groups.showsServer(group, s) && !(sharedOnly && who !== undefined && catalog.listsOwn(kind, who, s)))),
         at,
       ),
     undefined,
-    (earlier, later) => [
-      later[0],
-      later[1],
-      earlier[2] === undefined || later[2] === undefined ? undefined : [...new Set([...earlier[2], ...later[2]])],
-      later[3],
-      earlier[4] && later[4],
-    ],
+    (earlier, later) => [later[0], later[1], union(earlier[2], later[2]), later[3], earlier[4] && later[4], union(earlier[5], later[5])],
   );
-  catalog.on('changed', (kind: string, principal?: string, server?: string, scope?: string) =>
-    listChanges.change(JSON.stringify([kind, principal ?? null]), kind, principal, server === undefined ? undefined : [server], performance.now(), scope === SHARED_ONLY),
+  catalog.on('changed', (kind: string, principal?: string, server?: string, scope?: string, groups?: readonly string[]) =>
+    listChanges.change(JSON.stringify([kind, principal ?? null]), kind, principal, server === undefined ? undefined : [server], performance.now(), scope === SHARED_ONLY, groups),
   );
   return listChanges;
 }
