@@ -125,6 +125,14 @@ export class ListCache {
     return this.entries.size;
   }
 
+  /** The list kinds of a server some entry is held of, in any partition (not on a hot path: scans every entry). */
+  kindsHeld(serverId: string): Set<string> {
+    const prefix = `${serverId}\0`;
+    const kinds = new Set<string>();
+    for (const k of this.entries.keys()) if (k.startsWith(prefix)) kinds.add(k.slice(prefix.length).split('\0', 1)[0]!);
+    return kinds;
+  }
+
   peek(key: string): ListEntry | undefined {
     return this.entries.get(key);
   }

@@ -62,6 +62,8 @@ export class UpstreamWatch {
   /** Each server's main connection watched last, and the kinds its lists showed at its last state (shownKinds). */
   private readonly watched = new Map<string, ServerHandle>();
   private readonly shown = new WeakMap<Upstream, readonly ListKind[]>();
+  /** Each server's principals' own connections open now (watchConnection until 'stopped'): the kinds they offer are shown (shownKinds). */
+  private readonly own = new Map<string, Set<Upstream>>();
 
   constructor(private readonly o: UpstreamWatchOptions) {
     this.servers = o.servers;
@@ -135,6 +137,9 @@ export class UpstreamWatch {
       const key = principalListenKey(h.id, principal);
       this.listens.track(key, upstream);
       this.lapsed.opened(h.id, principal);
+      let open = this.own.get(h.id);
+      if (!open) this.own.set(h.id, (open = new Set()));
+      open.add(upstream);
       const onState = (state: string) => {
         // Closed (idle, evicted from the pool, reconfigured) or reconnecting: the stream that
         // would have said a change (legacy GET, modern listen) is gone with it.
@@ -151,6 +156,7 @@ export class UpstreamWatch {
         if (state === 'ready') for (const k of LIST_KINDS) this.cache.retryNow(`${h.id}\0${k}\0${principalConn(principal)}`);
         if (state !== 'stopped') return;
         upstream.off('state', onState);
+        this.dropOwn(h.id, upstream);
         this.listens.untrack(key, upstream);
         this.lapsed.closed(h.id, principal);
       };
@@ -257,17 +263,23 @@ export class UpstreamWatch {
   /**
    * The kinds whose lists show a server's items now, as far as its state tells: those its main
    * connection offers while ready (or offered when last ready, until the state after it), none
-   * while it is down. Every kind when some principal may have a connection of its own to it
-   * (splits): that principal's lists may show it from there while the main one is down, with
-   * that connection's capabilities, which are not known here without asking the pool for each.
-   * A server not watched (yet, or any more): every kind.
+   * while it is down. When some principal may have a connection of its own to it (splits), also
+   * the kinds the principals' own connections open now offer, and every kind some list of it is
+   * held of, in any partition (a connection closed since): that principal's lists may show it
+   * from there, with that connection's capabilities (a kind no connection offers and nobody
+   * listed of it, no client was shown anything of; every kind was told, at each restart or reload
+   * of such a server). A server not watched (yet, or any more): every kind.
    */
   shownKinds(h: ServerHandle | string): readonly ListKind[] {
     const watched = typeof h === 'string' ? this.watched.get(h) : h;
     // Its config as it is now (a reload may have changed it and kept the connection).
     const handle = watched && this.current(watched);
-    if (!handle || this.o.splits?.(handle) !== false) return LIST_KINDS;
-    return union(this.shown.get(handle.upstream) ?? LIST_KINDS, listedKinds(handle.upstream));
+    if (!handle) return LIST_KINDS;
+    const main = union(this.shown.get(handle.upstream) ?? LIST_KINDS, listedKinds(handle.upstream));
+    if (this.o.splits?.(handle) === false) return main;
+    const held = this.cache.kindsHeld(handle.id);
+    const own = [...(this.own.get(handle.id) ?? [])].flatMap((u) => listedKinds(u));
+    return LIST_KINDS.filter((k) => main.includes(k) || held.has(k) || own.includes(k));
   }
 
   /**
@@ -309,9 +321,15 @@ export class UpstreamWatch {
     for (const k of LIST_KINDS) this.cache.expire(`${serverId}\0${k}${own}`);
   }
 
+  private dropOwn(serverId: string, upstream: Upstream): void {
+    const open = this.own.get(serverId);
+    if (open?.delete(upstream) && open.size === 0) this.own.delete(serverId);
+  }
+
   /** A server forgotten for good (removed): its notifications' order goes with it. */
   forget(serverId: string): void {
     this.notifyChain.delete(serverId);
+    this.own.delete(serverId);
     this.watched.delete(serverId);
   }
 
