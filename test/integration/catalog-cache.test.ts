@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { Catalog, LACKING_TTL_MS, type Connection, type ServerHandle } from '../../src/catalog/catalog.js';
+import { Catalog, LACKING_TTL_MS, SHARED_ONLY, type Connection, type ServerHandle } from '../../src/catalog/catalog.js';
 import { Groups } from '../../src/catalog/filters.js';
 import { NameAssigner } from '../../src/catalog/names.js';
 import { silentLogger } from '../../src/log.js';
@@ -296,7 +296,8 @@ describe('catalog cache (real stdio upstreams)', () => {
     expect(changed).toEqual([]);
     await f.upstream.request('tools/call', { name: 'fail_lists', arguments: { on: false } });
     expect(names((await c.aggregate('tools')).items)).toContain('f__echo');
-    expect(changed).toEqual([['tools', undefined, 'f']]);
+    // Of the server's own connection's list: not told to principals listed from their own (SHARED_ONLY).
+    expect(changed).toEqual([['tools', undefined, 'f', SHARED_ONLY]]);
     // Once: the next list is no news.
     await c.aggregate('tools');
     expect(changed).toHaveLength(1);
