@@ -38,6 +38,11 @@ export interface ListEntry {
 export type Fetcher = () => Promise<Omit<ListEntry, 'receivedAt' | 'version'>>;
 
 const ANNOUNCE_EVERY_MS = 1000;
+/**
+ * The longest wait between two announcements of changes nobody said of one list, when each
+ * refresh finds it changed again (the wait doubles from ANNOUNCE_EVERY_MS at each one in a row).
+ */
+const ANNOUNCE_MAX_EVERY_MS = 30_000;
 
 /**
  * How long a list whose fetch failed is not asked for again: meanwhile its stale entry is served,
@@ -97,6 +102,13 @@ export class ListCache {
   private readonly changedInFlight = new Set<string>();
   /** When each key's change was last told by onChanged. */
   private readonly toldAt = new Map<string, number>();
+  /**
+   * Changes told of each key in a row (mayAnnounce), no refresh finding its list the same and
+   * no change said (invalidate) in between: a list that differs at every answer (its order
+   * turning, a timestamp in a description) had every client that lists again when told told
+   * again once a second for good; the wait doubles with each instead.
+   */
+  private readonly streak = new Map<string, number>();
   /** Keys whose last fetch failed, until when they are not fetched again, and why. */
   private readonly failures = new Map<string, { until: number; err: unknown }>();
   /** Changes found inside a key's window, to be told at its end. */
@@ -278,6 +290,7 @@ export class ListCache {
         entry.saidChanged = true;
       }
       this.entries.set(key, entry);
+      if (same) this.streak.delete(key);
       if (stale && !same && this.mayAnnounce(key, stale)) this.onChanged?.(key);
       else if (!stale && this.leftOut.delete(key)) {
         // Clients were given lists without it: they hear it is there now.
@@ -312,21 +325,25 @@ export class ListCache {
    * and got it, the list from before the change, and a legacy client kept it until told again,
    * which nothing else did). Not for one never fresh that stood in with no change told: a slow
    * server whose list differs each time had every client told, list again (stood in for, the
-   * refresh slow again), and be told again, about once a second for good. At most once a second per key: a
-   * change found inside that second is told at its end, never dropped (the clients told of the
+   * refresh slow again), and be told again, about once a second for good. At most once a second per key, and
+   * then, while each refresh finds it changed again (streak), at most every 2, 4 … 30 s: a
+   * change found inside that wait is told at its end, never dropped (the clients told of the
    * previous change listed before it, and would keep a list that is gone).
    */
   private mayAnnounce(key: string, stale: ListEntry): boolean {
     if (!(stale.ttlMs > 0) && !(stale.stoodIn && stale.saidChanged)) return false;
     const now = this.now();
     const since = now - (this.toldAt.get(key) ?? -Infinity);
-    if (since < ANNOUNCE_EVERY_MS) {
+    const told = this.streak.get(key) ?? 0;
+    const every = Math.min(ANNOUNCE_MAX_EVERY_MS, ANNOUNCE_EVERY_MS * 2 ** Math.max(0, told - 1));
+    if (since < every) {
       if (!this.deferred.has(key)) {
         const timer = setTimeout(() => {
           this.deferred.delete(key);
           this.toldAt.set(key, this.now());
+          this.streak.set(key, (this.streak.get(key) ?? 0) + 1);
           this.onChanged?.(key);
-        }, ANNOUNCE_EVERY_MS - since);
+        }, every - since);
         timer.unref();
         this.deferred.set(key, timer);
       }
@@ -335,6 +352,7 @@ export class ListCache {
     clearTimeout(this.deferred.get(key));
     this.deferred.delete(key);
     this.toldAt.set(key, now);
+    this.streak.set(key, told + 1);
     return true;
   }
 
@@ -346,6 +364,7 @@ export class ListCache {
         e.ttlMs = 0;
         e.stoodIn = undefined;
         e.saidChanged = true;
+        this.streak.delete(k);
       }
     for (const k of this.inflight.keys()) if (covers(prefix, k)) this.changedInFlight.add(k);
   }
@@ -404,6 +423,7 @@ export class ListCache {
       }
     for (const k of [...this.entries.keys()]) if (covers(prefix, k)) this.entries.delete(k);
     for (const k of [...this.toldAt.keys()]) if (covers(prefix, k)) this.toldAt.delete(k);
+    for (const k of [...this.streak.keys()]) if (covers(prefix, k)) this.streak.delete(k);
     for (const k of [...this.leftOut]) if (covers(prefix, k)) this.leftOut.delete(k);
     for (const [k, timer] of this.deferred)
       if (covers(prefix, k)) {
