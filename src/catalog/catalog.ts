@@ -296,9 +296,22 @@ export class Catalog extends EventEmitter {
     this.builds.refreshShared();
   }
 
-  /** Clients hear one resources/list_changed for both resource families (as in invalidate). */
+  /**
+   * Clients hear one resources/list_changed for both resource families (as in invalidate); only
+   * of the kinds some server offers (as far as the hub knows: capabilitiesOf) or some list held
+   * has items of (a principal's own connection may offer more): judging lists of a kind no
+   * server has changes nothing, and a hub of tools-only servers had every client told prompts
+   * and resources changed at each reload of the policy or the plugins.
+   */
   private everyListChanged(): void {
-    for (const k of LIST_KINDS) if (k !== 'resourceTemplates') this.emit('changed', k);
+    const held = this.cache.kindsWithItems();
+    for (const h of this.servers()) {
+      const caps = this.opts.capabilitiesOf ? this.opts.capabilitiesOf(h) : h.upstream.capabilities;
+      for (const k of LIST_KINDS) if (offers(caps, k)) held.add(k);
+    }
+    if (held.has('tools')) this.emit('changed', 'tools');
+    if (held.has('prompts')) this.emit('changed', 'prompts');
+    if (held.has('resources') || held.has('resourceTemplates')) this.emit('changed', 'resources');
   }
 
   /**

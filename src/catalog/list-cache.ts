@@ -145,6 +145,13 @@ export class ListCache {
     return kinds;
   }
 
+  /** The list kinds some entry of which, of any server and partition, has items (not on a hot path: scans every entry). */
+  kindsWithItems(): Set<string> {
+    const kinds = new Set<string>();
+    for (const [k, e] of this.entries) if (e.items.length !== 0) kinds.add(k.split('\0', 2)[1]!);
+    return kinds;
+  }
+
   peek(key: string): ListEntry | undefined {
     return this.entries.get(key);
   }
