@@ -74,7 +74,8 @@ const LIST_FAMILIES: ReadonlySet<keyof ServerCapabilities> = new Set(['tools', '
  * so data flows one way (downstream → router → upstream → ledger).
  */
 export class Hub implements HubCore {
-  readonly serverInfo: Implementation = { name: 'switchyard', version: VERSION };
+  /** Frozen: every modern answer's `_meta` carries it, and its JSON is kept (protocol/serialized.ts). */
+  readonly serverInfo: Implementation = Object.freeze({ name: 'switchyard', version: VERSION });
   /** The ledger keeps idempotency keys: off (`ledger.enabled: false`), a keyed call runs each time it is sent. */
   get keepsIdempotencyKeys(): boolean {
     return this.ledger.enabled !== false;

@@ -1,4 +1,5 @@
 import type { Id } from './jsonrpc.js';
+import { META_SERVER_INFO } from './meta.js';
 
 /**
  * A JSON-RPC message that is already text. Aggregated lists are large and change rarely, so
@@ -109,9 +110,8 @@ function fieldsJson(o: Obj, keys: string[], from: number): string | undefined {
     // A RESTATED name needs no escaping.
     if (!RESTATED.has(k)) return undefined;
     const v = o[k];
-    let json: string | undefined;
-    if (v === 'complete') json = '"complete"';
-    else {
+    let json = v === 'complete' ? '"complete"' : k === '_meta' ? serverInfoMetaJson(v) : undefined;
+    if (json === undefined) {
       try {
         json = JSON.stringify(v);
       } catch {
@@ -122,4 +122,40 @@ function fieldsJson(o: Obj, keys: string[], from: number): string | undefined {
     s += s === '' ? `"${k}":${json}` : `,"${k}":${json}`;
   }
   return s;
+}
+
+/** The serverInfo object whose `_meta` JSON is kept (serverInfoMetaJson), and that JSON. */
+let keptInfo: object | undefined;
+let keptInfoMeta = '';
+
+/**
+ * JSON.stringify(meta) for the `_meta` toModernResult gives a result the upstream sent none
+ * with: the hub's serverInfo alone, the same object in every answer. Its JSON was made afresh
+ * each time, ~4.5k instructions an answer (a small object's JSON.stringify: the serialiser's
+ * set-up, two objects, their keys; callgrind, issue #9). Kept for a frozen serverInfo of plain
+ * values only, whose JSON cannot change; anything else (more keys, another object) is
+ * undefined: stringify it.
+ */
+function serverInfoMetaJson(meta: unknown): string | undefined {
+  if (typeof meta !== 'object' || meta === null) return undefined;
+  const info = (meta as Obj)[META_SERVER_INFO];
+  if (typeof info !== 'object' || info === null) return undefined;
+  let keys = 0;
+  for (const _ in meta) if (++keys > 1) return undefined;
+  if (info !== keptInfo) {
+    if (!plainFrozen(info)) return undefined;
+    keptInfo = info;
+    keptInfoMeta = JSON.stringify({ [META_SERVER_INFO]: info });
+  }
+  return keptInfoMeta;
+}
+
+/** A frozen plain object of text, numbers, booleans and nulls: its JSON is fixed for good. */
+function plainFrozen(o: object): boolean {
+  if (!Object.isFrozen(o) || Object.getPrototypeOf(o) !== Object.prototype) return false;
+  for (const k of Object.keys(o)) {
+    const v = (o as Obj)[k];
+    if (v !== null && typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean') return false;
+  }
+  return true;
 }

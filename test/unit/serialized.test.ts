@@ -36,6 +36,8 @@ describe('pre-serialised list answers', () => {
 describe('a forwarded result, serialised once where the ledger measures it', () => {
   const SERVER_INFO = 'io.modelcontextprotocol/serverInfo';
   const hub = { name: 'switchyard', version: '0.1.0' };
+  // The hub's own is frozen, and the JSON of a _meta holding it alone is kept; another frozen one takes its place.
+  const frozenHubs = [Object.freeze({ name: 'switchyard', version: '0.1.0' }), Object.freeze({ name: 'other "hub"', version: '2', title: 'a\\b' })];
   // The fields the era forms change, and others, in any order; `undefined` values as a plugin's result may hold.
   const value = fc.oneof(fc.jsonValue(), fc.constant(undefined));
   const meta = fc.oneof(
@@ -60,8 +62,8 @@ describe('a forwarded result, serialised once where the ledger measures it', () 
 
   it("is answered byte-for-byte as JSON.stringify of the client's era's form would be", () => {
     fc.assert(
-      fc.property(fc.oneof(fc.string(), fc.integer()), result, method, (id, r, m) => {
-        for (const out of [toModernResult(m, r, hub), toLegacyResult(m, r)]) {
+      fc.property(fc.oneof(fc.string(), fc.integer()), result, method, fc.nat(1), (id, r, m, h) => {
+        for (const out of [toModernResult(m, r, hub), toModernResult(m, r, frozenHubs[h]!), toLegacyResult(m, r)]) {
           expect(resultJson(r)).toBe(JSON.stringify(r));
           expect(wireText(resultAnswer(id, r, out))).toBe(JSON.stringify({ jsonrpc: '2.0', id, result: out }));
         }
@@ -74,7 +76,7 @@ describe('a forwarded result, serialised once where the ledger measures it', () 
     const legacyUp = { content: [{ type: 'text', text: 'x'.repeat(100) }], structuredContent: { n: 1 } };
     const modernUp = { ...legacyUp, resultType: 'complete', _meta: { [SERVER_INFO]: { name: 'up', version: '1' } } };
     for (const r of [legacyUp, modernUp]) {
-      for (const out of [toModernResult('tools/call', r, hub), toLegacyResult('tools/call', r)]) {
+      for (const out of [toModernResult('tools/call', r, hub), ...frozenHubs.map((h) => toModernResult('tools/call', r, h)), toLegacyResult('tools/call', r)]) {
         resultJson(r);
         const answer = resultAnswer(7, r, out);
         expect(answer).toBeInstanceOf(Serialized);
