@@ -3,6 +3,9 @@ import { nameText, text, wellFormed } from './columns.js';
 import { BEGIN_COLS, SERVER_AT } from './audit-apply.js';
 import { configSecretsVersion } from '../policy/config-secrets.js';
 import type { AuditBegin, AuditEnd } from './types.js';
+import { jsonText } from '../protocol/json-text.js';
+
+export { jsonText };
 
 const MAX_ERROR_MESSAGE = 4096;
 
@@ -259,18 +262,6 @@ export function tsText(ts: number): string {
     tsSecondsText = String(seconds);
   }
   return tsSecondsText + THREE_DIGITS[ts - seconds * 1000]!;
-}
-
-/**
- * JSON.stringify(s)'s text: a string with nothing to escape (no control character, quote,
- * backslash or surrogate) is quoted as it is, without the call into V8's serialiser.
- */
-export function jsonText(s: string): string {
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x20 || c === 0x22 || c === 0x5c || (c >= 0xd800 && c <= 0xdfff)) return JSON.stringify(s);
-  }
-  return '"' + s + '"';
 }
 
 function finiteOrNull(n: unknown): number | null {

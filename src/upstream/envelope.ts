@@ -3,6 +3,7 @@
  * for modern Streamable HTTP, the routing headers that must mirror the body (digest §2.2, §6.3).
  */
 import { encodeHeaderValue } from '../protocol/header-value.js';
+import { jsonText } from '../protocol/json-text.js';
 import { readFileSync } from 'node:fs';
 import { MODERN } from '../protocol/era.js';
 import { setField } from '../protocol/copy.js';
@@ -121,6 +122,92 @@ export function withMeta(params: Record<string, unknown>, meta: Record<string, u
 }
 
 export { encodeHeaderValue };
+
+/**
+ * A value's JSON as JSON.stringify writes it as a member of an object; undefined for one the
+ * serialiser would leave out or treat apart (undefined, a function, a symbol, a bigint, an object
+ * with a toJSON, which is called with its key): only the serialiser can tell those.
+ */
+function valueJson(v: unknown): string | undefined {
+  if (typeof v === 'string') return jsonText(v);
+  if (typeof v === 'number' || typeof v === 'boolean' || v === null) return JSON.stringify(v);
+  if (typeof v !== 'object' || typeof (v as { toJSON?: unknown }).toJSON === 'function') return undefined;
+  return JSON.stringify(v);
+}
+
+/** copyPassThrough's members of `from`, `"k":v` joined by commas; undefined where the hand-made text could differ from the object's. */
+function passThroughJson(from: unknown): string | undefined {
+  if (typeof from !== 'object' || from === null || Array.isArray(from)) return '';
+  let s = '';
+  const src = from as Record<string, unknown>;
+  for (const k in src) {
+    if (OWNED.has(k)) continue;
+    // An array index is ordered first in an object whatever its place: the serialiser tells.
+    const c = k.charCodeAt(0);
+    if (c >= 0x30 && c <= 0x39) return undefined;
+    const v = valueJson(src[k]);
+    if (v === undefined) return undefined;
+    s = s === '' ? jsonText(k) + ':' + v : s + ',' + jsonText(k) + ':' + v;
+  }
+  return s;
+}
+
+/** The last frozen client info of plain values seen (the hub's own, HUB_CLIENT_INFO) and its JSON, which cannot change. */
+let keptInfo: object | undefined;
+let keptInfoJson = '';
+
+function clientInfoJson(info: Implementation): string | undefined {
+  if (info === keptInfo) return keptInfoJson;
+  const json = valueJson(info);
+  if (json === undefined || !Object.isFrozen(info) || Object.getPrototypeOf(info) !== Object.prototype) return json;
+  for (const k of Object.keys(info)) {
+    const v = (info as unknown as Record<string, unknown>)[k];
+    if (v !== null && typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean') return json;
+  }
+  keptInfo = info;
+  keptInfoJson = json;
+  return json;
+}
+
+const MODERN_VERSION_JSON = `${JSON.stringify(META_PROTOCOL_VERSION)}:${JSON.stringify(MODERN)}`;
+const CAPABILITIES_KEY = `${JSON.stringify(META_CLIENT_CAPABILITIES)}:`;
+const INFO_KEY = `${JSON.stringify(META_CLIENT_INFO)}:`;
+const LEVEL_KEY = `${JSON.stringify(META_LOG_LEVEL)}:`;
+
+/**
+ * JSON.stringify(withMeta(params, modernMeta(e)))'s text, for params whose own `_meta` is
+ * undefined (a forwarded call's: forwardedParams): the params through the serialiser as they are
+ * (no copy), the envelope written by hand, the hub's client info's JSON kept. That envelope was a
+ * copy of the params and three objects more for the serialiser: ~4.7k instructions a request
+ * more (in-process, callgrind, issue #9). Not for a legacy request, whose envelope (pass-through
+ * keys and a progress token) the serialiser writes more cheaply than this (+0.75k measured).
+ * Undefined where the text could differ (params with a `_meta`, another prototype or a toJSON; a
+ * pass-through key that is an array index; a value only the serialiser can write): withMeta
+ * and stringify then. Held to withMeta's text by a property test
+ * (test/unit/upstream-envelope-json.test.ts).
+ */
+export function modernParamsJson(params: Record<string, unknown>, e: EnvelopeInput): string | undefined {
+  if (params._meta !== undefined || e.paramsMeta !== undefined || Object.getPrototypeOf(params) !== Object.prototype || typeof params.toJSON === 'function') return undefined;
+  const through = passThroughJson(e.meta);
+  const caps = valueJson(modernCapabilities(e.clientCapabilities));
+  const info = clientInfoJson(e.clientInfo);
+  if (through === undefined || caps === undefined || info === undefined) return undefined;
+  let meta = (through === '' ? '' : through + ',') + MODERN_VERSION_JSON + ',' + CAPABILITIES_KEY + caps + ',' + INFO_KEY + info;
+  if (e.logLevel !== undefined) {
+    const level = valueJson(e.logLevel);
+    if (level === undefined) return undefined;
+    meta += ',' + LEVEL_KEY + level;
+  }
+  if (e.progressToken !== undefined) {
+    const token = valueJson(e.progressToken);
+    if (token === undefined) return undefined;
+    meta += ',"progressToken":' + token;
+  }
+  const json = JSON.stringify(params);
+  // (No slice of `meta`: a string made by joins would be copied flat first.)
+  const m = '"_meta":{' + meta + '}';
+  return json.length === 2 ? '{' + m + '}' : json.slice(0, -1) + ',' + m + '}';
+}
 
 /** The value of `Mcp-Name` for a method that needs one, else undefined. */
 export function mcpNameFor(method: string, params: Record<string, unknown>): string | undefined {

@@ -25,7 +25,8 @@ import {
   UpstreamUnavailableError,
 } from '../protocol/errors.js';
 import { errorResponse, idKey, resultResponse, type Classified, type Notification, type Request } from '../protocol/jsonrpc.js';
-import { legacyMeta, modernMeta, withMeta } from './envelope.js';
+import { legacyMeta, modernMeta, modernParamsJson, withMeta } from './envelope.js';
+import { jsonText } from '../protocol/json-text.js';
 import { askParamsProblem, MAX_OPEN_ASKS, relayedInput, relayedNotice } from '../protocol/input-results.js';
 import { errMessage, Lifecycle } from './lifecycle.js';
 import { Limiter, LimitError } from './limiter.js';
@@ -400,6 +401,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     const left = hard === undefined || p.deadline === undefined ? hard : Math.min(hard, p.deadline - monotonicNow());
     if (left !== undefined && left <= 0) throw notSent(new TimeoutError(this.id, hard!));
     let wire = params;
+    let paramsJson: string | undefined;
     if (!internal) {
       if (opts?.onProgress || opts?.askProgress) {
         p.token = opts.progressToken ?? nextToken();
@@ -413,9 +415,15 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
         logLevel: opts?.logLevel,
         clientInfo: this.clientInfo,
       };
-      wire = withMeta(params, this._era === MODERN ? modernMeta(e) : legacyMeta(e));
+      // A modern request's text without the copy withMeta makes (modernParamsJson); the params
+      // as they are are what the transport reads (an HTTP request's Mcp-* headers), as the copy was.
+      if (this._era === MODERN) paramsJson = modernParamsJson(params, e);
+      if (paramsJson === undefined) wire = withMeta(params, this._era === MODERN ? modernMeta(e) : legacyMeta(e));
     }
-    const frame = JSON.stringify({ jsonrpc: '2.0', id, method, params: wire });
+    // JSON.stringify({ jsonrpc: '2.0', id, method, params: wire })'s text (id is a counter's
+    // integer): the envelope by hand, the params alone through the serialiser, ~1.5k
+    // instructions a call less (callgrind, issue #9).
+    const frame = '{"jsonrpc":"2.0","id":' + id + ',"method":' + jsonText(method) + ',"params":' + (paramsJson ?? JSON.stringify(wire)) + '}';
     // A listen stream lasts as long as the subscription; only its own end or close stops it.
     if (!listen) p.timer = setTimeout(() => this.timerFired(p), timeoutMs);
     if (hard !== undefined && hard < Infinity) {
