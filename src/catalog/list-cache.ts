@@ -228,23 +228,10 @@ export class ListCache {
     };
     const left = (this.startedAt.get(p) ?? this.now()) + this.firstWaitMs - this.now();
     if (left <= 0) return Promise.reject(pending());
-    return new Promise<ListEntry>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        const landed = this.entries.get(key);
-        if (landed) resolve(landed);
-        else reject(pending());
-      }, left);
-      timer.unref();
-      p.then(
-        (v) => {
-          clearTimeout(timer);
-          resolve(v);
-        },
-        (err: unknown) => {
-          clearTimeout(timer);
-          reject(err);
-        },
-      );
+    return within(p, left, (resolve, reject) => {
+      const landed = this.entries.get(key);
+      if (landed) resolve(landed);
+      else reject(pending());
     });
   }
 
@@ -256,22 +243,9 @@ export class ListCache {
   private boundedWait(key: string, e: ListEntry, p: Promise<ListEntry>): Promise<ListEntry> {
     const left = (this.startedAt.get(p) ?? this.now()) + this.staleWaitMs - this.now();
     if (left <= 0) return Promise.resolve(this.standIn(e));
-    return new Promise<ListEntry>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        // Replaced or dropped meanwhile: that is not the list to stand in; the refresh is awaited.
-        if (this.entries.get(key) === e) resolve(this.standIn(e));
-      }, left);
-      timer.unref();
-      p.then(
-        (v) => {
-          clearTimeout(timer);
-          resolve(v);
-        },
-        (err: unknown) => {
-          clearTimeout(timer);
-          reject(err);
-        },
-      );
+    return within(p, left, (resolve) => {
+      // Replaced or dropped meanwhile: that is not the list to stand in; the refresh is awaited.
+      if (this.entries.get(key) === e) resolve(this.standIn(e));
     });
   }
 
@@ -438,4 +412,25 @@ export class ListCache {
         this.deferred.delete(k);
       }
   }
+}
+
+/**
+ * `p`'s outcome, unless `ms` pass first: then `atTimeout` decides (it may settle, or leave the
+ * promise to `p`). The timer holds no process open.
+ */
+function within<T>(p: Promise<T>, ms: number, atTimeout: (resolve: (v: T) => void, reject: (err: unknown) => void) => void): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => atTimeout(resolve, reject), ms);
+    timer.unref();
+    p.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
+  });
 }
