@@ -76,13 +76,16 @@ export class Lapse {
    */
   recheck(): Promise<TokenVerdict> | null {
     const now = this.#verifier.keysVersion();
-    if (now !== undefined && now === this.#version && Date.now() < this.#expiresAt + this.#verifier.toleranceMs) return null;
+    if (now !== undefined && now === this.#version && Date.now() < this.#expiresAt) return null;
     return this.#verifier.verify(this.#token);
   }
 }
 
 export type TokenVerdict =
-  /** `expiresAt`: the token's `exp`, epoch ms (streams it opens end then, or at `lapse`). */
+  /**
+   * `expiresAt`: when the token stops verifying, epoch ms: its `exp` plus clockToleranceSec
+   * (streams it opens end then, or at `lapse`).
+   */
   | { ok: true; principal: string; scopes: string[]; expiresAt: number; groups?: ReadonlySet<string>; lapse: Lapse }
   /**
    * `description` is safe to send to the client (RFC 6750 error_description); it names no key or
@@ -235,8 +238,11 @@ export class OAuthVerifier {
       if (problem !== undefined) return { ok: false, description: problem };
       const principal = payload[this.cfg.principalClaim] as string; // a string, or it had a problem
       const scopes = scopesOf(payload);
-      // Never past the token's own expiry (exp is required above): looked at with the wall clock at each use.
-      const expiresAt = (payload.exp as number) * 1000;
+      // Never past the token's own expiry (exp is required above), read as jose reads it, with
+      // the tolerance: a token let in within it past exp is good until then, not already over
+      // (its streams ended at once, and every request verified it again). Looked at with the
+      // wall clock at each use.
+      const expiresAt = (payload.exp as number) * 1000 + this.toleranceMs;
       const until = monotonicNow() + VERIFIED_TTL_MS;
       if (this.verified.size >= VERIFIED_MAX) this.verified.delete(this.verified.keys().next().value!);
       this.verified.set(id, { principal, scopes, until, expiresAt, groups, version });

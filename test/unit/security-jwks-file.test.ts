@@ -131,6 +131,23 @@ describe('a JWKS file', () => {
     expect(await kept.lapse.recheck()).toMatchObject({ ok: true, principal: 'kept' });
   });
 
+  it('a token let in within clockToleranceSec past its exp is good until exp + tolerance, in its verdict, from memory and for a held call alike', async () => {
+    const t = await token(k1, { aud: AUDIENCE, sub: 'late', expiresIn: -10 });
+    const exp = Math.floor(Date.now() / 1000) - 10;
+    const first = await verifier.verify(t);
+    if (!first.ok) throw new Error(first.description);
+    // Not an expiry already past: streams it opens would end at once.
+    expect(first.expiresAt).toBe(exp * 1000 + 30_000);
+    expect(first.expiresAt).toBeGreaterThan(Date.now());
+    advance(5_000);
+    const again = await verifier.verify(t);
+    expect(again).toMatchObject({ ok: true, principal: 'late', expiresAt: exp * 1000 + 30_000 });
+    expect(first.lapse.recheck()).toBeNull();
+    advance(15_000);
+    expect(await verifier.verify(t)).toEqual({ ok: false, description: 'the token has expired' });
+    expect(await first.lapse.recheck()).toEqual({ ok: false, description: 'the token has expired' });
+  });
+
   it("what a verified token leaves with the request (Identity.lapse) shows no part of the token to JSON, a logger or inspect", async () => {
     const t = await tokenOf(k1);
     const v = await verifier.verify(t);
