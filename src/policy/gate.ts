@@ -166,7 +166,8 @@ export class EdgeGate {
   private namesOf(tool: string | undefined, principal: string, group: string | undefined): OtherNames | undefined | Promise<OtherNames | undefined> {
     if (tool === undefined || !this.otherNames) return undefined;
     const scopes = this.auth.toolScopes;
-    if (!(scopes.readsUpstream || this.limiter.readsUpstream || ((scopes.size > 0 || this.limiter.byName) && mayBeRenamed(tool)))) return undefined;
+    // readsUpstreamOf: no glob list, or one whose upstream-meeting globs all match the hub name (a bare `*`), costs no lookup.
+    if (!(scopes.readsUpstreamOf(tool) || this.limiter.readsUpstreamOf(tool) || ((scopes.size > 0 || this.limiter.byName) && mayBeRenamed(tool)))) return undefined;
     return this.otherNames(tool, principal, group);
   }
 

@@ -82,12 +82,29 @@ export function globMatcher(globs: readonly string[] | undefined): Matcher | und
  */
 export class GlobTable<T> {
   private readonly rows: { test: Matcher; value: T; upstream: boolean }[];
-  /** Whether some glob meets upstream names (then a call's upstream name is worth looking up). */
+  /** Whether some glob meets upstream names (then a call's upstream name may be worth looking up: readsUpstreamOf). */
   readonly readsUpstream: boolean;
+  /** The globs that meet upstream names, but those only of stars (`*`), which match any name. */
+  private readonly upstreamTests: Matcher[];
 
   constructor(table: Record<string, T> = {}) {
     this.rows = Object.entries(table).map(([glob, value]) => ({ test: compileGlob(glob), value, upstream: meetsUpstream(glob) }));
     this.readsUpstream = this.rows.some((r) => r.upstream);
+    this.upstreamTests = Object.keys(table)
+      .filter((g) => meetsUpstream(g) && !/^\*+$/.test(g))
+      .map(compileGlob);
+  }
+
+  /**
+   * Whether the upstream name of the tool called `name` could change what the table gives for
+   * it: only if some glob that meets upstream names misses `name` itself (one that matches it
+   * gives its value already, and a glob with `__` never meets upstream names). A bare `*` matches
+   * every hub name, so with it alone no call's upstream name is looked up (a lookup per call).
+   */
+  readsUpstreamOf(name: string): boolean {
+    const tests = this.upstreamTests;
+    for (let i = 0; i < tests.length; i++) if (!tests[i]!(name)) return true;
+    return false;
   }
 
   get size(): number {

@@ -121,6 +121,11 @@ export class RateLimiter {
     return this.toolTable.readsUpstream;
   }
 
+  /** Whether the upstream name of the tool called `tool` could choose its limit (GlobTable.readsUpstreamOf). */
+  readsUpstreamOf(tool: string): boolean {
+    return this.toolTable.readsUpstreamOf(tool);
+  }
+
   /**
    * `other`: the tool's upstream name and its name before the hub renamed it, which the `tools`
    * globs meet too (as a group's deny and `policy.confirm` do); its bucket is still the hub name's.

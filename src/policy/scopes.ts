@@ -29,6 +29,11 @@ export class ToolScopes {
     return this.table.readsUpstream;
   }
 
+  /** Whether the upstream name of the tool called `hubName` could add a scope (GlobTable.readsUpstreamOf). */
+  readsUpstreamOf(hubName: string): boolean {
+    return this.table.readsUpstreamOf(hubName);
+  }
+
   /**
    * Scopes required to call `hubName` (deduplicated, in config order). `other`: its upstream name
    * and its name before the hub renamed it (names.ts baseName), which the globs meet too, as a

@@ -121,6 +121,39 @@ describe("EdgeGate: a tool's upstream name", () => {
   });
 });
 
+describe("EdgeGate: a bare `*` glob", () => {
+  const named = (id: number, name: string) => ({ jsonrpc: '2.0' as const, id, method: 'tools/call', params: { name, arguments: {} } });
+
+  it('matches every hub name already: no call looks its upstream name up for it, while a narrower glob without `__` beside it still does', async () => {
+    const asked: string[] = [];
+    const auth = new Authenticator(undefined, '.', silentLogger);
+    const names = (name: string) => {
+      asked.push(name);
+      return name === 'gh__delete_repo' ? { upstream: 'delete_repo' } : undefined;
+    };
+    const who = await auth.authenticate(() => undefined);
+    if (!who.ok) throw new Error('no identity');
+    const star = new EdgeGate(auth, new RateLimiter({ tools: { '*': { burst: 1, perSecond: 0 } } }, () => 0), async () => undefined, undefined, names);
+    expect(star.admit(who, named(1, 'gh__delete_repo'), facts)).toBeNull();
+    expect(await star.admit(who, named(2, 'gh__delete_repo'), facts)).toMatchObject({ status: 429 });
+    expect(asked).toEqual([]);
+    // `delete_*` (first row: first wins) misses the hub name `gh__delete_repo`: its upstream name may meet it, so it is looked up.
+    const both = new EdgeGate(auth, new RateLimiter({ tools: { 'delete_*': { burst: 1, perSecond: 0 }, '*': { burst: 5, perSecond: 1 } } }, () => 0), async () => undefined, undefined, names);
+    expect(await both.admit(who, named(3, 'gh__delete_repo'), facts)).toBeNull();
+    expect(await both.admit(who, named(4, 'gh__delete_repo'), facts)).toMatchObject({ status: 429, message: expect.stringContaining('rate limit of gh__delete_repo') });
+    expect(asked).toEqual(['gh__delete_repo', 'gh__delete_repo']);
+    // Nor for a name that glob matches itself.
+    expect(await both.admit(who, named(5, 'delete_all'), facts)).toBeNull();
+    expect(asked).toHaveLength(2);
+
+    const { ToolScopes } = await import('../../src/policy/scopes.js');
+    const scopes = new ToolScopes({ '*': 'tools', 'x__*': 'x' });
+    expect(scopes.readsUpstream).toBe(true);
+    expect(scopes.readsUpstreamOf('gh__delete_repo')).toBe(false);
+    expect(new ToolScopes({ '*': 'tools', 'delete_*': 'danger' }).readsUpstreamOf('gh__delete_repo')).toBe(true);
+  });
+});
+
 describe('ToolScopes: a string of scopes', () => {
   it('is split at its spaces, as a token\'s scope claim is: "files write" is two scopes a token can hold', async () => {
     const { ToolScopes } = await import('../../src/policy/scopes.js');
