@@ -5,8 +5,9 @@
 import { LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
 import { HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION, type RpcErrorObject } from '../protocol/errors.js';
 import type { Id, Message, Response } from '../protocol/jsonrpc.js';
-import { isObj, parseFrame } from '../protocol/jsonrpc.js';
+import { isObj } from '../protocol/jsonrpc.js';
 import { redactErrorText } from '../policy/secret-text.js';
+import { answerIn } from './http-answers.js';
 
 export type ProbeVerdict =
   /** A DiscoverResult naming our version: ready to use. */
@@ -141,12 +142,13 @@ function modernError(err: RpcErrorObject): ProbeVerdict | undefined {
  * its session was opened with: a -32022 whose `supported` lacks it (whatever id it names). A
  * server redeployed modern-only at the same URL (SDK v2's `legacy: 'reject'`) answers every
  * legacy request so, the request's id echoed, and was taken for that call's own error, relayed
- * at every call. It refuses before dispatch. Returns what the server said, or undefined.
+ * at every call. It refuses before dispatch. Returns what the server said, or undefined. `id`:
+ * the request's, to find its answer in a batch (answerIn).
  */
-export function refusedAsLegacy(status: number, body: string | undefined, version: string): string | undefined {
+export function refusedAsLegacy(status: number, body: string | undefined, version: string, id: Id): string | undefined {
   if (status < 400 || status >= 500 || !body) return undefined;
-  const c = parseFrame(body);
-  if (c.kind !== 'response' || !('error' in c.msg) || !isObj(c.msg.error)) return undefined;
+  const c = answerIn(body, id);
+  if (c?.kind !== 'response' || !('error' in c.msg) || !isObj(c.msg.error)) return undefined;
   return speaksNot(status, c.msg.error, version);
 }
 
@@ -182,7 +184,8 @@ function speaksOther(status: number, error: RpcErrorObject, supported: readonly 
  */
 export function refusedAsModern(status: number, body: string | undefined, id: Id): string | undefined {
   if (status < 400 || status >= 500 || status === 401 || status === 403 || status === 408 || status === 413 || status === 429) return undefined;
-  const c = body ? parseFrame(body) : undefined;
+  // A batch (a 2025-03-26 server's) is read for the member answering the request (answerIn).
+  const c = answerIn(body, id);
   if (c?.kind === 'response') {
     // The server no longer speaks 2026-07-28 (a -32022 whose `supported` lacks it): the era, or
     // the version, the hub holds of it is out of date, whatever id it names (SDK v2 servers

@@ -3,7 +3,7 @@
  * whether a 404 answers the request or says the session is gone, why a 2xx or a redirect is no
  * answer, and what an operator should do about a 401 to the hub's own credentials.
  */
-import { isObj, parseFrame } from '../protocol/jsonrpc.js';
+import { batchOf, classify, isObj, parseFrame, type Classified, type Id } from '../protocol/jsonrpc.js';
 import type { RpcError } from '../protocol/errors.js';
 import type { HttpAnswer } from '../transport/http-client.js';
 import { redactedExcerpt } from '../policy/secret-text.js';
@@ -38,11 +38,42 @@ export function unauthorizedAdvice(challenge: BearerChallenge | undefined, id: s
 /** The error code of a 404 for an unknown session (SDK servers, and Switchyard's own endpoint). */
 const SESSION_NOT_FOUND = -32001;
 
-/** A JSON-RPC error carried in a non-2xx body, if there is one. */
-export function bodyError(body: string | undefined): RpcError | undefined {
+/** Whether a response's id `rid` names request `id` (a number id may come back as its string). */
+function sameId(rid: unknown, id: Id): boolean {
+  return rid === id || ((typeof rid === 'number' || typeof rid === 'string') && Number(rid) === Number(id));
+}
+
+/**
+ * A non-2xx body read for request `id`: the message it is, or, for a batch array, the member
+ * that answers the request. A 2025-03-26 server (batches were allowed then, digest §1.1) may
+ * answer a POST so, its response a member: the one naming `id`, else an id-less (or null-id)
+ * error, the refusal of the request the POST carried. Read as one object, such a body was no
+ * JSON-RPC at all: its error lost, its session refusal taken for the call's failure. A batch
+ * holding neither answers nothing: undefined (as is an empty body). An array is parsed again
+ * only here, off the usual answer's path.
+ */
+export function answerIn(body: string | undefined, id: Id): Classified | undefined {
   if (!body) return undefined;
   const c = parseFrame(body);
-  return c.kind === 'response' && 'error' in c.msg ? upstreamError(c.msg.error) : undefined;
+  if (c.kind !== 'invalid') return c;
+  const batch = batchOf(body);
+  if (batch === undefined) return c;
+  let refusal: Classified | undefined;
+  for (const m of batch) {
+    const k = classify(m);
+    if (k.kind !== 'response') continue;
+    const rid = k.msg.id;
+    if (rid === undefined || rid === null) {
+      if ('error' in k.msg) refusal ??= k;
+    } else if (sameId(rid, id)) return k;
+  }
+  return refusal;
+}
+
+/** A JSON-RPC error carried in a non-2xx body (answerIn: for request `id`), if there is one. */
+export function bodyError(body: string | undefined, id: Id): RpcError | undefined {
+  const c = answerIn(body, id);
+  return c?.kind === 'response' && 'error' in c.msg ? upstreamError(c.msg.error) : undefined;
 }
 
 /**
@@ -51,9 +82,8 @@ export function bodyError(body: string | undefined): RpcError | undefined {
  * "method not found") is that answer, not a session that is gone.
  */
 export function answers(body: string | undefined, p: Pending): boolean {
-  if (!body) return false;
-  const c = parseFrame(body);
-  if (c.kind !== 'response') return false;
+  const c = answerIn(body, p.id);
+  if (c?.kind !== 'response') return false;
   const id = c.msg.id;
   return (typeof id === 'number' || typeof id === 'string') && Number(id) === p.id;
 }
@@ -64,8 +94,8 @@ export function answers(body: string | undefined, p: Pending): boolean {
  * the request's id, which `answers` alone would take for the request's own answer — and an
  * outer hub would then never open a new session with it.
  */
-export function sessionNotFound(body: string | undefined): boolean {
-  return bodyError(body)?.code === SESSION_NOT_FOUND;
+export function sessionNotFound(body: string | undefined, id: Id): boolean {
+  return bodyError(body, id)?.code === SESSION_NOT_FOUND;
 }
 
 /**
@@ -99,11 +129,13 @@ const NO_SESSION = /\b(?:no valid|invalid|unknown|expired)\b[^.]{0,40}\bsession|
  * answers "Bad Request: Server not initialized". Every session of such a server is answered so
  * once it restarts, and the hub, taking it for the request's own error, failed every call until
  * it was restarted itself. An id-less error (or a bare text) is a refusal before dispatch: the
- * request did not run.
+ * request did not run. `id`: the request's (answerIn), undefined for a GET.
  */
-export function sessionRefused(body: string | undefined): boolean {
+export function sessionRefused(body: string | undefined, id: Id | undefined): boolean {
   if (!body) return false;
-  const c = parseFrame(body);
+  // `id` undefined: a GET's answer, which answers no request (and has no batch to read).
+  const c = id === undefined ? parseFrame(body) : answerIn(body, id);
+  if (c === undefined) return false;
   if (c.kind === 'response') {
     const id = c.msg.id;
     return (id === undefined || id === null) && 'error' in c.msg && isObj(c.msg.error) && NO_SESSION.test(String(c.msg.error.message));

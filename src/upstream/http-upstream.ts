@@ -267,9 +267,10 @@ export class HttpUpstream extends HandshakingUpstream {
   }
 
   private async legacyHandshake(): Promise<void> {
+    const initId = `sy-${++this.internalIds}`;
     const body = JSON.stringify({
       jsonrpc: '2.0',
-      id: `sy-${++this.internalIds}`,
+      id: initId,
       method: 'initialize',
       params: { protocolVersion: LEGACY, capabilities: LEGACY_CLIENT_CAPABILITIES, clientInfo: this.clientInfo },
     });
@@ -299,7 +300,7 @@ export class HttpUpstream extends HandshakingUpstream {
       t.clear();
     }
     if (a.status < 200 || a.status >= 300) {
-      throw bodyError(a.body) ?? statusError(a.status, a.headers, `initialize: ${answerProblem(a, this.spec.url!) ?? statusText(a.status, a.headers)}`);
+      throw bodyError(a.body, initId) ?? statusError(a.status, a.headers, `initialize: ${answerProblem(a, this.spec.url!) ?? statusText(a.status, a.headers)}`);
     }
     const session = sessionIdOf(a.headers['mcp-session-id']);
     const headers = legacySessionHeaders(legacySessionVersion(result?.protocolVersion), session);
@@ -487,13 +488,13 @@ export class HttpUpstream extends HandshakingUpstream {
       return this.stopWaiting(p, new TransportError(problem ?? (s === 202 ? 'the upstream accepted the request without answering it' : 'the answer ended without a response'), s));
     }
     if (p.session !== undefined && this._era === LEGACY && !p.retried) {
-      if (s === 404 && (!answers(a.body, p) || sessionNotFound(a.body))) return this.renewSession(p, true);
-      if (s === 400 && sessionRefused(a.body)) return this.renewSession(p, false);
+      if (s === 404 && (!answers(a.body, p) || sessionNotFound(a.body, p.id))) return this.renewSession(p, true);
+      if (s === 400 && sessionRefused(a.body, p.id)) return this.renewSession(p, false);
     }
     // The hub's own listen stream is no call: a server without one may refuse it with a bare 404
     // or 405 (ListenManager then leaves it be), which says nothing about the era of its calls.
     if (this.spec.era === 'auto' && !p.listen && monotonicNow() - this.stillSameEraAt >= REFUSAL_REPROBE_MS) {
-      const why = this._era === MODERN ? refusedAsModern(s, a.body, p.id) : refusedAsLegacy(s, a.body, this._protocolVersion ?? LEGACY);
+      const why = this._era === MODERN ? refusedAsModern(s, a.body, p.id) : refusedAsLegacy(s, a.body, this._protocolVersion ?? LEGACY, p.id);
       if (why !== undefined) return this.refusedEra(p, s, why);
     }
     if (s === 401 || s === 403) {
@@ -501,7 +502,7 @@ export class HttpUpstream extends HandshakingUpstream {
       refused.refused = true;
       return this.failCall(p, refused);
     }
-    const rpc = bodyError(a.body);
+    const rpc = bodyError(a.body, p.id);
     // A 5xx is the server failing, whatever its body says: transport trouble (and breaker evidence).
     if (s >= 500) {
       const err = statusError(s, a.headers, `${statusText(s, a.headers)}${rpc ? `: ${rpc.message}` : ''}`);

@@ -188,7 +188,7 @@ export class StandaloneStream {
         // stream is wanted still. Given up, no notification would come.
         if (a.status >= 500 || a.status === 429 || a.status === 408 || a.status === 409) return again(`HTTP ${a.status}`, lastEventId, undefined, (retryAfterSeconds(a.headers) ?? 0) * 1000);
         // Only while ready: otherwise the lifecycle is reconnecting (an open circuit keeps its cooldown).
-        if ((a.status === 404 || (a.status === 400 && sessionRefused(a.body))) && session !== undefined && this.worked === session && this.host.state === 'ready') {
+        if ((a.status === 404 || (a.status === 400 && sessionRefused(a.body, undefined))) && session !== undefined && this.worked === session && this.host.state === 'ready') {
           // The session is gone (digest §6.2: initialize again; a 400 saying so, of servers
           // built on SDK v1's older examples, too). Waiting for the next call to
           // find out would lose every notification until then; the new session opens its own

@@ -93,7 +93,11 @@ describe('sessionRefused (a 400 to a request that named a session)', () => {
     ['an HTML page', '<html><body>Invalid session</body></html>', false],
     ['a long text', `${'x'.repeat(300)} invalid session`, false],
     ['no body', undefined, false],
+    // A batch (a 2025-03-26 server's): the member answering the request (id 7) is read.
+    ['a batch holding the id-less refusal, beside a long log message', `[{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"${'x'.repeat(300)}"}},${error('Bad Request: No valid session ID provided')}]`, true],
+    ['a batch holding an error naming the request', `[${error('Bad Request: No valid session ID provided', 7)}]`, false],
+    ['a batch holding no answer', `[{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"invalid session"}}]`, false],
   ] as const)('%s → %s', (_what, body, renew) => {
-    expect(sessionRefused(body)).toBe(renew);
+    expect(sessionRefused(body, 7)).toBe(renew);
   });
 });

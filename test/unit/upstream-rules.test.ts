@@ -125,6 +125,10 @@ describe('a modern request refused as no request of that era', () => {
     ['406, empty body', 406, undefined, false],
     ['415, empty body', 415, undefined, false],
     ['200', 200, undefined, false],
+    // A batch (a 2025-03-26 server's): its member answering the request is read, as a lone body is.
+    ['400, a batch holding the null-id no-session error', 400, `[${body(null, noSession)}]`, true],
+    ['400, a batch holding -32602 for the request', 400, `[{"jsonrpc":"2.0","method":"notifications/message","params":{}},${body(7, { code: -32602, message: 'bad' })}]`, false],
+    ['400, a batch answering another request only', 400, `[${body(8, { code: -32602, message: 'bad' })}]`, true],
   ] as const)('%s → %s', (_what, status, b, refused) => {
     expect(refusedAsModern(status, b, 7) !== undefined).toBe(refused);
   });
@@ -149,8 +153,10 @@ describe('refusedAsLegacy (a legacy request refused as of a version the server n
     ['another error', 400, body(null, { code: -32000, message: 'Bad Request' }), false],
     ['a 5xx', 500, body(7, v(['2026-07-28'])), false],
     ['no body', 400, undefined, false],
+    ['a batch (2025-03-26) holding the -32022 naming the request', 400, `[${body(7, v(['2026-07-28']))}]`, true],
+    ['a batch holding only another request\'s -32022', 400, `[${body(8, v(['2026-07-28']))}]`, false],
   ] as const)('%s → %s', (_what, status, b, refused) => {
-    expect(refusedAsLegacy(status, b, '2025-11-25') !== undefined).toBe(refused);
+    expect(refusedAsLegacy(status, b, '2025-11-25', 7) !== undefined).toBe(refused);
   });
 });
 
