@@ -670,6 +670,10 @@ class Exchange implements Dispatcher.DispatchHandler {
       // each member is a message. Parsed again only here, off the usual answer's path.
       const batch = batchOf(text);
       if (batch !== undefined && batch.length > 0) return this.deliverEach(batch);
+      // A POST that expects no answer (a notification, the hub's response to a server's request:
+      // 202 is due, digest §6.2) reads nothing in a 2xx body. Some servers send `200 {}` or
+      // `200 null` there, which is no JSON-RPC: a warning of it came at every notification.
+      if (this.o.onMessage === undefined) return void this.client.log.debug({ status: this.answer!.status, reason: c.error.message }, 'ignored a body that is not JSON-RPC in a 2xx answer to a POST that expects none');
       this.client.log.warn({ reason: c.error.message, snippet: redactedExcerpt(text, 200, redactLogText) }, 'skipped an HTTP answer that is not JSON-RPC');
       // A response the hub refuses still names its call, which the upstream fails at once.
       if (!(c.response && c.id !== undefined)) return;

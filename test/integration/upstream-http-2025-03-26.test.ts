@@ -146,3 +146,17 @@ describe('a 2025-03-26 server answering a POST 4xx with a batch array', () => {
     expect(posts(seen).filter((p) => p.msg.method === 'tools/call').map((p) => p.headers['mcp-session-id'])).toEqual(['s-1', 's-2']);
   });
 });
+
+describe('a 2025-03-26 server answering a notification 200 with a JSON body', () => {
+  it.each(['{}', 'null'])('`200 %s` is no warning, at any notification', async (noticeBody) => {
+    const { log, records } = captureLogger();
+    const { url, seen } = await rawServer({ noticeBody });
+    const u = await started(url, log);
+    u.notify('notifications/roots/list_changed');
+    await waitFor(() => seen.some((s) => s.body.includes('roots/list_changed')), 5000, 'the notification');
+    // notifications/initialized, then the list_changed: both bodies were read, and neither warned of.
+    const ignored = () => records.filter((r) => r.msg === 'ignored a body that is not JSON-RPC in a 2xx answer to a POST that expects none');
+    await waitFor(() => ignored().length === 2, 5000, 'both answers read');
+    expect(records.filter((r) => (r.level as number) >= 40).map((r) => r.msg)).toEqual([]);
+  });
+});
