@@ -82,12 +82,19 @@ export class ExchangeAbort {
 
   /** The answer's status, once it began (undefined while unheard, or when the exchange ended without one). */
   status: number | undefined;
+  private began: HttpAnswer | undefined;
 
-  /** @internal the answer began (its `status`), or the exchange ended. */
-  hear(status?: number): void {
+  /** The answer's headers, once it began: what its messages are read with (the session an `initialize` answer opens). */
+  get headers(): IncomingHttpHeaders | undefined {
+    return this.began?.headers;
+  }
+
+  /** @internal the answer began (its `status`, and `answer`), or the exchange ended. */
+  hear(status?: number, answer?: HttpAnswer): void {
     if (this.heard) return;
     this.heard = true;
     this.status = status;
+    this.began = answer;
     const fn = this.onHeard;
     this.onHeard = undefined;
     // Out of undici's callback: what it does may start exchanges of its own.
@@ -103,6 +110,7 @@ export class ExchangeAbort {
     if (this.exchange !== undefined) {
       this.heard = false;
       this.status = undefined;
+      this.began = undefined;
       this.resent = true;
     }
     this.exchange = exchange;
@@ -463,7 +471,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (status < 200) return true; // 1xx: the answer is still to come
     this.resumeFn = resume;
     this.answer = new Answer(status, raw);
-    this.o.abort?.hear(status);
+    this.o.abort?.hear(status, this.answer);
     const coding = codingOf(rawHeader(raw, 'content-encoding'));
     if (status >= 300) {
       // An error body in a coding the hub cannot decode is left unread: its status still tells.

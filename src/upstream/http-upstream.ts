@@ -13,7 +13,7 @@
  */
 import { LEGACY, LEGACY_VERSIONS, MODERN, type Era } from '../protocol/era.js';
 import { CancelledError, RpcError, TimeoutError, TransportError, UNSUPPORTED_PROTOCOL_VERSION, UpstreamUnavailableError } from '../protocol/errors.js';
-import { isObj, type Classified, type ErrorResponse } from '../protocol/jsonrpc.js';
+import { isObj, resultResponse, type Classified, type ErrorResponse, type Id } from '../protocol/jsonrpc.js';
 import type { Logger } from '../log.js';
 import { ExchangeAbort, StreamCutError, type HttpAnswer } from '../transport/http-client.js';
 import { LEGACY_CLIENT_CAPABILITIES } from './envelope.js';
@@ -288,6 +288,7 @@ export class HttpUpstream extends HandshakingUpstream {
         abort: ctl,
         replay: true,
         onMessage: (c) => {
+          if (c.kind === 'request' && c.msg.method === 'ping') return this.pongEarly(c.msg.id, ctl);
           if (c.kind !== 'response') return;
           if ('error' in c.msg) error = upstreamError(c.msg.error);
           else result = c.msg.result;
@@ -311,6 +312,23 @@ export class HttpUpstream extends HandshakingUpstream {
       if (session !== undefined) await this.endSession(headers);
       throw err;
     }
+  }
+
+  /**
+   * A `ping` the server sends on the `initialize` answer stream, before the response (the one
+   * request it may send then, and it may send it at any time: digest §2.1): answered at once, on
+   * the session that answer opens (its header came with the stream), not on the one the hub may
+   * still hold (a renewal). Ignored, a server that waits for it waited out its own timeout.
+   */
+  private pongEarly(id: Id, ctl: ExchangeAbort): void {
+    if (this.closed) return;
+    const headers = legacySessionHeaders(LEGACY, sessionIdOf(ctl.headers?.['mcp-session-id']));
+    postNotice(this.http, JSON.stringify(resultResponse(id, {})), headers, this.spec.timeoutMs).then(
+      (a) => {
+        if (a.status >= 300) this.log.warn({ status: a.status }, 'the upstream did not accept our answer to its ping');
+      },
+      (err: unknown) => this.log.debug({ err: errMessage(err) }, 'could not answer a ping sent before the initialize response'),
+    );
   }
 
   /** The rest of the handshake, once `initialize` was answered 2xx (with `session`, if the server made one). */

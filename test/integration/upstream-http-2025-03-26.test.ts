@@ -160,3 +160,14 @@ describe('a 2025-03-26 server answering a notification 200 with a JSON body', ()
     expect(records.filter((r) => (r.level as number) >= 40).map((r) => r.msg)).toEqual([]);
   });
 });
+
+describe('a 2025-03-26 server pinging before its initialize response', () => {
+  it('is answered at once, on the session the initialize answer opens: the handshake completes', async () => {
+    const { url, seen } = await rawServer({ pingFirst: true });
+    const u = await started(url);
+    expect(u.state).toBe('ready');
+    const pong = posts(seen).find((p) => p.msg.id === SERVER_PING_ID);
+    expect(pong?.msg).toEqual({ jsonrpc: '2.0', id: SERVER_PING_ID, result: {} });
+    expect(pong?.headers['mcp-session-id']).toBe(u.sessionId);
+  });
+});
