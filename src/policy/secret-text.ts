@@ -196,7 +196,7 @@ export function redactErrorText(text: string): string {
 }
 
 /** How far past an excerpt's end the text is redacted with it: a secret that starts in the excerpt ends within this. */
-const EXCERPT_MARGIN = 8192;
+export const EXCERPT_MARGIN = 8192;
 
 /**
  * The first `max` characters of `text`, redacted before the cut: cut first, a secret across the

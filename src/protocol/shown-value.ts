@@ -1,3 +1,5 @@
+import { EXCERPT_MARGIN, redactedExcerpt } from '../policy/secret-text.js';
+
 /**
  * A value from a client as an error message quotes it: a string as it came, anything else as
  * its JSON. Not String(): a JSON object with a "toString" (or "valueOf") key of its own that is
@@ -26,10 +28,15 @@ export const MAX_VERSION_TEXT = 64;
 
 /**
  * shownValue within `max` characters, a cut marked by an ellipsis (so a reader knows the text
- * goes on), never between the two halves of a surrogate pair.
+ * goes on), never between the two halves of a surrogate pair. A value that is cut is redacted
+ * first (the rules of error text, redactedExcerpt): a credential across the cut left its first
+ * part, which neither a rule nor the ledger's and the log's redaction (the shape too short, a
+ * URL's password without its "@", a configured value not whole) recognised any more.
  */
 export function clippedValue(v: unknown, max: number): string {
-  const s = shownValue(v, max + 1);
+  const whole = shownValue(v, max + 1);
+  if (whole.length <= max) return whole;
+  const s = redactedExcerpt(shownValue(v, max + EXCERPT_MARGIN), max + 1);
   if (s.length <= max) return s;
   let end = max - 1;
   const last = s.charCodeAt(end - 1);

@@ -11,9 +11,11 @@ import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { SDK1, SDK2, waitForReady } from './ledger-helpers.js';
+import { join } from 'node:path';
+import { SDK1, SDK2, waitForReady, waitForRows } from './ledger-helpers.js';
 
 let hub: HubProcess;
+const GH = `ghp_${'Z9y8X7w6V5'.repeat(4)}`;
 let v1: ClientV1;
 let v2: ClientV2;
 
@@ -101,5 +103,17 @@ describe('a long name or URI in an error', () => {
     expect(read.code).toBe(-32602);
     expect(quoted(read.message, 'Resource not found: ')).toBe(`${uri.slice(0, 127)}…`);
     expect(read.data).toEqual({ uri });
+  });
+
+  it('a credential across the cut is redacted before it, in the error the client gets and in the ledger row', async () => {
+    // 120 characters, then a GitHub token: cut first, its first 7 characters were left, which
+    // neither the ledger's redaction nor the log's recognises (the shape needs 36 after "ghp_").
+    const name = `${'t'.repeat(119)}-${GH}`;
+    const err = await failed(v1.callTool({ name, arguments: {} }));
+    expect(quoted(err.message, 'Unknown tool: ')).toBe(`${'t'.repeat(119)}-[redact…`);
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { outcome: 'rpc_error' }, (r) => r.some((x) => String(x.errorMessage ?? '').startsWith(`Unknown tool: ${'t'.repeat(119)}-`)));
+    const row = rows.find((x) => String(x.errorMessage ?? '').startsWith(`Unknown tool: ${'t'.repeat(119)}-`))!;
+    expect(row.errorMessage).not.toContain('ghp_');
+    expect(JSON.stringify(row)).not.toContain('ghp_Z9y');
   });
 });

@@ -15,4 +15,19 @@ describe('clippedValue', () => {
     expect(cut).toBe(`${'a'.repeat(7)}…`);
     expect(cut.isWellFormed()).toBe(true);
   });
+
+  it('redacts a value it cuts before the cut: no first part of a credential across the cut is left', () => {
+    // Cut first, "https://me:hunter2hunt…" kept a password no rule knows without its "@".
+    const url = `${'n'.repeat(100)}https://me:hunter2hunter2hunter2@db.example/x`;
+    const cut = clippedValue(url, 128);
+    expect(cut).not.toContain('hunter');
+    expect(cut).toBe(`${'n'.repeat(100)}https://me:[redacted:url-cr…`);
+    // A GitHub token whose first 20 characters fit: the shape needs 36 after its prefix.
+    const gh = `ghp_${'A1b2C3d4E5'.repeat(4)}`;
+    const cut2 = clippedValue(`${'n'.repeat(109)}-${gh} and more text after it`, 128);
+    expect(cut2).not.toContain('A1b2');
+    expect(cut2).toBe(`${'n'.repeat(109)}-[redacted:github-…`);
+    // A value that fits is quoted as sent, redaction is for a cut.
+    expect(clippedValue('token=abcdefgh', 128)).toBe('token=abcdefgh');
+  });
 });
