@@ -40,7 +40,7 @@ import { legacyContext, modernContext } from './call-context.js';
 import { checkModern, checkModernHeaders } from './modern-envelope.js';
 import { legacyMetaProblem } from './legacy-meta.js';
 import { monotonicNow } from '../monotonic.js';
-import { shownName } from '../protocol/shown-value.js';
+import { shownId, shownName } from '../protocol/shown-value.js';
 import { named, recordRefused, refusalFacts, refusedMembers } from './refusal-rows.js';
 import { batchRefusal } from './batch-rules.js';
 import { capabilitiesWhileOpen, unanswered } from './startup-wait.js';
@@ -210,7 +210,7 @@ export class Endpoint {
     // is open: a second one would get an answer the client cannot tell apart, and take the
     // first one's cancellation (a second listen with it could never be cancelled at all).
     if (ac && this.modernInflight.has(idKey(req.id))) {
-      const err = new RpcError(INVALID_REQUEST, `request id ${JSON.stringify(req.id)} is already in flight`);
+      const err = new RpcError(INVALID_REQUEST, `request id ${shownId(req.id)} is already in flight`);
       await recordRefused(this.core, req, ex, err, MODERN);
       return ex.reply(errorResponse(req.id, err));
     }
@@ -691,7 +691,7 @@ export class Endpoint {
     const key = idKey(req.id);
     if (session.inflight.has(key)) {
       // Its answer could not be told from the other's, and it would slip past the limit above.
-      const err = new RpcError(INVALID_REQUEST, `request id ${JSON.stringify(req.id)} is already in flight on this session`);
+      const err = new RpcError(INVALID_REQUEST, `request id ${shownId(req.id)} is already in flight on this session`);
       await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, named(req.params));
       return ex.reply(errorResponse(req.id, err), 400);
     }

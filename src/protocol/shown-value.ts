@@ -72,3 +72,12 @@ export const MAX_URI_DATA = 8192;
 export function uriData(uri: unknown): { uri: string } {
   return { uri: clippedValue(uri, MAX_URI_DATA) };
 }
+
+/**
+ * A request id a client sent, as an error's message quotes it (a string in quotes, a number as
+ * it is), cut as a name is (MAX_NAME_TEXT): a client chose its length, and "already in flight"
+ * repeated a megabyte id whole.
+ */
+export function shownId(id: unknown): string {
+  return typeof id === 'string' ? JSON.stringify(shownName(id)) : shownName(id);
+}

@@ -198,6 +198,18 @@ describe('JSON-RPC batches (2025-03-26 sessions)', () => {
     expect(answers.find((a) => 'error' in a)?.error).toMatchObject({ code: -32600, message: expect.stringMatching(/already in flight/) });
   });
 
+  it("quotes a long id already in flight as a name is, to 128 characters, the cut marked", async () => {
+    const headers = await session('2025-03-26', 'application/json');
+    const id = 'i'.repeat(100_000);
+    const slow = { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'a__slow', arguments: { ms: 300 } } };
+    const r = await post(hub.url, [slow, slow], headers);
+    const answers = JSON.parse(r.text) as Json[];
+    expect(answers.filter((a) => 'result' in a)).toHaveLength(1);
+    const err = answers.find((a) => 'error' in a)?.error as { code: number; message: string };
+    expect(err.code).toBe(-32600);
+    expect(err.message).toBe(`request id "${'i'.repeat(127)}…" is already in flight on this session`);
+  });
+
   it('refuses a batch on a session at a version without batches, and one with no session', async () => {
     const headers = await session('2025-11-25');
     const batch = [{ jsonrpc: '2.0', id: 1, method: 'tools/list' }];
