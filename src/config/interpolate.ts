@@ -1,3 +1,5 @@
+import { redactLogText } from '../policy/secret-text.js';
+import { clippedValue } from '../protocol/shown-value.js';
 import { keyPath, type KeySegments } from './keypath.js';
 
 export type Env = Record<string, string | undefined>;
@@ -23,6 +25,19 @@ const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 // A reference opened and never closed (not escaped): a typo whose text would go out as it is.
 const UNCLOSED = /(?<!\$)\$\{env:[^}]*$/;
 
+/** How much of a reference's name that is no variable name a problem quotes (a typo is shorter). */
+const MAX_BAD_NAME = 32;
+
+/**
+ * The text of a `${env:…}` that names no variable, as a problem quotes it: it may be no
+ * reference at all but a literal credential that holds "${env:" (a password with symbols in
+ * it), and the problem goes to stderr, a log line and `config validate`'s output. Redacted as a
+ * log line is, then cut (a credential of no known shape keeps MAX_BAD_NAME characters at most).
+ */
+function shownBadName(name: string): string {
+  return clippedValue(redactLogText(name), MAX_BAD_NAME);
+}
+
 /**
  * Replaces `${env:NAME}` in every string value of a JSON document (keys are left alone).
  * Returns a new tree; the input is not modified. Messages name the variable, never its value.
@@ -39,7 +54,7 @@ export function interpolateEnv(doc: unknown, env: Env): Interpolated {
       if (match.startsWith('$$')) return match.slice(1);
       const path = keyPath(at);
       if (!VAR_NAME.test(name)) {
-        problems.push(`${path}: "\${env:${name}}" is not a valid environment variable reference`);
+        problems.push(`${path}: "\${env:${shownBadName(name)}}" is not a valid environment variable reference`);
         failed = true;
         return match;
       }

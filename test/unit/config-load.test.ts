@@ -530,6 +530,12 @@ describe('${env:NAME} interpolation', () => {
       'servers.a.args[0]: "${env:lower-case}" is not a valid environment variable reference',
       'servers.a.args[1]: "${env:}" is not a valid environment variable reference',
     ]);
+    // A literal credential that holds "${env:" is no reference: quoted redacted, and cut.
+    const leaked = problemsOf({ servers: { a: { command: 'x', args: ['--key=${env:sk-ant-abcdefghijklmnopqrstuvwxyz0123}', 'p4ss${env:Qz7-hunter2-Xy9-kk8-Lm3-Pw5-Rt6-Vb1-Nc4}'] } } }, {});
+    expect(leaked).toEqual([
+      'servers.a.args[0]: "${env:[redacted:api-key]}" is not a valid environment variable reference',
+      'servers.a.args[1]: "${env:Qz7-hunter2-Xy9-kk8-Lm3-Pw5-Rt6…}" is not a valid environment variable reference',
+    ]);
     // A reference left open (a typo): its text went to the server as it was, "Bearer ${env:TOKEN".
     expect(problemsOf({ servers: { a: { url: 'https://x.test/mcp', headers: { Authorization: 'Bearer ${env:TOKEN', 'X-Other': '${env:TOKEN} ${env:' } } } }, { TOKEN: 's3cr3t-value' })).toEqual([
       'servers.a.headers.Authorization: a "${env:" reference has no closing "}"',
