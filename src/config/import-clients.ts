@@ -13,6 +13,7 @@ import { setByHub } from './header-check.js';
 import { SECRET_NAME } from './secret-values.js';
 import { MAX_PREFIX_CHARS, parseJsonText } from './load.js';
 import { isObj } from '../protocol/jsonrpc.js';
+import { redactLogText } from '../policy/secret-text.js';
 
 export type ClientKind = 'claude-desktop' | 'cursor' | 'claude-code' | 'vscode' | 'cline' | 'roo-code' | 'windsurf';
 
@@ -234,7 +235,12 @@ function convertEntry(
   const url = str(e.url) ?? str(e.serverUrl);
   if (typeof e.command === 'string' && type !== 'http' && type !== 'sse') {
     out.command = str(e.command);
-    if (Array.isArray(e.args)) out.args = e.args.filter((a) => typeof a === 'string' || typeof a === 'number').map((a) => rewrite(String(a), where));
+    if (Array.isArray(e.args)) {
+      out.args = e.args.filter((a) => typeof a === 'string' || typeof a === 'number').map((a) => rewrite(String(a), where));
+      const inArgs = argCredentials(out.args);
+      if (inArgs.length)
+        warnings.push(`${where} has secret-looking values in args (${inArgs.join(', ')}), written to the config in clear: put each in an environment variable and write "\${env:NAME}" in its place (or pass it in env, where the server reads one).`);
+    }
     const env = map(e.env);
     if (env) {
       out.env = env;
@@ -280,6 +286,27 @@ function convertEntry(
     notes.push(`${where}: its client ran ${names.length === 1 ? 'one tool' : 'these tools'} without asking; through the hub ${names.length === 1 ? 'it is' : 'they are'} ${names.join(', ')}: list ${names.length === 1 ? 'that name' : 'those names'} in the client's entry for the hub to keep it so (the hub itself asks before no call unless policy.confirm names it).`);
   }
   return out;
+}
+
+/** A command-line flag whose name says its value is a credential (`--api-key`, `--token=…`, `-password`). */
+const SECRET_FLAG = /^--?[A-Za-z0-9_.-]*(?:pass(?:word|wd|phrase)?|secret|token|api[-_]?key|auth(?:orization)?|cookie|credentials?)$/i;
+
+/**
+ * Which args hold a credential written literally, by position (`args[2]`), never the value: the
+ * value after a flag that names one (`--api-key sk-…`, `--token=…`), and any arg a credential
+ * rule of log text finds (a known token shape, `password=…`, a URL's password). An `${env:…}`
+ * reference is none.
+ */
+export function argCredentials(args: readonly string[]): string[] {
+  const found = new Set<number>();
+  const literal = (v: string | undefined) => v !== undefined && v !== '' && !v.includes('${env:');
+  args.forEach((a, i) => {
+    const eq = a.indexOf('=');
+    if (a.startsWith('-') && eq > 0 && SECRET_FLAG.test(a.slice(0, eq)) && literal(a.slice(eq + 1))) found.add(i);
+    else if (SECRET_FLAG.test(a) && literal(args[i + 1]) && !args[i + 1]!.startsWith('-')) found.add(i + 1);
+    if (literal(a) && redactLogText(a) !== a) found.add(i);
+  });
+  return [...found].sort((x, y) => x - y).map((i) => `args[${i}]`);
 }
 
 /**

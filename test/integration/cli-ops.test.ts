@@ -204,7 +204,7 @@ describe.concurrent('switchyard init', () => {
         globalShortcut: 'Ctrl+Space',
         mcpServers: {
           notes: { command: process.execPath, args: [join(ROOT, SDK1)], env: { SERVER_NAME: 'notes', API_TOKEN: 'abc' } },
-          'my_files.v2': { command: 'npx', args: ['-y', '@modelcontextprotocol/server-filesystem', '/tmp'] },
+          'my_files.v2': { command: 'npx', args: ['-y', '@modelcontextprotocol/server-filesystem', '/tmp', '--api-key', 'sk-proj-abcdefghijklmnopqrstuvwx'] },
           switchyard: { command: 'npx', args: ['switchyard', 'connect'] },
         },
       }),
@@ -221,10 +221,12 @@ describe.concurrent('switchyard init', () => {
     expect(r.stderr).toMatch(/^switchyard init: note: server "my_files.v2" is "my-files-v2"/m);
     expect(r.stderr).toMatch(/^switchyard init: note: server "switchyard" looks like Switchyard itself/m);
     expect(r.stderr).toMatch(/^switchyard init: warning: .*secret-looking values in env \(API_TOKEN\), written to the config in clear/m);
+    expect(r.stderr).toMatch(/^switchyard init: warning: server "my_files.v2" has secret-looking values in args \(args\[4\]\), written to the config in clear/m);
+    expect(r.stderr).not.toContain('sk-proj-');
     const cfg = JSON.parse(readFileSync(join(d, 'hub.config.json'), 'utf8'));
     expect(cfg.servers).toEqual({
       notes: { command: process.execPath, args: [join(ROOT, SDK1)], env: { SERVER_NAME: 'notes', API_TOKEN: 'abc' } },
-      'my-files-v2': { command: 'npx', args: ['-y', '@modelcontextprotocol/server-filesystem', '/tmp'] },
+      'my-files-v2': { command: 'npx', args: ['-y', '@modelcontextprotocol/server-filesystem', '/tmp', '--api-key', 'sk-proj-abcdefghijklmnopqrstuvwx'] },
     });
     expect(validated.stdout).toBe('ok: 2 servers\n');
   });

@@ -162,6 +162,26 @@ describe('importClientConfig', () => {
     expect(r.warnings.join('\n')).toMatch(/"gh" has secret-looking values in headers \(X-Api-Key\)/);
   });
 
+  it('warns of credentials written literally in args (a flag that names one, a known token shape, password=…), naming the positions, never the values', () => {
+    const r = importClientConfig(
+      JSON.stringify({
+        mcpServers: {
+          flags: { command: 'npx', args: ['-y', 'some-mcp', '--api-key', 'sk-ant-abcdefghijklmnopqrstuvwxyz0123', '--token=tok-998877', '--region', 'eu'] },
+          shapes: { command: 'node', args: ['server.js', 'ghp_abcdefghijklmnopqrstuvwxyz0123456789', 'postgres://bob:hunter2-pw@db/app', 'mysql-password=s3cr3t-pw'] },
+          referenced: { command: 'npx', args: ['some-mcp', '--api-key', '${env:KEY}', '--token=${env:TOKEN}', '--verbose'] },
+          plain: { command: 'npx', args: ['some-mcp', '--token-file', '/run/token', '--auth', '--port', '8080'] },
+        },
+      }),
+      '/w/claude_desktop_config.json',
+    );
+    expect(r.warnings).toEqual([
+      expect.stringMatching(/^server "flags" has secret-looking values in args \(args\[3\], args\[4\]\), written to the config in clear: put each in an environment variable/),
+      expect.stringMatching(/^server "shapes" has secret-looking values in args \(args\[1\], args\[2\], args\[3\]\)/),
+    ]);
+    const said = [...r.warnings, ...r.notes].join('\n');
+    for (const secret of ['sk-ant-', 'tok-998877', 'ghp_', 'hunter2', 's3cr3t']) expect(said).not.toContain(secret);
+  });
+
   it('warns of a password or token in a url (user info, a secret-looking query parameter), naming where and never the value, unless it is an ${env:…} reference', () => {
     const r = importClientConfig(
       JSON.stringify({
