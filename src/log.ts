@@ -41,9 +41,21 @@ function clip(s: string): string {
   return r.length <= MAX_LOGGED_CHARS ? r : `${r.slice(0, MAX_LOGGED_CHARS)}…[${r.length - MAX_LOGGED_CHARS} more chars]`;
 }
 
-/** A log object with its long strings clipped, a few levels down; the object itself when nothing is. */
+/**
+ * A string of a log object as it is written: redacted as log text (redactLogText), then cut.
+ * Every call site's strings, not only the `err` serializer's: a line that logs an error as
+ * `err: String(e)` or `e.message` (a list that failed quoting what its upstream answered) went
+ * out with only the config's own values redacted (the streamWrite hook), `password=…` whole.
+ * Redacted before the cut, so a cut never leaves the first part of a credential. A text with
+ * no credential's mark costs one search (the rules' gate).
+ */
+function logged(s: string): string {
+  return clip(redactLogText(s));
+}
+
+/** A log object with its strings redacted and the long ones clipped, a few levels down; the object itself when nothing changes. */
 function clipStrings(v: unknown, depth: number): unknown {
-  if (typeof v === 'string') return clip(v);
+  if (typeof v === 'string') return logged(v);
   if (depth === 0 || v === null || typeof v !== 'object' || v instanceof Error) return v;
   if (Array.isArray(v)) {
     let copy: unknown[] | undefined;
