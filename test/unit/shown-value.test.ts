@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { clippedValue, MAX_VERSION_TEXT, shownVersion } from '../../src/protocol/shown-value.js';
+import { clippedValue, MAX_VERSION_TEXT, shownId, shownVersion } from '../../src/protocol/shown-value.js';
 
 describe('clippedValue', () => {
   it('keeps a value that fits, and cuts a longer one to max characters, the cut marked', () => {
@@ -29,5 +29,11 @@ describe('clippedValue', () => {
     expect(cut2).toBe(`${'n'.repeat(109)}-[redacted:github-…`);
     // A value that fits is quoted as sent, redaction is for a cut.
     expect(clippedValue('token=abcdefgh', 128)).toBe('token=abcdefgh');
+  });
+
+  it('quotes a request id as a name is cut: a string in quotes, a number as it is', () => {
+    expect(shownId('abc')).toBe('"abc"');
+    expect(shownId(42)).toBe('42');
+    expect(shownId('i'.repeat(5000))).toBe(`"${'i'.repeat(127)}…"`);
   });
 });
