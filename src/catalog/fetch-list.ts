@@ -4,6 +4,8 @@ import { cacheTtl } from '../protocol/ttl.js';
 import type { ListEntry } from './list-cache.js';
 import { LIST_METHOD, NAME_FIELD, declaresListChanged, type ListKind } from './lists.js';
 import { monotonicNow } from '../monotonic.js';
+import { clippedValue } from '../protocol/shown-value.js';
+import { redactErrorText } from '../policy/secret-text.js';
 
 /** Legacy upstreams without listChanged get this freshness unless `cacheTtlMs` says otherwise. */
 export const DEFAULT_LEGACY_TTL_MS = 30_000;
@@ -27,6 +29,19 @@ export const LIST_STALL_PAGES = 10;
  */
 export const LIST_ITEM_LIMIT = 10_000;
 export const LIST_BYTE_LIMIT = 32 * 1024 * 1024;
+
+/**
+ * How much of a value an upstream wrote (a resultType, a nextCursor) a list's error quotes. The
+ * error is the server's listError (/healthz, the admin API, `switchyard doctor`) and a log line:
+ * a server chose the value's length, up to its frame limit, and anything in it (a token it was
+ * given), so it is cut (the cut marked) and redacted as other upstream text on an error path.
+ */
+export const MAX_QUOTED_TEXT = 64;
+
+/** `v` as a list's error quotes it: JSON, within MAX_QUOTED_TEXT, redacted (error path only). */
+function quoted(v: unknown): string {
+  return redactErrorText(clippedValue(typeof v === 'string' ? JSON.stringify(v) : v, MAX_QUOTED_TEXT));
+}
 
 /**
  * One upstream's whole list of a kind (every page) with its freshness, counted from `now()`
@@ -55,12 +70,12 @@ export async function fetchList(upstream: Upstream, kind: ListKind, cacheTtlMs: 
     // served): read as an empty one, it would hide every item of the server from every client.
     // A list has no input_required or task turn, and an unknown resultType is invalid (digest §2.2).
     if (res.resultType !== undefined && res.resultType !== 'complete')
-      throw new Error(`${LIST_METHOD[kind]} answered with resultType ${JSON.stringify(res.resultType)}, which a list cannot have`);
+      throw new Error(`${LIST_METHOD[kind]} answered with resultType ${quoted(res.resultType)}, which a list cannot have`);
     if (!Array.isArray(arr)) throw new Error(`${LIST_METHOD[kind]} answered without its ${kind} array (page ${page + 1})`);
     // A cursor is a string (both eras' schemas; null is taken as none): read as the end, any
     // other value would hide the rest of the list with no error to say so.
     if (res.nextCursor !== undefined && res.nextCursor !== null && typeof res.nextCursor !== 'string')
-      throw new Error(`${LIST_METHOD[kind]} answered with a nextCursor that is no string (page ${page + 1}): ${JSON.stringify(res.nextCursor).slice(0, 40)}`);
+      throw new Error(`${LIST_METHOD[kind]} answered with a nextCursor that is no string (page ${page + 1}): ${quoted(res.nextCursor)}`);
     let fresh = false;
     for (const it of arr)
       if (it && typeof it === 'object' && !Array.isArray(it)) {
