@@ -69,7 +69,9 @@ export async function fetchList(upstream: Upstream, kind: ListKind, cacheTtlMs: 
     // A page that is no list fails the walk, as a transport error would (the stale list is
     // served): read as an empty one, it would hide every item of the server from every client.
     // A list has no input_required or task turn, and an unknown resultType is invalid (digest §2.2).
-    if (res.resultType !== undefined && res.resultType !== 'complete')
+    // A modern server's only: resultType is a field of the 2026-07-28 era, and a legacy server's
+    // results come without it (upstream/legacy-result.ts leaves out one it writes of its own).
+    if (modern && res.resultType !== undefined && res.resultType !== 'complete')
       throw new Error(`${LIST_METHOD[kind]} answered with resultType ${quoted(res.resultType)}, which a list cannot have`);
     if (!Array.isArray(arr)) throw new Error(`${LIST_METHOD[kind]} answered without its ${kind} array (page ${page + 1})`);
     // A cursor is a string (both eras' schemas; null is taken as none): read as the end, any
