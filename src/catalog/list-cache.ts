@@ -33,6 +33,11 @@ export interface ListEntry {
    * refresh lands changed (mayAnnounce).
    */
   saidChanged?: boolean;
+  /**
+   * A first list clients' lists were answered without (FIRST_LIST_WAIT_MS), told (onChanged) as
+   * it landed: whoever else would tell it (a failed list come back, part-store.ts) need not.
+   */
+  landingTold?: boolean;
 }
 
 export type Fetcher = () => Promise<Omit<ListEntry, 'receivedAt' | 'version'>>;
@@ -276,6 +281,7 @@ export class ListCache {
       else if (!stale && this.leftOut.delete(key)) {
         // Clients were given lists without it: they hear it is there now.
         this.toldAt.set(key, this.now());
+        entry.landingTold = true;
         this.onChanged?.(key);
       }
       return entry;

@@ -113,8 +113,9 @@ export class PartStore {
     try {
       const part = await this.partOf(kind, h, conn, wait);
       // It failed with no list to serve instead: clients that listed meanwhile were shown none
-      // of its items, and nothing else tells them (no entry changed; a legacy client has no TTL).
-      if (this.listFailed.size !== 0 && this.inUse(h, conn) && this.listFailed.delete(key)) this.o.changed(kind, h.id);
+      // of its items, and nothing else tells them (no entry changed; a legacy client has no TTL),
+      // unless the cache told it already, as a first list they were answered without.
+      if (this.listFailed.size !== 0 && this.inUse(h, conn) && this.listFailed.delete(key) && !part.e.landingTold) this.o.changed(kind, h.id);
       return part;
     } catch (err) {
       // A connection a reload or `servers restart` replaced since (closed under its fetch): its
@@ -150,7 +151,9 @@ export class PartStore {
       if (this.ownFailed.size > MAX_OWN_FAILED) this.ownFailed.delete(this.ownFailed.values().next().value!);
       throw err;
     }
-    if (this.ownFailed.size !== 0 && this.ownFailed.delete(pk)) this.o.changed(kind, h.id, principalOfConn(conn.credential));
+    // Unless the cache told it as its own first list landing (not the server's shared list a
+    // principal may be given, whose tell is for the shared partition's clients alone).
+    if (this.ownFailed.size !== 0 && this.ownFailed.delete(pk) && !(part.e.landingTold && part.key !== `${h.id}\0${kind}`)) this.o.changed(kind, h.id, principalOfConn(conn.credential));
     return part;
   }
 
