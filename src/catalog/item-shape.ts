@@ -1,4 +1,5 @@
 import type { ListKind } from './lists.js';
+import { clippedValue } from '../protocol/shown-value.js';
 
 /**
  * The field types every client reads a listed item's fields in (tools, prompts, resources,
@@ -35,10 +36,16 @@ const REQUIRED: Partial<Record<ListKind, Record<string, Check>>> = {
 
 const TOOL_HINTS = ['readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint'];
 
+/**
+ * A field's value as a dropped item's reason (a log line, a `catalog/drop` row) quotes it: cut
+ * by clippedValue, which redacts before the cut. Cut first, a token the server put there (a
+ * `_meta: "ghp_…"`) kept all but its end, which no rule of the log's or the ledger's redaction
+ * recognised any more (too short for its shape).
+ */
 function said(v: unknown): string {
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'a list';
-  return typeof v === 'object' ? 'an object' : `${typeof v} ${JSON.stringify(v).slice(0, 40)}`;
+  return typeof v === 'object' ? 'an object' : `${typeof v} ${clippedValue(JSON.stringify(v), 40)}`;
 }
 
 /** Why a prompt's `arguments` or a resource's `annotations` cannot be read, or null. */
