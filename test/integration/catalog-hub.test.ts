@@ -568,7 +568,12 @@ describe('an HTTP hub: a call given up on in its start-up grace, and requests in
       // Each waits on the hub alone (held in the start-up grace): answered as the stop begins,
       // while `never` still runs, not once every upstream is closed (`never`'s SIGTERM comes 2 s
       // after its stdin ends; a server that ignores SIGTERM too takes 4 s), nor at the drain's end.
-      const pid = Number(readFileSync(neverPid, 'utf8'));
+      // `never` is spawned by the hub and writes its pid once node has started it, which on a
+      // loaded machine may come after all of the above: wait for it (an empty read is a write
+      // under way).
+      const readPid = () => (existsSync(neverPid) ? Number(readFileSync(neverPid, 'utf8')) : 0);
+      await expect.poll(readPid, { timeout: 10_000, interval: 20 }).toBeGreaterThan(0);
+      const pid = readPid();
       const inGrace = () => hub.logs.filter((l) => l.includes('waits in the start-up grace')).length;
       const before = inGrace();
       const answered = <T>(p: Promise<T>) => p.then((r) => Object.assign(r as object, { neverRan: alive(pid) }) as T & { neverRan: boolean });
