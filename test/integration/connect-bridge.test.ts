@@ -551,23 +551,32 @@ describe.concurrent('connect against a daemon of its own', () => {
       await waitFor(async () => (await client.listTools()).tools.some((t) => t.name === 'legacy__echo'), 20_000);
       // The renewed session's stream is opened at once, or tried again within 200 ms; a change
       // made before it is open is not heard. So a server is added to the running daemon and
-      // taken out again, a second apart, until the bridge hears of a change with no request of
-      // its own: its stream is back (a bridge that gave it up hears none, and this times out).
+      // taken out again until the bridge hears of a change with no request of its own: its
+      // stream is back (a bridge that gave it up hears none, and this times out). Each change is
+      // waited for at the daemon (the server listed, or gone), then given a second to be heard:
+      // flipped a second apart, on a loaded machine the added server was taken out again before
+      // it had started, and no change was ever made. Nothing is asked through the bridge
+      // meanwhile, so whatever is heard came on its stream, late or not.
+      changed.length = 0;
+      const hasExtra = async () => {
+        const h = (await (await fetch(new URL('/healthz', second!.url))).json()) as { servers: { id: string; state: string; tools: number }[] };
+        return h.servers.some((s) => s.id === 'extra' && s.state === 'ready' && s.tools > 0);
+      };
       let added = false;
       await waitFor(async () => {
-        changed.length = 0;
         added = !added;
         setSection(second!, 'servers', added ? { legacy: nodeServer(SDK1), extra: nodeServer(SDK1) } : { legacy: nodeServer(SDK1) });
+        await waitFor(async () => changed.length > 0 || (await hasExtra()) === added, 20_000);
         for (const end = Date.now() + 1_000; changed.length === 0 && Date.now() < end; ) await new Promise((r) => setTimeout(r, 20));
         return changed.length > 0;
-      }, 20_000);
+      }, 40_000);
       if (!added) setSection(second, 'servers', { legacy: nodeServer(SDK1), extra: nodeServer(SDK1) });
       await waitFor(async () => (await client.listTools()).tools.some((t) => t.name === 'extra__echo'), 20_000);
     } finally {
       await client.close();
       await second?.stop();
     }
-  }, 60_000);
+  }, 90_000);
 
   it('ends the session a second initialize replaces, so the daemon holds one per bridge', async () => {
     const own = await startHub({ servers: { legacy: nodeServer(SDK1) } });
