@@ -117,6 +117,29 @@ async function silentRelay(port: number): Promise<{ port: number; freeze(): void
 const relayed: { close(): void }[] = [];
 
 /**
+ * A TCP front (on a port of the range) for the server on `port`, switched to another with
+ * `to`, as a load balancer swaps a backend: new connections reach the new server at once, and
+ * those to the old one end when it does. A server redeployed behind it has no gap in which
+ * nothing listens on the front.
+ */
+async function switchingFront(port: number): Promise<{ port: number; to(port: number): void }> {
+  let target = port;
+  const sockets: Socket[] = [];
+  const front = netServer((c) => {
+    const up = netConnect(target, '127.0.0.1');
+    sockets.push(c, up);
+    for (const [from, to] of [[c, up], [up, c]] as const) {
+      from.on('data', (d: Buffer) => void to.write(d));
+      from.on('end', () => to.end());
+      from.on('error', () => to.destroy());
+      from.on('close', () => to.destroy());
+    }
+  });
+  relayed.push({ close: () => (sockets.forEach((x) => x.destroy()), front.close()) });
+  return { port: await listenInRange(front as unknown as http.Server), to: (p) => void (target = p) };
+}
+
+/**
  * The probe's timeout for a fixture process (serve) just started: its first answer, cold, came
  * after the 2 s of upstreamAt's default on a loaded machine (load 19), and the start failed.
  */
@@ -175,10 +198,16 @@ describe('an HTTP upstream found modern, redeployed legacy-only at the same URL'
     const [port, hubPort] = [await freePortInRange(), await freePortInRange()];
     const counter = join(dir, 'counter.json');
     let server = await serve(SDK2, port, { COUNTER_FILE: counter });
+    // The hub reaches it through a front, so that the redeploy below leaves no moment with
+    // nothing listening: in one, the hub's listen stream, reconnecting, was refused the
+    // connection and took the server for down (restarting, probed on its reconnect, rightly),
+    // and the refusal this test is about never came. A legacy server cold-started under load
+    // made that gap seconds long (1 run in 12 after a rebuild).
+    const front = await switchingFront(port);
     // The SDK v1 fixture's tool definitions differ from the v2 one's: changed tools, which the
     // default pinning would hide until approved. Shown with a warning here.
     // Its probes counted below: one the cold fixture answered past the default 5 s would be retried (one more).
-    hub = await startHub({ policy: { pinning: 'warn' }, servers: { r: { url: `http://127.0.0.1:${port}/mcp`, retry: { maxAttempts: 1 }, probeTimeoutMs: COLD_PROBE_MS } } }, { dir, port: hubPort });
+    hub = await startHub({ policy: { pinning: 'warn' }, servers: { r: { url: `http://127.0.0.1:${front.port}/mcp`, retry: { maxAttempts: 1 }, probeTimeoutMs: COLD_PROBE_MS } } }, { dir, port: hubPort });
     const db = join(dir, 'ledger.db');
     expect((await waitForState(hub.url, 'r', ['ready'])).era).toBe('2026-07-28');
     const probes = () => hub!.logs.filter((l) => l.includes('"msg":"era probe"') && l.includes('"server":"r"')).length;
@@ -192,8 +221,12 @@ describe('an HTTP upstream found modern, redeployed legacy-only at the same URL'
     expect(probes()).toBe(1);
     expect((await serverHealth(hub.url, 'r')).restarts).toBe(0);
 
+    // Redeployed: the legacy server up first, then the front switched to it and the modern one stopped.
+    const legacyPort = await freePortInRange();
+    const legacy = await serve(SDK1, legacyPort, { COUNTER_FILE: counter });
+    front.to(legacyPort);
     await server.stop();
-    server = await serve(SDK1, port, { COUNTER_FILE: counter });
+    server = legacy;
 
     // Whichever reaches the legacy server first, a call or the hub's own listen stream, has the
     // era probed again. Until then a call fails as one that did not run; never the legacy
