@@ -375,6 +375,9 @@ export class ToolCall {
     let confirmed: { rewrite?: string } | undefined;
     // Without a confirmation policy confirm() is not called: no await for it then.
     let confirmation: Result | undefined;
+    // The policy the call was judged under: a reload replaces the Confirmer (Router.setConfirmer),
+    // so one compare before sending tells whether it must be judged again (reconfirm()).
+    const confirmerAt = this.opts.confirmer;
     try {
       if (!keyEnded && this.opts.confirmer?.active) {
         const asked = await this.confirm(ctx, routed, hubName, runArgs, bind, retry);
@@ -388,14 +391,7 @@ export class ToolCall {
       throw err;
     }
     if (confirmation) {
-      const waiting = confirmation.resultType === 'input_required';
-      await end({
-        outcome: waiting ? 'input_required' : 'denied',
-        errorKind: waiting ? null : 'policy',
-        errorMessage: waiting ? 'awaiting the user\'s confirmation' : String((confirmation.content as { text?: string }[])[0]?.text),
-        responseBytes: bytesOf(this.ledger, confirmation),
-        latencyMs: performance.now() - t0,
-      });
+      await end({ ...this.confirmationEnd(confirmation), latencyMs: performance.now() - t0 });
       return confirmation;
     }
     if (key) {
@@ -474,6 +470,27 @@ export class ToolCall {
       await finish(outcomeOfError(err), undefined, false);
       unspent?.();
       return toolErrorResult(`Tool ${hubName} is unavailable: ${err.message}`);
+    }
+    // A reload changed `policy` while the call was held after its confirmation check (its row's
+    // write, an earlier call with its idempotency key, its own connection's start): a call the
+    // new policy confirms is not sent unasked. Asked now as it would have been (a modern client
+    // answered input_required, its key freed for the retry; one that cannot be asked refused).
+    // A call the user already confirmed, or answered from its key, is not asked again.
+    if (this.opts.confirmer !== confirmerAt && confirmed === undefined && !keyEnded) {
+      let again: Awaited<ReturnType<typeof this.confirm>>;
+      try {
+        again = await this.confirm(ctx, routed, hubName, runArgs, bind, undefined);
+      } catch (err) {
+        await finish(outcomeOfError(cutOffError(err, ctx.signal)), undefined, false);
+        unspent?.();
+        throw err;
+      }
+      if ('answer' in again) {
+        await finish(this.confirmationEnd(again.answer), undefined, false);
+        unspent?.();
+        return again.answer;
+      }
+      if (again.confirmed) confirmed = again;
     }
     // A reload revoked its API key while the call was held (its row written, a plugin): not sent,
     // and answered as a request with that key is now (401, or 403 for an endpoint its groups
@@ -639,6 +656,17 @@ export class ToolCall {
   private forgetParked(owner: KeyOwner, key: string, collector: InputCollector): void {
     const k = keyText(owner, key);
     if (this.parkedKeys.get(k) === collector) this.parkedKeys.delete(k);
+  }
+
+  /** The row of a call answered by its confirmation: waiting for the user, or refused. */
+  private confirmationEnd(confirmation: Result): Omit<AuditEnd, 'latencyMs'> {
+    const waiting = confirmation.resultType === 'input_required';
+    return {
+      outcome: waiting ? 'input_required' : 'denied',
+      errorKind: waiting ? null : 'policy',
+      errorMessage: waiting ? 'awaiting the user\'s confirmation' : String((confirmation.content as { text?: string }[])[0]?.text),
+      responseBytes: bytesOf(this.ledger, confirmation),
+    };
   }
 
   /**
