@@ -311,4 +311,22 @@ describe('a tools/call held after its confirmation check that a policy.confirm r
       await second.close().catch(() => undefined);
     }
   });
+
+  it('(waiting for an earlier call with its idempotency key, freed) refuses a client that cannot be asked, and sends nothing', async () => {
+    const { h, first, a, letGo } = await firstHolding();
+    const second = new ClientV1({ name: 'legacy-unasked-second', version: '1' }, { capabilities: {} });
+    await second.connect(new TransportV1(new URL(h.url)));
+    try {
+      const b = second.callTool(call).then((v) => v, (err: Error) => ({ error: err.message }));
+      await reloadWhileWaiting(h);
+      letGo();
+      await a;
+      expect(textOf(await b)).toBe("Tool t__elicit_form needs the user's confirmation, and this client cannot ask the user (it did not declare form elicitation). It was not run.");
+      expect(h.logs.filter((l) => l.includes('elicit_form ran for held'))).toHaveLength(1);
+      await expect.poll(() => rows(h)[1]?.outcome, { timeout: 10_000, interval: 50 }).toBe('denied');
+    } finally {
+      await first.close().catch(() => undefined);
+      await second.close().catch(() => undefined);
+    }
+  });
 });
