@@ -274,7 +274,7 @@ describe('a tools/call held after its confirmation check that a policy.confirm r
       expect(asked).toHaveLength(1);
       expect(asked[0]).toContain('Allow the tool "t__elicit_form"');
       // The upstream ran the first call's round only.
-      expect(h.logs.filter((l) => l.includes('elicit_form ran for held'))).toHaveLength(1);
+      await expect.poll(() => h.logs.filter((l) => l.includes('elicit_form ran for held')).length, { timeout: 10_000, interval: 50 }).toBe(1);
       await expect.poll(() => rows(h)[1], { timeout: 10_000, interval: 50 }).toEqual({ outcome: 'denied', message: 'Tool t__elicit_form was declined by the user.' });
     } finally {
       await first.close().catch(() => undefined);
@@ -305,7 +305,8 @@ describe('a tools/call held after its confirmation check that a policy.confirm r
       expect(textOf(res)).toContain('accept');
       // The waiting request's row: it waited for the user; the retries': the upstream's question, then its end.
       await expect.poll(() => rows(h).map((x) => x.outcome).slice(1), { timeout: 10_000, interval: 50 }).toEqual(['input_required', 'input_required', 'ok']);
-      expect(h.logs.filter((l) => l.includes('elicit_form ran for held'))).toHaveLength(3);
+      // Each run's line comes on the server's stderr, in its own time.
+      await expect.poll(() => h.logs.filter((l) => l.includes('elicit_form ran for held')).length, { timeout: 10_000, interval: 50 }).toBe(3);
     } finally {
       await first.close().catch(() => undefined);
       await second.close().catch(() => undefined);
@@ -322,7 +323,7 @@ describe('a tools/call held after its confirmation check that a policy.confirm r
       letGo();
       await a;
       expect(textOf(await b)).toBe("Tool t__elicit_form needs the user's confirmation, and this client cannot ask the user (it did not declare form elicitation). It was not run.");
-      expect(h.logs.filter((l) => l.includes('elicit_form ran for held'))).toHaveLength(1);
+      await expect.poll(() => h.logs.filter((l) => l.includes('elicit_form ran for held')).length, { timeout: 10_000, interval: 50 }).toBe(1);
       await expect.poll(() => rows(h)[1]?.outcome, { timeout: 10_000, interval: 50 }).toBe('denied');
     } finally {
       await first.close().catch(() => undefined);
