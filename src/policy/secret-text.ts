@@ -168,8 +168,10 @@ export const LOG_SECRET_RULES: readonly SecretRule[] = [
   },
   {
     kind: 'credential',
-    // The name starts where its run does (see SECRET_RULES).
-    re: /((?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*(?:password|passwd|pwd|passphrase|secret|api[_-]?key|apikey|token|credentials?|signature|sig)\b["']?\s*[:=]\s*["']?)(?!\[redacted)[^\s"',;&]{3,}/gi,
+    // The name starts where its run does (see SECRET_RULES). An OAuth error code is no name of
+    // a credential: `invalid_token: unknown API key` (RFC 6750, as a hub in front of another
+    // says why it refused) and RFC 8628's `expired_token` are followed by their description.
+    re: /((?<![A-Za-z0-9_.-])(?!(?:invalid|expired)_token\b)[A-Za-z0-9_.-]*(?:password|passwd|pwd|passphrase|secret|api[_-]?key|apikey|token|credentials?|signature|sig)\b["']?\s*[:=]\s*["']?)(?!\[redacted)[^\s"',;&]{3,}/gi,
     keep: 1,
     gate: 'password|passwd|pwd|passphrase|secret|api[_-]?key|apikey|token|credential|sig',
   },

@@ -45,6 +45,9 @@ describe('upstream error text (message and data)', () => {
     expect(redactErrorText('https://s.example/o?X-Goog-Signature=0a1b2c3d&x=1')).toBe('https://s.example/o?X-Goog-Signature=[redacted:credential]&x=1');
     expect(redactErrorText('rejected Bearer abc123def, try again')).toBe('rejected Bearer [redacted:bearer-token], try again');
     for (const ok of ['authorization header missing', 'tokens: 4096 used', 'Method not found', 'design=flat', 'signal=TERM', 'Bearer authentication failed', 'Bearer token1']) expect(redactErrorText(ok)).toBe(ok);
+    // An OAuth error code followed by its description (a hub in front of another) names no credential.
+    for (const ok of ['invalid_token: unknown API key', 'expired_token: ask again']) expect(redactErrorText(ok)).toBe(ok);
+    expect(redactErrorText('my_token: abc123secret')).toBe('my_token: [redacted:credential]');
   });
 
   it("blanks a string under a credential's key in data, and leaves other values and keys", () => {
