@@ -10,3 +10,13 @@ export function jsonText(s: string): string {
   }
   return '"' + s + '"';
 }
+
+/** A frozen plain object of text, numbers, booleans and nulls: its JSON is fixed for good. */
+export function plainFrozen(o: object): boolean {
+  if (!Object.isFrozen(o) || Object.getPrototypeOf(o) !== Object.prototype) return false;
+  for (const k of Object.keys(o)) {
+    const v = (o as Record<string, unknown>)[k];
+    if (v !== null && typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean') return false;
+  }
+  return true;
+}

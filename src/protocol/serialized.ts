@@ -1,5 +1,6 @@
 import type { Id } from './jsonrpc.js';
 import { META_SERVER_INFO } from './meta.js';
+import { plainFrozen } from './json-text.js';
 
 /**
  * A JSON-RPC message that is already text. Aggregated lists are large and change rarely, so
@@ -148,14 +149,4 @@ function serverInfoMetaJson(meta: unknown): string | undefined {
     keptInfoMeta = JSON.stringify({ [META_SERVER_INFO]: info });
   }
   return keptInfoMeta;
-}
-
-/** A frozen plain object of text, numbers, booleans and nulls: its JSON is fixed for good. */
-function plainFrozen(o: object): boolean {
-  if (!Object.isFrozen(o) || Object.getPrototypeOf(o) !== Object.prototype) return false;
-  for (const k of Object.keys(o)) {
-    const v = (o as Obj)[k];
-    if (v !== null && typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean') return false;
-  }
-  return true;
 }

@@ -3,7 +3,7 @@
  * for modern Streamable HTTP, the routing headers that must mirror the body (digest §2.2, §6.3).
  */
 import { encodeHeaderValue } from '../protocol/header-value.js';
-import { jsonText } from '../protocol/json-text.js';
+import { jsonText, plainFrozen } from '../protocol/json-text.js';
 import { readFileSync } from 'node:fs';
 import { MODERN } from '../protocol/era.js';
 import { setField } from '../protocol/copy.js';
@@ -159,11 +159,7 @@ let keptInfoJson = '';
 function clientInfoJson(info: Implementation): string | undefined {
   if (info === keptInfo) return keptInfoJson;
   const json = valueJson(info);
-  if (json === undefined || !Object.isFrozen(info) || Object.getPrototypeOf(info) !== Object.prototype) return json;
-  for (const k of Object.keys(info)) {
-    const v = (info as unknown as Record<string, unknown>)[k];
-    if (v !== null && typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean') return json;
-  }
+  if (json === undefined || !plainFrozen(info)) return json;
   keptInfo = info;
   keptInfoJson = json;
   return json;
