@@ -203,10 +203,14 @@ describe('a held tools/call whose API key a reload revoked', () => {
     expect(now.status).toBe(403);
   });
 
-  it('of a legacy session the reload ended is answered 404 -32001 saying why, and its row says so (cancelled), as a call in flight then is', async () => {
+  /**
+   * A legacy client's call held (the plugin) while `reload` ends its session: answered 404
+   * -32001 saying `why`, not sent, its row cancelled with that reason.
+   */
+  async function legacySessionEndedWhileHeld(name: string, path: string, reload: (r: Awaited<ReturnType<typeof rigged>>) => Promise<void>, why: string): Promise<void> {
     const r = await rigged();
-    const client = new ClientV1({ name: 'alice-legacy-held', version: '1.0.0' });
-    await client.connect(new TransportV1(new URL(r.hub.url), { requestInit: { headers: { authorization: `Bearer ${ALICE}` } } }));
+    const client = new ClientV1({ name, version: '1.0.0' });
+    await client.connect(new TransportV1(new URL(r.hub.url.replace(/\/mcp$/, path)), { requestInit: { headers: { authorization: `Bearer ${ALICE}` } } }));
     try {
       const before = r.calls();
       // The SDK's StreamableHTTPError carries the HTTP status as its code.
@@ -215,11 +219,8 @@ describe('a held tools/call whose API key a reload revoked', () => {
         (err: Error & { code?: number }) => `${err.code} ${err.message}`,
       );
       await holding(r.dir);
-      const removed = await runCli(['keys', 'remove', 'alice', '--config', r.hub.configFile]);
-      expect(removed.code, removed.stderr).toBe(0);
-      await loggedTimes(r.hub, 'config reloaded', 1);
+      await reload(r);
       writeFileSync(join(r.dir, 'open'), '');
-      const why = 'the client session ended while the request was in flight: the API key that opened it was revoked';
       const outcome = await held;
       expect(outcome).toMatch(/^404 /);
       expect(outcome).toContain(JSON.stringify({ code: -32001, message: `Session not found: ${why}` }).slice(1, -1));
@@ -228,31 +229,31 @@ describe('a held tools/call whose API key a reload revoked', () => {
     } finally {
       await client.close().catch(() => undefined);
     }
+  }
+
+  it('of a legacy session the reload ended is answered 404 -32001 saying why, and its row says so (cancelled), as a call in flight then is', async () => {
+    await legacySessionEndedWhileHeld(
+      'alice-legacy-held',
+      '/mcp',
+      async (r) => {
+        const removed = await runCli(['keys', 'remove', 'alice', '--config', r.hub.configFile]);
+        expect(removed.code, removed.stderr).toBe(0);
+        await loggedTimes(r.hub, 'config reloaded', 1);
+      },
+      'the client session ended while the request was in flight: the API key that opened it was revoked',
+    );
   });
 
   it("of a legacy session a reload ended by removing its group is answered 404 -32001 saying so, and its row says so (cancelled)", async () => {
-    const r = await rigged();
-    const client = new ClientV1({ name: 'alice-legacy-group', version: '1.0.0' });
-    await client.connect(new TransportV1(new URL(r.hub.url.replace(/\/mcp$/, '/mcp/g')), { requestInit: { headers: { authorization: `Bearer ${ALICE}` } } }));
-    try {
-      const before = r.calls();
-      const held = client.callTool({ name: 'r__echo', arguments: { text: 'held' } }).then(
-        () => 'answered',
-        (err: Error & { code?: number }) => `${err.code} ${err.message}`,
-      );
-      await holding(r.dir);
-      setSection(r.hub, 'groups', { h: { servers: ['r'] } });
-      await loggedTimes(r.hub, 'config reload: groups replaced', 1);
-      writeFileSync(join(r.dir, 'open'), '');
-      const why = 'the client session ended while the request was in flight: the group it was opened on (/mcp/g) was removed';
-      const outcome = await held;
-      expect(outcome).toMatch(/^404 /);
-      expect(outcome).toContain(JSON.stringify({ code: -32001, message: `Session not found: ${why}` }).slice(1, -1));
-      expect(r.calls()).toBe(before);
-      await expect.poll(() => rowsOf(r.hub, 'alice'), { timeout: 10_000, interval: 50 }).toEqual([{ outcome: 'cancelled', code: null, message: why }]);
-    } finally {
-      await client.close().catch(() => undefined);
-    }
+    await legacySessionEndedWhileHeld(
+      'alice-legacy-group',
+      '/mcp/g',
+      async (r) => {
+        setSection(r.hub, 'groups', { h: { servers: ['r'] } });
+        await loggedTimes(r.hub, 'config reload: groups replaced', 1);
+      },
+      'the client session ended while the request was in flight: the group it was opened on (/mcp/g) was removed',
+    );
   });
 
   it("whose scopes a reload took the tool's scope from is not sent, and is refused 403 insufficient_scope as the edge refuses that key now", async () => {
