@@ -6,6 +6,7 @@ import { LIST_METHOD, NAME_FIELD, declaresListChanged, type ListKind } from './l
 import { monotonicNow } from '../monotonic.js';
 import { clippedValue } from '../protocol/shown-value.js';
 import { redactErrorText } from '../policy/secret-text.js';
+import { METHOD_NOT_FOUND, RpcError } from '../protocol/errors.js';
 
 /** Legacy upstreams without listChanged get this freshness unless `cacheTtlMs` says otherwise. */
 export const DEFAULT_LEGACY_TTL_MS = 30_000;
@@ -44,6 +45,25 @@ function quoted(v: unknown): string {
 }
 
 /**
+ * The first page of a server's resource templates, or none when it has no such method. The
+ * `resources` capability stands for both lists, and a server may serve only resources/list:
+ * SDK v1's low-level Server answers -32601 for a method it has no handler for. Taken as a failed
+ * list, that was a listError on /healthz for good, a warning at every few lists, and a modern
+ * client's templates list fresh for 5 s at most (LACKING_TTL_MS), as if the server were down.
+ * Only the first page's: a -32601 to a cursor is a list that broke.
+ */
+async function templatesOrNone(upstream: Upstream): Promise<Record<string, unknown>> {
+  try {
+    return await upstream.request(LIST_METHOD.resourceTemplates, {});
+  } catch (err) {
+    if (!(err instanceof RpcError) || err.code !== METHOD_NOT_FOUND) throw err;
+    // No templates is no user's data: as public as a list can be, and fresh by the era's rules
+    // (a modern server's absent ttlMs is 0; a legacy one's until list_changed, else 30 s).
+    return upstream.era === MODERN ? { resourceTemplates: [], cacheScope: 'public' } : { resourceTemplates: [] };
+  }
+}
+
+/**
  * One upstream's whole list of a kind (every page) with its freshness, counted from `now()`
  * when it returns: a modern upstream's pages each stay fresh for their `ttlMs` (absent or
  * negative = 0) from when that page arrived, the list until the first of them goes stale; its
@@ -64,7 +84,7 @@ export async function fetchList(upstream: Upstream, kind: ListKind, cacheTtlMs: 
   for (let page = 0; ; page++) {
     if (page === LIST_PAGE_LIMIT)
       throw new Error(`${LIST_METHOD[kind]} did not end: its server gave a next cursor on each of ${LIST_PAGE_LIMIT} pages, as many as the hub takes`);
-    const res = await upstream.request(LIST_METHOD[kind], cursor === undefined ? {} : { cursor });
+    const res = page === 0 && kind === 'resourceTemplates' ? await templatesOrNone(upstream) : await upstream.request(LIST_METHOD[kind], cursor === undefined ? {} : { cursor });
     const arr = res[kind];
     // A page that is no list fails the walk, as a transport error would (the stale list is
     // served): read as an empty one, it would hide every item of the server from every client.
