@@ -626,7 +626,13 @@ export class Hub implements HubCore {
    * A modern listen stream's resourceSubscriptions: routed, reference-counted, subscribed
    * upstream (hub/upstream-subscriptions.ts).
    */
-  subscribeResources(subscriber: string, uris: string[], principal: string, group?: string, saidLater?: Set<string>): Promise<string[]> {
+  async subscribeResources(subscriber: string, uris: string[], principal: string, group?: string, saidLater?: Set<string>): Promise<string[]> {
+    // In the start-up grace, routed once the servers still starting are ready (or the grace is
+    // over), as a read or a legacy subscribe is (its session's handshake waits): routed at once,
+    // a URI of a server the hub has never seen ready (a first start, `switchyard stdio` with the
+    // ledger off) routed nowhere, and the listen acknowledgement left it out for good.
+    const grace = this.grace.over ? undefined : this.grace.wait(group);
+    if (grace) await grace;
     return this.upstreamSubs.subscribeResources(subscriber, uris, principal, group, saidLater);
   }
 
