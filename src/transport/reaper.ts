@@ -68,6 +68,8 @@ process.on('SIGHUP', () => {});
 
 const groups = new Set<number>();
 let watchdog: ChildProcess | undefined;
+/** How soon a watchdog that exited while the hub runs is replaced. */
+const RESTART_MS = 500;
 
 /** The variable every child of this hub carries, with this hub process's mark as its value. */
 export const HUB_MARK_VAR = 'SWITCHYARD_HUB_MARK';
@@ -98,8 +100,16 @@ function start(): ChildProcess | undefined {
   w.stdin?.on('error', () => undefined);
   w.on('error', () => undefined);
   w.on('exit', () => {
-    // Killed by someone: the next announcement starts a new one that learns every live group.
-    if (watchdog === w) watchdog = undefined;
+    if (watchdog !== w) return;
+    watchdog = undefined;
+    // Killed by someone (the OOM killer, an operator's kill) while the hub runs: until the next
+    // spawn announced a group, a hub SIGKILLed meanwhile left every server that ignores the end
+    // of its stdin running for good. A new one learns every live group (and finds the marked
+    // processes); one that dies as it starts is started again at most twice a second.
+    if (groups.size === 0) return;
+    setTimeout(() => {
+      if (!watchdog && groups.size > 0) start();
+    }, RESTART_MS).unref();
   });
   if (w.stdin) for (const g of groups) w.stdin.write(`+${g}\n`);
   return w;
