@@ -67,14 +67,32 @@ const ERROR_LINE_MS = 30_000;
 const LAST_LINE_MS = 2_000;
 
 /**
+ * npm's own lines, as `npx` (the usual way a server is run) writes them: `npm error …` (npm 10
+ * on; `npm ERR! …` before) on every line of a failure, which made every one of them read like
+ * an error, and the last one always its pointer to npm's debug log (`A complete log of this run
+ * can be found in: …`, the path on a line of its own before npm 10), shown as why the server
+ * exited instead of `404 Not Found - GET https://registry.npmjs.org/…`. A warning (`npm warn
+ * exec The following package was not found and will be installed`) is no reason either.
+ */
+const NPM_ERROR = /^npm (?:error|ERR!)\s*/;
+const NPM_WARNING = /^npm (?:warn|WARN|notice)\b/;
+const NPM_LOG_POINTER = /^npm (?:error|ERR!)\s+(?:A complete log of this run can be found in|\S*[\\/]_logs[\\/]\S*debug\S*\.log\s*$)/;
+
+function errorLike(text: string): boolean {
+  return !NPM_WARNING.test(text) && ERROR_LINE.test(text.replace(NPM_ERROR, ''));
+}
+
+/**
  * The line of a dying process's stderr that most likely says why: the last that sounds like an
  * error, else the last, each if written shortly enough before the exit (`exitAt`, monotonicNow;
  * a bare string is a line of that moment).
  */
 export function stderrReason(tail: readonly (string | StderrLine)[], exitAt = 0): string | undefined {
-  const lines = tail.map((l) => (typeof l === 'string' ? { text: l, at: exitAt } : l)).filter((l) => l.text.trim() !== '' && !/^Node\.js v\d/.test(l.text));
+  const lines = tail
+    .map((l) => (typeof l === 'string' ? { text: l, at: exitAt } : l))
+    .filter((l) => l.text.trim() !== '' && !/^Node\.js v\d/.test(l.text) && !NPM_LOG_POINTER.test(l.text));
   const last = lines.at(-1);
-  const line = lines.findLast((l) => ERROR_LINE.test(l.text) && exitAt - l.at <= ERROR_LINE_MS) ?? (last && exitAt - last.at <= LAST_LINE_MS ? last : undefined);
+  const line = lines.findLast((l) => errorLike(l.text) && exitAt - l.at <= ERROR_LINE_MS) ?? (last && exitAt - last.at <= LAST_LINE_MS ? last : undefined);
   return line === undefined ? undefined : line.text.trim().slice(0, LOG_SNIPPET);
 }
 

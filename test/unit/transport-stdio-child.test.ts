@@ -402,6 +402,14 @@ process.exit(0);`;
     expect(interp.error).toBe(`spawn ${shebang} ENOENT: command "${shebang}" is there, but the interpreter its first line (#!) names was not found`);
   });
 
+  it("gives npx's failure to fetch a package as why it exited, not npm's pointer to its debug log", async () => {
+    // --offline: a package in no cache fails at once (ENOTCACHED), with no network.
+    const e = await new StdioChild({ command: 'npx', args: ['--offline', '-y', 'switchyard-no-such-package-5d41402abc4b2a76'], maxFrameBytes: 1024, log: silentLogger }).exit;
+    expect(e.code).not.toBe(0);
+    expect(e.stderr).toMatch(/^npm (error|ERR!) .*(failed|not found|404)/i);
+    expect(e.stderr).not.toMatch(/complete log/);
+  }, 30_000);
+
   it('says so when its working directory is missing or no directory, rather than blaming the command', async () => {
     const c = new StdioChild({ command: process.execPath, args: script('1'), cwd: '/nonexistent/switchyard-dir', maxFrameBytes: 1024, log: silentLogger });
     expect((await c.exit).error).toBe('its working directory /nonexistent/switchyard-dir does not exist (cwd)');
@@ -433,6 +441,27 @@ describe('stderrReason', () => {
     expect(stderrReason(['starting', 'bye'])).toBe('bye');
     expect(stderrReason(['', 'Node.js v20.20.2'])).toBeUndefined();
     expect(stderrReason(['x'.repeat(500) + ' error'])!.length).toBe(200);
+  });
+
+  it("reads npm's lines (npx) for what they say: not its pointer to its debug log, not its warnings, not every line for its `npm error` prefix", () => {
+    const npm9 = [
+      'npm ERR! code E404',
+      'npm ERR! 404 Not Found - GET https://registry.npmjs.org/nope - Not found',
+      'npm ERR! 404',
+      "npm ERR! 404  'nope@*' is not in this registry.",
+      'npm ERR! 404 Note that you can also install from a',
+      'npm ERR! 404 tarball, folder, http url, or git url.',
+      '',
+      'npm ERR! A complete log of this run can be found in:',
+      'npm ERR!     /home/u/.npm/_logs/2024-01-01T00_00_00_000Z-debug-0.log',
+    ];
+    expect(stderrReason(npm9)).toBe('npm ERR! 404 Not Found - GET https://registry.npmjs.org/nope - Not found');
+    const npm11 = ['npm error code E404', 'npm error 404 Not Found - GET https://registry.npmjs.org/nope', 'npm error 404', 'npm error A complete log of this run can be found in: /root/.npm/_logs/2026-01-01T00_00_00_000Z-debug-0.log'];
+    expect(stderrReason(npm11)).toBe('npm error 404 Not Found - GET https://registry.npmjs.org/nope');
+    // The package was fetched, then the server exited with its usage text: that is why.
+    const usage = ['npm warn exec The following package was not found and will be installed: @modelcontextprotocol/server-filesystem@2025.8.21', 'Usage: mcp-server-filesystem [allowed-directory] [additional-directories...]'];
+    expect(stderrReason(usage)).toBe(usage[1]);
+    expect(stderrReason(['npm error A complete log of this run can be found in: /root/.npm/_logs/x-debug-0.log'])).toBeUndefined();
   });
 
   it('takes a line for the reason only if written shortly before the exit: an error-like one within 30 s, any other within 2 s', () => {
