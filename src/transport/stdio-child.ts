@@ -120,6 +120,9 @@ export function spawnFailure(err: NodeJS.ErrnoException, cwd: string | undefined
   const command = typeof err.path === 'string' ? err.path : undefined;
   if (command !== undefined && err.code === 'ENOENT' && command.includes('/') && existsSync(resolve(cwd ?? '.', command)))
     return `${err.message}: command "${command}" is there, but the interpreter its first line (#!) names was not found`;
+  // A shell line pasted whole into `command` (`npx -y @scope/server`) is one program's name to spawn.
+  if (command !== undefined && err.code === 'ENOENT' && /\s/.test(command.trim()))
+    return `${err.message}: command "${command}" not found: \`command\` names the program alone (here "${command.trim().split(/\s+/)[0]}"), each of its arguments goes in \`args\``;
   if (command !== undefined && err.code === 'ENOENT') return `${err.message}: command "${command}" not found (not installed, or not on the PATH the server is given)`;
   if (command !== undefined && err.code === 'EACCES') return `${err.message}: command "${command}" is not executable (no execute permission on it, or on a folder of its path)`;
   if (err.code === 'EMFILE' || err.code === 'ENFILE')

@@ -391,6 +391,11 @@ process.exit(0);`;
   it('says in words that a command is not found or not executable, naming it', async () => {
     const missing = await new StdioChild({ command: 'switchyard-no-such-command', maxFrameBytes: 1024, log: silentLogger }).exit;
     expect(missing.error).toBe('spawn switchyard-no-such-command ENOENT: command "switchyard-no-such-command" not found (not installed, or not on the PATH the server is given)');
+    // A shell line pasted whole into `command`.
+    const line = await new StdioChild({ command: 'npx -y @modelcontextprotocol/server-memory', maxFrameBytes: 1024, log: silentLogger }).exit;
+    expect(line.error).toBe(
+      'spawn npx -y @modelcontextprotocol/server-memory ENOENT: command "npx -y @modelcontextprotocol/server-memory" not found: `command` names the program alone (here "npx"), each of its arguments goes in `args`',
+    );
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-noexec-'));
     const file = join(dir, 'server.mjs');
     writeFileSync(file, 'process.exit(0)\n', { mode: 0o644 });
