@@ -8,6 +8,15 @@ import { ANONYMOUS } from './principals.js';
 import { drained } from '../upstream/drained.js';
 import { monotonicNow } from '../monotonic.js';
 
+/** A principal's own connection to a server that is down, and why (PrincipalUpstreams.down). */
+export interface OwnDown {
+  principal: string;
+  state: string;
+  lastError: string;
+  /** What its process's stderr said last that reads like why (stdio), as ServerView.stderr. */
+  stderr: string | null;
+}
+
 export interface PoolOptions {
   /** A pooled connection unused this long is closed. */
   idleMs?: number;
@@ -160,6 +169,23 @@ export class PrincipalUpstreams {
 
   get size(): number {
     return this.pool.size;
+  }
+
+  /**
+   * The principals' own connections to a server that are down now (restarting, or failed at
+   * the crash-loop limit), with why: the server's own connection, all that /admin/servers
+   * showed, may be ready meanwhile, while a principal's calls are refused `server "x" is
+   * failed: …` for a minute at a time. For operators only (admin views), as lastStderr is.
+   */
+  down(serverId: string): OwnDown[] {
+    const out: OwnDown[] = [];
+    for (const [k, p] of this.pool) {
+      const u = p.upstream;
+      if (u.state === 'ready' || u.lastError === undefined) continue;
+      const [server, principal] = JSON.parse(k) as [string, string];
+      if (server === serverId) out.push({ principal, state: u.state, lastError: u.lastError, stderr: u.lastStderr ?? null });
+    }
+    return out;
   }
 
   /** One server's time limits changed (a reload): its pooled connections take them too. */

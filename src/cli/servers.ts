@@ -1,7 +1,7 @@
 import { screenJson, screenText } from '../ledger/format.js';
 import { alignColumns } from '../text-columns.js';
 import type { Argv, CommandModule } from 'yargs';
-import { errorWithStderr, type ServerView } from '../downstream/admin-views.js';
+import { errorWithStderr, ownDownText, type ServerView } from '../downstream/admin-views.js';
 import { restartAnswer, serversAnswer, toolsAnswer } from './admin-answers.js';
 import { getJson, olderDaemon, postJson } from './admin-request.js';
 import { daemonBase, daemonOptions, withDaemon, type DaemonArgs } from './daemon-client.js';
@@ -44,7 +44,8 @@ export function serversTable(servers: ServerView[], now = Date.now(), disabled: 
       s.inFlight === undefined ? '-' : s.queued ? `${s.inFlight} +${s.queued} queued` : String(s.inFlight),
       String(s.restarts),
       age(now - s.since),
-      errorWithStderr(s) ?? '',
+      // A principal's own process down (processPerPrincipal) is why its calls are refused while the server's is ready.
+      [errorWithStderr(s), ownDownText(s)].filter((t) => t !== null).join('; '),
     ]);
   }
   // In the config but turned off: not running, and nowhere else to be seen.

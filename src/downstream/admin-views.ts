@@ -9,6 +9,7 @@ import type { InstructionsVerdict } from '../catalog/instructions.js';
 import { candidateName, reservedName, type NameMode } from '../catalog/names.js';
 import type { ListKind } from '../catalog/lists.js';
 import type { PartRecord } from '../catalog/part.js';
+import type { OwnDown } from '../auth/upstream-pool.js';
 
 /** One server in /admin/servers, with its calls in flight and queued, failMode and circuit (ServerLoad). */
 export interface ServerView extends ServerLoad {
@@ -30,6 +31,11 @@ export interface ServerView extends ServerLoad {
   since: number;
   trust: string;
   /**
+   * The principals' own connections to it (processPerPrincipal, own credentials) that are down
+   * now, with why; only when there are any (older daemons never say).
+   */
+  ownDown?: OwnDown[];
+  /**
    * When the server gave instructions: whether clients get them (false: withheld under
    * `policy.poisoning: "block"`), their poisoning flags ("poisoning:markup") and the details.
    */
@@ -40,6 +46,15 @@ export interface ServerView extends ServerLoad {
 export function errorWithStderr(s: Pick<ServerView, 'lastError' | 'stderr' | 'listError'>): string | null {
   if (s.lastError === null) return s.listError ?? null;
   return s.stderr ? `${s.lastError} (stderr: ${s.stderr})` : s.lastError;
+}
+
+/** The first principal's own connection that is down, and how many more (for the CLI's lines). */
+export function ownDownText(s: Pick<ServerView, 'ownDown'>): string | null {
+  const [first, ...more] = s.ownDown ?? [];
+  if (first === undefined) return null;
+  const why = first.stderr ? `${first.lastError} (stderr: ${first.stderr})` : first.lastError;
+  const others = more.length ? ` (and ${more.length} more principal${more.length > 1 ? 's' : ''}' own)` : '';
+  return `principal "${first.principal}"'s own connection ${first.state}: ${why}${others}`;
 }
 
 export interface ToolView {
@@ -77,12 +92,14 @@ export function serverViews(
   cacheTools: (id: string) => number | undefined,
   instructionsOf: (h: ServerHandle) => InstructionsVerdict | undefined = () => undefined,
   listErrorOf: (id: string) => string | undefined = () => undefined,
+  ownDownOf: (id: string) => OwnDown[] = () => [],
 ): ServerView[] {
   const out: ServerView[] = [];
   for (const h of handles) {
     const u = h.upstream;
     const info = u.serverInfo;
     const verdict = instructionsOf(h);
+    const ownDown = ownDownOf(h.id);
     const instructions = verdict && {
       shown: !verdict.withheld,
       flags: verdict.flags.map((f) => `poisoning:${f.code}`),
@@ -102,6 +119,7 @@ export function serverViews(
       listError: listErrorOf(h.id) ?? null,
       since: u.since,
       trust: h.config.trust,
+      ...(ownDown.length ? { ownDown } : {}),
       ...(instructions ? { instructions } : {}),
       ...serverLoad(h),
     });

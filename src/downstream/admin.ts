@@ -29,6 +29,7 @@ import { traceIdQuery } from '../protocol/trace-context.js';
 import { requestIdQuery } from '../ledger/request-id.js';
 import { SHOWN_OUTCOMES } from '../ledger/types.js';
 import { requestIdJson } from '../ledger/format.js';
+import type { OwnDown } from '../auth/upstream-pool.js';
 
 /** What the admin routes read from the hub. */
 export interface AdminHub {
@@ -43,6 +44,8 @@ export interface AdminHub {
   instructionsVerdict?(h: ServerHandle): InstructionsVerdict | undefined;
   /** Tools whose calls are refused because their schemas cannot be used: hub name → why. */
   readonly validator?: { readonly flagged: ReadonlyMap<string, string> };
+  /** The principals' own connections to a server that are down now (absent: none are kept). */
+  readonly upstreams?: { down(serverId: string): OwnDown[] };
   /** A fresh connection for one running server (POST /admin/servers/<id>/restart); throws for an unknown one. */
   restartServer?(id: string): void;
   /** Read the config file again and apply it (POST /admin/reload); absent for a hub with no file to read. */
@@ -199,7 +202,7 @@ export class AdminRoutes {
   }
 
   servers() {
-    return serverViews(this.hub.handles.values(), (id) => this.hub.catalog.cache.peek(`${id}\0tools`)?.items.length, (h) => this.hub.instructionsVerdict?.(h), (id) => this.hub.catalog.listError(id));
+    return serverViews(this.hub.handles.values(), (id) => this.hub.catalog.cache.peek(`${id}\0tools`)?.items.length, (h) => this.hub.instructionsVerdict?.(h), (id) => this.hub.catalog.listError(id), (id) => this.hub.upstreams?.down(id) ?? []);
   }
 
   /** The config's servers that are turned off: they run nowhere, but an operator should see them. */
