@@ -55,9 +55,13 @@ export function schemaRef(file: string, root = packageRoot): { ref: string; outs
     if (dirname(dir) === dir) break;
   }
   const url = pathToFileURL(schema).href;
+  const npxCache = /[\\/]_npx[\\/]/.test(schema);
+  // Installed from its folder: the registry's package of that name is another project, so
+  // `npm install --save-dev switchyard` would install that one (README, "Pointing your IDE at it").
+  const install = npxCache ? 'npm install --save-dev <your switchyard clone>' : `npm install --save-dev ${shellArg(root)}`;
   return {
     ref: url,
-    outside: `"$schema" names the schema of this switchyard, outside the config's project (${url}): an editor finds it on this machine while that switchyard is installed there${/[\\/]_npx[\\/]/.test(schema) ? " (npx's cache, which npm clears now and then)" : ''}; with switchyard a dependency of the project (npm install --save-dev ${name}), \`${name} init\` points into its node_modules`,
+    outside: `"$schema" names the schema of this switchyard, outside the config's project (${url}): an editor finds it on this machine while that switchyard is installed there${npxCache ? " (npx's cache, which npm clears now and then)" : ''}; with switchyard a dependency of the project (${install}, its folder: the npm registry's "${name}" is another project), \`${name} init\` points into its node_modules`,
   };
 }
 

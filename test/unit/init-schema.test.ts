@@ -52,6 +52,15 @@ describe('init: $schema', () => {
     const r = schemaRef(config, root);
     expect(r.ref).toBe(pathToFileURL(join(root, 'src', 'config', 'hub.config.schema.json')).href);
     expect(existsSync(resolved(join(dir, 'moved', 'deeper', 'hub.config.json'), r.ref))).toBe(true);
-    expect(r.outside).toMatch(/^"\$schema" names the schema of this switchyard, outside the config's project \(file:.*\): .*\(npx's cache, which npm clears now and then\); with switchyard a dependency of the project \(npm install --save-dev switchyard\)/);
+    expect(r.outside).toMatch(/^"\$schema" names the schema of this switchyard, outside the config's project \(file:.*\): .*\(npx's cache, which npm clears now and then\); with switchyard a dependency of the project \(npm install --save-dev <your switchyard clone>, its folder: the npm registry's "switchyard" is another project\)/);
+  });
+
+  // The note said `npm install --save-dev switchyard`, which installs the registry's package of
+  // that name: another project (README: never install it by name).
+  it('elsewhere (a clone, or a global install of one): the note installs that folder, never the registry package by name', () => {
+    const root = pkg(join(dir, 'my clone'));
+    const r = schemaRef(join(dir, 'project', 'hub.config.json'), root);
+    expect(r.outside).toContain(`(npm install --save-dev '${root}', its folder: the npm registry's "switchyard" is another project)`);
+    expect(r.outside).not.toMatch(/npm install --save-dev switchyard\b/);
   });
 });
