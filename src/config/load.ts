@@ -4,6 +4,7 @@ import { oauthTokenFile } from '../paths.js';
 import { classifyPattern } from '../policy/safe-regex.js';
 import { adminSocketPathProblem } from '../socket-path.js';
 import { duplicateKeys } from './duplicate-keys.js';
+import { jsonErrorWhere } from './json-error.js';
 import { durationMs } from './duration.js';
 import { headerProblems } from './header-check.js';
 import { interpolateEnv, type Env, type Interpolated } from './interpolate.js';
@@ -269,7 +270,7 @@ export function loadConfig(file: string, env: Env = process.env): HubConfig {
   try {
     json = JSON.parse(body);
   } catch (e) {
-    throw new ConfigError([`config: not valid JSON (${jsonErrorWhere(text, (e as Error).message)})`], file);
+    throw new ConfigError([`config: not valid JSON (${jsonErrorWhere(body, (e as Error).message)})`], file);
   }
   // JSON.parse keeps the last of two equal keys: a server pasted twice would replace the other
   // without a word.
@@ -291,28 +292,10 @@ export function loadConfig(file: string, env: Env = process.env): HubConfig {
  * (for the CLI's own readers of the config: keys, ledger path).
  */
 export function parseJsonText(text: string): unknown {
+  const body = text.replace(/^\uFEFF/, '');
   try {
-    return JSON.parse(text.replace(/^\uFEFF/, ''));
+    return JSON.parse(body);
   } catch (e) {
-    throw new Error(`not valid JSON (${jsonErrorWhere(text, (e as Error).message)})`);
+    throw new Error(`not valid JSON (${jsonErrorWhere(body, (e as Error).message)})`);
   }
-}
-
-/**
- * Where JSON.parse gave up, without quoting the text: V8's messages can include a slice of
- * the document, and a config may hold a literal secret.
- */
-function jsonErrorWhere(text: string, message: string): string {
-  const pos = /at position (\d+)/.exec(message);
-  const stripped = message.replace(/ in JSON at position \d+.*$/s, '');
-  const what = stripped.includes('"') ? 'syntax error' : stripped;
-  if (pos) {
-    const before = text.slice(0, Number(pos[1]));
-    const line = before.split('\n').length;
-    const column = before.length - before.lastIndexOf('\n');
-    return `line ${line} column ${column}: ${what}`;
-  }
-  const token = /^Unexpected token '(.)'/.exec(message);
-  if (token) return `unexpected character '${token[1]}'`;
-  return /end of JSON input/.test(message) ? 'unexpected end of input' : 'syntax error';
 }

@@ -269,7 +269,7 @@ describe('switchyard reload, servers and doctor of a config left mid-edit', () =
         { args: ['doctor', ...c], env: { SWITCHYARD_API_KEY: '' } },
         { args: ['reload', ...c, '--url', hub.url], env: { SWITCHYARD_API_KEY: '' } },
       ]);
-      const where = `${hub.configFile}: not valid JSON (line 1 column ${broken.length}: Expected double-quoted property name)`;
+      const where = `${hub.configFile}: not valid JSON (line 1 column ${broken.length - 1}: a trailing comma before '}', which JSON does not allow: remove it)`;
       const line = (cmd: string) => `switchyard ${cmd}: ${where}: the daemon's address is read from it; fix the file, or give the address with --url\n`;
       expect([reload!.code, reload!.stdout, reload!.stderr]).toEqual([2, '', line('reload')]);
       expect([servers!.code, servers!.stdout, servers!.stderr]).toEqual([2, '', line('servers')]);

@@ -625,6 +625,37 @@ describe('loadConfig', () => {
       expect(err!.message).not.toContain('hunter2');
     }
   });
+
+  // A config pasted from VS Code's or Cursor's mcp.json (JSONC) holds comments and trailing
+  // commas: V8 said "Expected double-quoted property name", or, for a comma before "]", gave no
+  // position at all ("unexpected character ']'").
+  it('names a comment or a trailing comma, where it is, and what to do', () => {
+    const cases: [string, string][] = [
+      ['{\n  // my servers\n  "servers": {}\n}', 'line 2 column 3: a comment, which JSON does not allow: remove it'],
+      ['{\n  "servers": {} /* later */\n}', 'line 2 column 17: a comment, which JSON does not allow: remove it'],
+      ['{\n  "servers": {\n    "a": { "command": "x", "env": { "TOKEN": "hunter2" }, },\n  }\n}', "line 3 column 57: a trailing comma before '}', which JSON does not allow: remove it"],
+      ['{"servers": {"a": {"command": "x", "args": ["hunter2", "b",]}}}', "line 1 column 59: a trailing comma before ']', which JSON does not allow: remove it"],
+      // Inside a string neither is one; the first mistake outside one is the one named.
+      ['{"servers": {"a": {"url": "http://h/a,}", "args": ["//x"],}}}', "line 1 column 58: a trailing comma before '}', which JSON does not allow: remove it"],
+      // A byte-order mark is no column.
+      ['\uFEFF{"servers": {},}', "line 1 column 15: a trailing comma before '}', which JSON does not allow: remove it"],
+      // An earlier mistake of another kind is the one V8 stopped at: it is named, not the comma.
+      ['{"servers": {"a" 1, "b": [1,]}}', 'line 1 column 18: '],
+    ];
+    for (const [text, where] of cases) {
+      const file = join(dir, 'jsonc.json');
+      writeFileSync(file, text);
+      let err: ConfigError | undefined;
+      try {
+        loadConfig(file, NO_ENV);
+      } catch (e) {
+        err = e as ConfigError;
+      }
+      expect(err).toBeInstanceOf(ConfigError);
+      expect(err!.problems).toEqual([expect.stringMatching(new RegExp(`^config: not valid JSON \\(${where.replace(/[()[\]{}.*+?^$|\\]/g, '\\$&')}`))]);
+      expect(err!.message).not.toContain('hunter2');
+    }
+  });
 });
 
 describe('URLs', () => {

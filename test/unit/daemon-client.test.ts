@@ -36,7 +36,7 @@ describe('daemonBase', () => {
       }
       return 'no error';
     };
-    expect(said(file)).toBe(`${file}: not valid JSON (line 1 column 29: Expected double-quoted property name): the daemon's address is read from it; fix the file, or give the address with --url`);
+    expect(said(file)).toBe(`${file}: not valid JSON (line 1 column 27: a trailing comma before '}', which JSON does not allow: remove it): the daemon's address is read from it; fix the file, or give the address with --url`);
     // Located, never quoted: the file may hold a literal secret.
     writeFileSync(file, '{ "servers": { "x": { "headers": { "authorization": Bearer sk-live-SECRET123 } } } }');
     expect(said(file)).not.toContain('SECRET');
