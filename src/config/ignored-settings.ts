@@ -3,6 +3,7 @@
  * that ran with them must still start after an upgrade. Said instead where an operator looks:
  * the hub's log at start and at each reload, and `switchyard doctor`.
  */
+import { shellReferences } from './shell-references.js';
 import type { HubConfig } from './types.js';
 
 export function ignoredSettings(config: Pick<HubConfig, 'servers' | 'groups'>): string[] {
@@ -36,6 +37,7 @@ export function ignoredSettings(config: Pick<HubConfig, 'servers' | 'groups'>): 
     if (first === undefined) byPrefix.set(prefix, id);
     else out.push(`servers.${id} shares the prefix "${prefix}" with servers.${first}: the names both list get a hash suffix at one of them, and "${prefix}__…" no longer says which server a tool is (give each server a prefix of its own)`);
   }
+  for (const [id, s] of Object.entries(config.servers)) out.push(...shellReferences(id, s));
   // A misspelt id leaves the group without that server's items, and nothing else would say so.
   for (const [name, g] of Object.entries(config.groups ?? {}))
     for (const id of g.servers ?? [])

@@ -40,3 +40,28 @@ describe('ignoredSettings', () => {
     expect(ignoredSettings({ servers: { q: server({}), r: server({ prefix: 'q' }) } })).toHaveLength(1);
   });
 });
+
+// Claude Code's `.mcp.json` and the shells read `${NAME}`; the hub reads `${env:NAME}` and sends
+// any other text as written: an entry pasted into `mcpServers` sent a server the characters
+// "${GITHUB_TOKEN}" as its token, and nothing said so.
+describe('ignoredSettings: ${NAME} the hub sends as text', () => {
+  it('names each setting of a server holding one, with the reference to write instead, never quoting a default', () => {
+    const said = ignoredSettings({
+      servers: {
+        gh: server({ command: 'npx', args: ['-y', 'server-github', '--root', '${HOME}/src'], env: { GITHUB_TOKEN: '${GITHUB_TOKEN}', OK: '${env:OK}', LITERAL: '$${env:X}' }, headers: {} }),
+        api: server({ url: 'https://api.example/${TENANT}/mcp', args: [], env: {}, headers: { Authorization: 'Bearer ${API_KEY:-sk-live-hunter2}' }, credentials: { bob: { headers: { 'X-Key': '${BOB_KEY}' } } } }),
+        // A shell given a script expands its references itself; the hub leaves it to it.
+        sh: server({ command: 'bash', args: ['-c', 'exec server --token "${TOKEN}"'], env: {}, headers: {} }),
+        plain: server({ command: 'node', args: ['a$b', '{x}', '$x'], env: { A: 'cost: ${5}' }, headers: {} }),
+      },
+    });
+    expect(said).toEqual([
+      'servers.gh.args[3] holds "${HOME}", which the hub sends as it is written: write "${env:HOME}" to read the environment variable',
+      'servers.gh.env.GITHUB_TOKEN holds "${GITHUB_TOKEN}", which the hub sends as it is written: write "${env:GITHUB_TOKEN}" to read the environment variable',
+      'servers.api.url holds "${TENANT}", which the hub sends as it is written: write "${env:TENANT}" to read the environment variable',
+      'servers.api.headers.Authorization holds "${API_KEY:-…}", which the hub sends as it is written: write "${env:API_KEY}" to read the environment variable (the hub has no default: set it before starting the hub)',
+      'servers.api.credentials.bob.headers.X-Key holds "${BOB_KEY}", which the hub sends as it is written: write "${env:BOB_KEY}" to read the environment variable',
+    ]);
+    expect(said.join('\n')).not.toContain('hunter2');
+  });
+});
