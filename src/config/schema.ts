@@ -252,6 +252,17 @@ function sayOnce(errors: readonly ErrorObject[]): ErrorObject[] {
   return errors.filter((e) => !dropped.has(e));
 }
 
+/**
+ * The fix for a server id of other characters (`my_server`, `github.com`, as clients' configs
+ * name servers): the id they would make, as `init --from` makes it. `_` is refused too, since
+ * `__` ends the prefix the id gives its tools' names.
+ */
+function renamed(name: string, pattern: unknown): string {
+  if (pattern !== '^[A-Za-z0-9-]+$') return '';
+  const id = name.replace(/[^A-Za-z0-9-]+/g, '-').replace(/^-+|-+$/g, '');
+  return id ? ` (letters, digits and "-" only: rename it, such as "${id}")` : ' (letters, digits and "-" only: rename it)';
+}
+
 /** The keys an object node of the schema names (its `properties`). */
 function knownKeys(e: ErrorObject): string[] {
   return Object.keys((e.parentSchema?.properties as object | undefined) ?? {});
@@ -268,7 +279,7 @@ function describe(e: ErrorObject, doc: unknown, custom: WeakMap<object, string>)
   // A misspelt key is said as such, even where a shape's x-error would stand for the rest.
   const misspelt = e.keyword === 'additionalProperties' && nearKey(String(params.additionalProperty), knownKeys(e)) !== undefined;
   const message = misspelt ? undefined : ((node && custom.get(node)) ?? (e.parentSchema ? custom.get(e.parentSchema) : undefined));
-  if (message !== undefined) return { path: keyPath(at), message };
+  if (message !== undefined) return { path: keyPath(at), message: message + (typeof propertyName === 'string' ? renamed(propertyName, ((node ?? e.parentSchema) as { pattern?: unknown } | undefined)?.pattern) : '') };
 
   switch (e.keyword) {
     case 'additionalProperties': {

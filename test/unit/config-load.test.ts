@@ -260,8 +260,20 @@ describe('problems name their key path, one line each', () => {
       }),
     ).toEqual([
       'listen.port: must be integer',
-      'servers.bad id: server id must match ^[A-Za-z0-9-]+$',
+      'servers.bad id: server id must match ^[A-Za-z0-9-]+$ (letters, digits and "-" only: rename it, such as "bad-id")',
       'servers.notes: must have exactly one of "command" or "url"',
+    ]);
+  });
+
+  // Clients' configs name servers `brave_search` or `github.com`: the line gave the pattern alone.
+  it('says how to rename a server id of other characters, as init --from would', () => {
+    expect(problemsOf({ servers: { brave_search: { command: 'x' }, 'github.com/mcp': { command: 'y' }, '__': { command: 'z' } } })).toEqual([
+      'servers.brave_search: server id must match ^[A-Za-z0-9-]+$ (letters, digits and "-" only: rename it, such as "brave-search")',
+      'servers.github.com/mcp: server id must match ^[A-Za-z0-9-]+$ (letters, digits and "-" only: rename it, such as "github-com-mcp")',
+      'servers.__: server id must match ^[A-Za-z0-9-]+$ (letters, digits and "-" only: rename it)',
+    ]);
+    expect(problemsOf({ mcpServers: { my_server: { command: 'x' } } })).toEqual([
+      expect.stringMatching(/^mcpServers\.my_server: .*rename it, such as "my-server"\)$/),
     ]);
   });
 

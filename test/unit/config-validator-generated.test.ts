@@ -49,7 +49,7 @@ describe('the generated config validator', () => {
     const compiled = compileSchema(schemaText, join(tmpdir(), 'no-such-validator.cjs'));
     expect(compiled.from).toBe('compiled');
     for (const doc of [...BAD, { servers: {} }]) expect(outcome(generated, doc), JSON.stringify(doc)).toEqual(outcome(compiled, doc));
-    expect(outcome(generated, BAD[3]).problems).toEqual(['servers.bad id: server id must match ^[A-Za-z0-9-]+$']);
+    expect(outcome(generated, BAD[3]).problems).toEqual(['servers.bad id: server id must match ^[A-Za-z0-9-]+$ (letters, digits and "-" only: rename it, such as "bad-id")']);
     expect(outcome(generated, { servers: {} }).filled).toMatchObject({ listen: { host: '127.0.0.1', port: 7410 } });
   });
 
@@ -66,13 +66,13 @@ describe('the generated config validator', () => {
     expect(forEdited.from).toBe('generated');
     expect(outcome(forEdited, { listen: { port: 62000 }, servers: { 'bad id': { command: 'x' } } }).problems).toEqual([
       'listen.port: must be <= 60000',
-      'servers.bad id: an id must match ^[A-Za-z0-9-]+$',
+      'servers.bad id: an id must match ^[A-Za-z0-9-]+$ (letters, digits and "-" only: rename it, such as "bad-id")',
     ]);
     // ...and is not used for another.
     const forCurrent = compileSchema(schemaText, stale);
     expect(forCurrent.from).toBe('compiled');
     expect(outcome(forCurrent, { listen: { port: 62000 }, servers: { 'bad id': { command: 'x' } } }).problems).toEqual([
-      'servers.bad id: server id must match ^[A-Za-z0-9-]+$',
+      'servers.bad id: server id must match ^[A-Za-z0-9-]+$ (letters, digits and "-" only: rename it, such as "bad-id")',
     ]);
   });
 
