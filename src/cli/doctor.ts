@@ -86,7 +86,13 @@ export function upstreamFindings(servers: ServerView[], waitedMs?: number): Find
   });
 }
 
-export function toolFindings(tools: ToolView[]): Finding[] {
+/**
+ * `local`: the tools were listed here, no daemon running, and that look writes nothing to the
+ * ledger (local-catalog.ts): a changed definition it holds back is in no pin's pending change,
+ * so `tools diff` said "no pending change" and `tools approve` "nothing to approve" to the user
+ * this line sent there.
+ */
+export function toolFindings(tools: ToolView[], local = false): Finding[] {
   const out: Finding[] = [];
   const renamed = tools.filter((t) => t.flags.some((f) => f.startsWith('renamed')));
   // Dropped tools too (an x-mcp-header or schemas no client can read): a server lists them, no client sees them.
@@ -94,7 +100,13 @@ export function toolFindings(tools: ToolView[]): Finding[] {
   const held = tools.filter((t) => dropped(t) || t.flags.some((f) => f === 'quarantined' || f.startsWith('quarantined:') || f.startsWith('pin:')));
   for (const t of renamed)
     out.push({ level: 'warn', check: 'tool names', message: `${t.server}/${t.upstreamName} is "${t.name}" for clients (${t.flags.filter((f) => f.startsWith('renamed')).join(', ')})` });
-  for (const t of held) out.push({ level: 'warn', check: 'quarantine', message: `${t.name} (${t.server}) is held back: ${dropped(t) ? t.hidden : t.flags.join(', ')}` });
+  const unrecorded = (t: ToolView) => local && t.flags.some((f) => f.startsWith('pin:'));
+  for (const t of held)
+    out.push({
+      level: 'warn',
+      check: 'quarantine',
+      message: `${t.name} (${t.server}) is held back: ${dropped(t) ? t.hidden : t.flags.join(', ')}${unrecorded(t) ? ' (seen by this check, which records nothing: once the hub has run and listed it, `switchyard tools diff` shows the change and `tools approve` takes it)' : ''}`,
+    });
   if (!renamed.length) out.push({ level: 'ok', check: 'tool names', message: 'no tool had to be renamed' });
   if (!held.length) out.push({ level: 'ok', check: 'quarantine', message: 'no tool is quarantined' });
   return out;
@@ -315,7 +327,7 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
     waitedMs = LOCAL_START_MS;
   }
   if (servers) findings.push(...upstreamFindings(servers, waitedMs));
-  if (tools) findings.push(...toolFindings(tools), ...toolCaps(tools.filter((t) => t.visible !== false), config?.groups, (id) => config?.servers[id]?.prefix));
+  if (tools) findings.push(...toolFindings(tools, waitedMs !== undefined), ...toolCaps(tools.filter((t) => t.visible !== false), config?.groups, (id) => config?.servers[id]?.prefix));
   if (config) findings.push(...heldItemFindings(config), ...loginFindings(config), ledgerFinding(config, typeof daemon === 'object' ? daemon.pid : daemon === 'locked' ? 'unknown' : undefined));
   return findings;
 }

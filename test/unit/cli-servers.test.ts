@@ -118,4 +118,16 @@ describe('doctor on tools', () => {
       { level: 'warn', check: 'quarantine', message: 's__d04 (s) is held back: quarantined:schema' },
     ]);
   });
+
+  // With no daemon, doctor lists the tools itself and writes nothing: a changed definition it
+  // holds back is no pending change in the ledger, and `tools diff` said "no pending change" to
+  // the user this line sent there.
+  it('says where a changed definition it found itself can be reviewed (no daemon), and not for the daemon\'s own view', () => {
+    const held = [tool('s__echo', { visible: false, flags: ['pin:changed', 'quarantined'] }), tool('s__d04', { flags: ['quarantined:schema'] })];
+    expect(toolFindings(held, true).filter((f) => f.check === 'quarantine').map((f) => f.message)).toEqual([
+      's__echo (s) is held back: pin:changed, quarantined (seen by this check, which records nothing: once the hub has run and listed it, `switchyard tools diff` shows the change and `tools approve` takes it)',
+      's__d04 (s) is held back: quarantined:schema',
+    ]);
+    expect(toolFindings(held).filter((f) => f.check === 'quarantine').map((f) => f.message)).toEqual(['s__echo (s) is held back: pin:changed, quarantined', 's__d04 (s) is held back: quarantined:schema']);
+  });
 });
