@@ -64,4 +64,18 @@ describe('ignoredSettings: ${NAME} the hub sends as text', () => {
     ]);
     expect(said.join('\n')).not.toContain('hunter2');
   });
+
+  // VS Code fills these in its own file; pasted into the hub's, they went out as text.
+  it("names VS Code's ${input:ID} and path variables, each with its own fix", () => {
+    const said = ignoredSettings({
+      servers: {
+        gh: server({ url: 'https://api.example/mcp', args: [], env: {}, headers: { Authorization: 'Bearer ${input:gh-token}' } }),
+        local: server({ command: 'node', args: ['${workspaceFolder}/server.js'], env: {}, headers: {} }),
+      },
+    });
+    expect(said).toEqual([
+      'servers.gh.headers.Authorization holds "${input:gh-token}", which the hub sends as it is written: the hub prompts for no value (VS Code\'s input); set an environment variable such as SWITCHYARD_INPUT_GH_TOKEN and write "${env:SWITCHYARD_INPUT_GH_TOKEN}"',
+      'servers.local.args[0] holds "${workspaceFolder}", which the hub sends as it is written: the hub expands no client variable; write the path itself',
+    ]);
+  });
 });
