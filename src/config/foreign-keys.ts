@@ -20,9 +20,22 @@ const TOOL_KEY_HINTS: Readonly<Record<string, string>> = {
   confirm: 'policy.confirm names the tools whose calls the user confirms (globs of hub tool names, such as "gh__delete_*")',
 };
 
+/** Keys of a client's whole file, pasted with its servers (VS Code's `.vscode/mcp.json` has `inputs`). */
+const TOP_KEY_HINTS: Readonly<Record<string, string>> = {
+  inputs: 'VS Code\'s prompts for values: the hub prompts for none; set an environment variable and write "${env:NAME}" where the file says "${input:ID}", and remove inputs',
+};
+
+/**
+ * A client's key that is another name for one the hub requires (Windsurf's `serverUrl`): the
+ * entry lacks nothing but that name, so its shape's "must have exactly one of …" is the same
+ * mistake again.
+ */
+export const FOREIGN_KEY_FOR: Readonly<Record<string, string>> = { serverUrl: 'url' };
+
 /** What to say of unknown key `key` in an object whose known keys are `known` (a server entry has `command` and `timeoutMs`). */
 export function foreignKeyHint(key: string, known: readonly string[]): string | undefined {
   if (known.length === 1 && known[0] === 'annotations') return Object.hasOwn(TOOL_KEY_HINTS, key) ? TOOL_KEY_HINTS[key] : undefined;
+  if (known.includes('servers') && known.includes('mcpServers')) return Object.hasOwn(TOP_KEY_HINTS, key) ? TOP_KEY_HINTS[key] : undefined;
   if (!known.includes('command') || !known.includes('timeoutMs')) return undefined;
   return Object.hasOwn(SERVER_KEY_HINTS, key) ? SERVER_KEY_HINTS[key] : undefined;
 }

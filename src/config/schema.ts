@@ -5,7 +5,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { packageRoot } from '../paths.js';
-import { foreignKeyHint } from './foreign-keys.js';
+import { FOREIGN_KEY_FOR, foreignKeyHint } from './foreign-keys.js';
 import { nearKey } from './near-key.js';
 import { keyPath, pointerSegments } from './keypath.js';
 
@@ -233,7 +233,7 @@ function sayOnce(errors: readonly ErrorObject[]): ErrorObject[] {
         e.keyword === 'additionalProperties' &&
         e.instancePath === r.instancePath &&
         r.schemaPath.startsWith(`${e.schemaPath.slice(0, -'additionalProperties'.length)}`) &&
-        nearKey(String((e.params as { additionalProperty?: unknown }).additionalProperty), knownKeys(e)) === missing,
+        renamedKey(String((e.params as { additionalProperty?: unknown }).additionalProperty), knownKeys(e)) === missing,
     );
     if (misspelt) misspeltRequired.add(r);
   }
@@ -261,6 +261,12 @@ function renamed(name: string, pattern: unknown): string {
   if (pattern !== '^[A-Za-z0-9-]+$') return '';
   const id = name.replace(/[^A-Za-z0-9-]+/g, '-').replace(/^-+|-+$/g, '');
   return id ? ` (letters, digits and "-" only: rename it, such as "${id}")` : ' (letters, digits and "-" only: rename it)';
+}
+
+/** The known key an unknown one stands for: a near spelling, or a client's name for it (`serverUrl`). */
+function renamedKey(key: string, known: string[]): string | undefined {
+  const other = Object.hasOwn(FOREIGN_KEY_FOR, key) ? FOREIGN_KEY_FOR[key] : undefined;
+  return other !== undefined && known.includes(other) ? other : nearKey(key, known);
 }
 
 /** The keys an object node of the schema names (its `properties`). */

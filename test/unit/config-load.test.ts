@@ -380,6 +380,15 @@ describe('problems name their key path, one line each', () => {
     expect(problemsOf({ listen: { timeout: 1 } })).toEqual([expect.stringMatching(/^listen\.timeout: unknown key \(expected one of: host/)]);
   });
 
+  // Windsurf's entry names its address serverUrl: 'must have exactly one of "command" or "url"'
+  // came too, the same mistake said twice. A VS Code file's inputs got the bare key list.
+  it("says a Windsurf entry's serverUrl once, and what VS Code's inputs are here", () => {
+    expect(problemsOf({ mcpServers: { w: { serverUrl: 'http://h/mcp' } } })).toEqual(['mcpServers.w.serverUrl: unknown key: url is the address of an HTTP server']);
+    expect(problemsOf({ servers: {}, inputs: [{ id: 'tok', type: 'promptString' }] })).toEqual([
+      'inputs: unknown key: VS Code\'s prompts for values: the hub prompts for none; set an environment variable and write "${env:NAME}" where the file says "${input:ID}", and remove inputs',
+    ]);
+  });
+
   it('says only "must be object" for a server that is not an object', () => {
     expect(problemsOf({ servers: { s: 'node server.js' } })).toEqual(['servers.s: must be object']);
     expect(problemsOf([])).toEqual(['config: must be object']);
