@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { packageRoot } from '../paths.js';
 import { FOREIGN_KEY_FOR, foreignKeyHint } from './foreign-keys.js';
+import { durationMs } from './duration.js';
 import { nearKey } from './near-key.js';
 import { keyPath, pointerSegments } from './keypath.js';
 
@@ -307,6 +308,20 @@ function describe(e: ErrorObject, doc: unknown, custom: WeakMap<object, string>)
       };
     case 'const':
       return { path: keyPath(at), message: `must be ${JSON.stringify(params.allowedValue)}` };
+    // A number written in quotes ("7410", "30s" for a timeout): "must be integer" alone read as
+    // nonsense to whoever sees a number there. Only text that is a number or a duration is
+    // quoted back (any other string in such a field could be a secret put in the wrong place).
+    case 'type': {
+      const want = String(params.type);
+      if ((want === 'integer' || want === 'number') && typeof e.data === 'string') {
+        const text = e.data.trim();
+        if (/^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$/.test(text)) return { path: keyPath(at), message: `must be ${want}: write ${text} without quotes` };
+        const ms = durationMs(text);
+        const key = at[at.length - 1];
+        if (ms !== undefined && typeof key === 'string' && /Ms$/.test(key)) return { path: keyPath(at), message: `must be ${want}, in milliseconds: ${ms} for "${text}"` };
+      }
+      return { path: keyPath(at), message: e.message ?? `fails ${e.keyword}` };
+    }
     // ajv's "must NOT have fewer than 1 characters" (or items) for what is only empty.
     case 'minLength':
     case 'minItems':

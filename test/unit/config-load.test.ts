@@ -259,7 +259,7 @@ describe('problems name their key path, one line each', () => {
         servers: { notes: { command: 'a', url: 'http://x' }, 'bad id': { command: 'x' } },
       }),
     ).toEqual([
-      'listen.port: must be integer',
+      'listen.port: must be integer: write 7410 without quotes',
       'servers.bad id: server id must match ^[A-Za-z0-9-]+$ (letters, digits and "-" only: rename it, such as "bad-id")',
       'servers.notes: must have exactly one of "command" or "url"',
     ]);
@@ -274,6 +274,17 @@ describe('problems name their key path, one line each', () => {
     ]);
     expect(problemsOf({ mcpServers: { my_server: { command: 'x' } } })).toEqual([
       expect.stringMatching(/^mcpServers\.my_server: .*rename it, such as "my-server"\)$/),
+    ]);
+  });
+
+  // "listen.port: must be integer" for "7410", which is one to whoever reads it.
+  it('says a number or a duration written in quotes is one, and how to write it; quotes nothing else', () => {
+    expect(problemsOf({ listen: { port: '7410' }, pageSize: '2.5', servers: { a: { command: 'x', timeoutMs: '30s', maxConcurrent: 'sk-live-hunter2', probeTimeoutMs: '5 s' } } })).toEqual([
+      'listen.port: must be integer: write 7410 without quotes',
+      'pageSize: must be integer: write 2.5 without quotes',
+      'servers.a.timeoutMs: must be integer, in milliseconds: 30000 for "30s"',
+      'servers.a.maxConcurrent: must be integer',
+      'servers.a.probeTimeoutMs: must be integer',
     ]);
   });
 
@@ -489,7 +500,7 @@ describe('problems name their key path, one line each', () => {
   it('checks the types of every policy key, and refuses one it does not know (a typo would be ignored)', () => {
     expect(configProblems({ policy: { confirm: ['fs__write_*'], confirmDestructive: true, inputTimeoutMs: 30000, requestStateTtlMs: 600000, requestStateKey: `${'k'.repeat(43)}=` } }, NO_ENV)).toEqual([]);
     expect(configProblems({ policy: { confirmDestructive: 'true' } }, NO_ENV)).toEqual(['policy.confirmDestructive: must be boolean']);
-    expect(configProblems({ policy: { inputTimeoutMs: '60s' } }, NO_ENV)).toEqual(['policy.inputTimeoutMs: must be integer']);
+    expect(configProblems({ policy: { inputTimeoutMs: '60s' } }, NO_ENV)).toEqual(['policy.inputTimeoutMs: must be integer, in milliseconds: 60000 for "60s"']);
     expect(configProblems({ policy: { confirm: 'fs__write_*' } }, NO_ENV)).toEqual(['policy.confirm: must be array']);
     expect(configProblems({ policy: { requestStateTtlMs: 0 } }, NO_ENV)).toEqual(['policy.requestStateTtlMs: must be >= 1']);
     // A requestState that expires before the client's time to answer is up.
