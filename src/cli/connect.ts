@@ -151,7 +151,9 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
       }
       const refused = bridge.keyNeverTaken;
       if (refused !== undefined) {
-        process.stderr.write(`switchyard connect: the daemon at ${redactLogText(url.href)} refused this bridge's credential (${redactLogText(refused)}): pass --key, or set SWITCHYARD_API_KEY\n`);
+        // With none sent, "refused this bridge's credential" sent the user looking for a wrong key.
+        const what = key ? "refused this bridge's credential" : 'wants a credential, and this bridge sent none';
+        process.stderr.write(`switchyard connect: the daemon at ${redactLogText(url.href)} ${what} (${redactLogText(refused)}): pass --key, or set SWITCHYARD_API_KEY\n`);
         process.exit(1);
       }
       process.exit(0);

@@ -481,8 +481,10 @@ describe('connect and a daemon that refuses its key', () => {
 
   // It exited 0: an IDE's log showed a server that ended normally, its key wrong or missing.
   it('exits 1 saying the credential was refused when the daemon served none of its requests; 0 with the right key', async () => {
-    const run = async (key: string) => {
-      const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', authed.url], { cwd: ROOT, env: { ...ENV, SWITCHYARD_API_KEY: key } }));
+    const run = async (key: string | undefined) => {
+      const env: NodeJS.ProcessEnv = { ...ENV, SWITCHYARD_API_KEY: key };
+      if (key === undefined) delete env.SWITCHYARD_API_KEY;
+      const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', authed.url], { cwd: ROOT, env }));
       try {
         const r = await c.request(init('i'), 20_000);
         c.endInput();
@@ -496,6 +498,10 @@ describe('connect and a daemon that refuses its key', () => {
     expect(wrong.code).toBe(1);
     expect(wrong.stderr).toBe(`switchyard connect: the daemon at ${authed.url} refused this bridge's credential (${wrong.r.error.message.replace(' (pass --key, or set SWITCHYARD_API_KEY)', '')}): pass --key, or set SWITCHYARD_API_KEY\n`);
     expect(wrong.stderr).not.toContain('not-the-key');
+    // No key at all: "refused this bridge's credential" sent the user looking for a wrong one.
+    const none = await run(undefined);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toBe(`switchyard connect: the daemon at ${authed.url} wants a credential, and this bridge sent none (${none.r.error.message.replace(' (pass --key, or set SWITCHYARD_API_KEY)', '')}): pass --key, or set SWITCHYARD_API_KEY\n`);
     const right = await run('the-right-key');
     expect(right.r.result.protocolVersion).toBe('2025-11-25');
     expect([right.code, right.stderr]).toEqual([0, '']);
