@@ -338,6 +338,14 @@ export function urlCredentials(url: string): string[] {
 }
 
 /**
+ * An entry that runs Switchyard's bridge or stdio hub: `npx switchyard stdio`, a global install,
+ * or the form README offers where neither is, `node /path/to/<clone>/dist/src/cli/main.js
+ * connect`, whose clone folder need not be named switchyard. Imported, the hub would spawn a hub
+ * (on the same config, each one the next) or bridge to itself.
+ */
+const SELF = /(switchyard\S*|[\\/]dist[\\/]src[\\/]cli[\\/]main\.js)\s+(stdio|connect)\b/;
+
+/**
  * Parses a client config file's text into hub servers, with notes for the user. `hubDir` is the
  * folder of the hub config being written (its stdio servers' default working folder).
  */
@@ -379,7 +387,7 @@ export function importClientConfig(text: string, path: string, hubDir?: string):
       continue;
     }
     const argv = [entry.command, ...(Array.isArray(entry.args) ? entry.args : [])].map(String).join(' ');
-    if (name.toLowerCase() === 'switchyard' || /switchyard\S*\s+(stdio|connect)\b/.test(argv)) {
+    if (name.toLowerCase() === 'switchyard' || SELF.test(argv)) {
       notes.push(`server "${name}" looks like Switchyard itself and was skipped (the hub would connect to itself).`);
       continue;
     }

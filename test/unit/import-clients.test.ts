@@ -34,6 +34,24 @@ describe('importClientConfig', () => {
     expect(detectKind({ mcpServers: {} }, '/home/u/.codeium/windsurf/mcp_config.json')).toBe('windsurf');
   });
 
+  // README offers `node /path/to/switchyard/dist/src/cli/main.js` where npx finds none; a clone
+  // in a folder of another name was imported, and the hub would have spawned a hub of itself.
+  it('skips an entry that runs Switchyard through node and a clone of any name, as it skips npx switchyard', () => {
+    const r = importClientConfig(
+      JSON.stringify({
+        mcpServers: {
+          hub: { command: 'node', args: ['/home/me/src/sy/dist/src/cli/main.js', 'stdio', '--config', '/home/me/hub.config.json'] },
+          bridge: { command: 'node', args: ['C:\\tools\\hub\\dist\\src\\cli\\main.js', 'connect'] },
+          viaNpx: { command: 'npx', args: ['switchyard', 'connect'] },
+          other: { command: 'node', args: ['/srv/app/dist/src/cli/main.js', 'serve'] },
+        },
+      }),
+      'claude_desktop_config.json',
+    );
+    expect(Object.keys(r.servers)).toEqual(['other']);
+    for (const n of ['hub', 'bridge', 'viaNpx']) expect(r.notes).toContain(`server "${n}" looks like Switchyard itself and was skipped (the hub would connect to itself).`);
+  });
+
   it("takes Cline's and Roo Code's timeout (seconds) as timeoutMs, and names the hub's names of the tools their client ran without asking", () => {
     const r = importClientConfig(
       JSON.stringify({
