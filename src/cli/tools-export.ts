@@ -77,7 +77,9 @@ async function catalog(a: ToolsExportArgs, command: string): Promise<ToolView[]>
       const q = new URLSearchParams();
       if (a.server) q.set('server', a.server);
       if (a.group) q.set('group', a.group);
-      const qs = q.size > 0 ? `?${q}` : '';
+      // Held-back tools too, to say how many the export leaves out (runToolsExport).
+      q.set('all', '1');
+      const qs = `?${q}`;
       return (await getJson(daemonBase(a.url, a.config), `/admin/tools${qs}`, toolsAnswer)).tools;
     } catch (err) {
       // A group's view is the daemon's: never widened to the whole catalog of the upstreams.
@@ -89,7 +91,7 @@ async function catalog(a: ToolsExportArgs, command: string): Promise<ToolView[]>
   const config = loadConfig(a.config);
   if (a.server && configuredServer(config, a.server) === undefined)
     throw new NoSuchServer(`no server named "${a.server}" in ${a.config} (servers: ${Object.keys(config.servers).join(', ') || 'none'})`);
-  return (await lookLocally(config, { server: a.server })).tools;
+  return (await lookLocally(config, { server: a.server, all: true })).tools;
 }
 
 export async function runToolsExport(a: ToolsExportArgs, command = 'tools export'): Promise<void> {
@@ -109,10 +111,15 @@ export async function runToolsExport(a: ToolsExportArgs, command = 'tools export
   // local look) or anything else in this process prints goes to stderr instead.
   const out = takeStdout();
   try {
-    const tools = await catalog(a, command);
+    const listed = await catalog(a, command);
+    // What clients are shown: a tool held back (quarantined for review, hidden) is no model's.
+    const tools = listed.filter((t) => t.visible !== false);
     const doc = a.format === 'openai' ? toOpenAi(tools) : toAnthropic(tools);
     out.write(screenJson(JSON.stringify(doc, null, 2)) + '\n');
     process.stderr.write(exportNotes(doc, command));
+    // Left out unsaid, a quarantined tool made an export a model lacked a tool in, and no one knew why.
+    const held = listed.length - tools.length;
+    if (held > 0) process.stderr.write(`switchyard ${command}: note: ${counted(held, 'tool')} held back (quarantined or hidden) and not exported; \`switchyard tools\` (with no daemon, \`switchyard doctor\`) says why\n`);
   } catch (err) {
     // A config error is 2 (as start, validate and reload), the daemon's is 1, no daemon 3 (README, exit codes).
     if (err instanceof ConfigError) {

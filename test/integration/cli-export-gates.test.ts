@@ -48,7 +48,9 @@ describe('tools --format without the daemon holds back what the daemon holds bac
     try {
       expect(await ready(hub.url)).toBe(true);
       // The daemon pinned rug's tools as first seen, and hides the poisoned one.
-      expect(await exported(['--url', hub.url])).toEqual(['pois__ok', 'rug__t1', 'rug__t2']);
+      const fromDaemon = await runCli(['tools', '--format', 'anthropic', '--url', hub.url]);
+      expect(names(fromDaemon)).toEqual(['pois__ok', 'rug__t1', 'rug__t2']);
+      expect(fromDaemon.stderr).toContain('switchyard tools: note: 1 tool held back (quarantined or hidden) and not exported;');
     } finally {
       await hub.stop();
     }
@@ -64,8 +66,10 @@ describe('tools --format without the daemon holds back what the daemon holds bac
     ])) as [CliRun, CliRun, CliRun];
     expect(names(viaConfig)).toEqual(['pois__ok', 'rug__t2']);
     expect(names(local)).toEqual(['pois__ok', 'rug__t2']);
-    // doctor, without the daemon, says what is held back.
-    expect(doctor.stdout).toMatch(/quarantine\s+rug__t1 \(rug\) is held back/);
+    // Each says how many it left out (unsaid, a model lacked a tool and no one knew why).
+    for (const r of [viaConfig, local]) expect(r.stderr).toContain('switchyard tools: note: 2 tools held back (quarantined or hidden) and not exported; `switchyard tools` (with no daemon, `switchyard doctor`) says why\n');
+    // doctor, without the daemon, says what is held back, and that it recorded nothing for `tools diff`.
+    expect(doctor.stdout).toMatch(/quarantine\s+rug__t1 \(rug\) is held back: .*\(seen by this check, which records nothing: once the hub has run and listed it, `switchyard tools diff` shows the change/);
     // And the ledger was only read: the pending change is not approved or pinned by the export.
     const again = await startHub(config, { dir: hub.dir });
     try {
