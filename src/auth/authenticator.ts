@@ -9,6 +9,7 @@ import { ApiKeyStore } from './api-keys.js';
 import { bearerChallenge, PRM_PATH, protectedResourceMetadata, resourceMetadataUrl } from './challenge.js';
 import type { Lapse, OAuthVerifier } from './oauth.js';
 import { fieldLines } from '../transport/http1/field-lines.js';
+import { firstHeaderValue } from '../protocol/header-value.js';
 
 /** The scope that opens the operator routes (/admin/…, /metrics) once authentication is on. */
 export const ADMIN_SCOPE = 'switchyard:admin';
@@ -78,10 +79,7 @@ export interface HeaderSource {
  * request with a repeated header to node:http, so it has no repeats.
  */
 export function credentialHeaders(req: HeaderSource): HeaderLookup {
-  const lookup = (name: string) => {
-    const v = req.headers[name];
-    return Array.isArray(v) ? v[0] : v;
-  };
+  const lookup = (name: string) => firstHeaderValue(req.headers[name]);
   const lines = req.headers.authorization === undefined ? undefined : fieldLines(req.rawHeaders, 'authorization');
   return lines !== undefined && lines.length > 1 ? Object.assign(lookup, { repeatedAuthorization: true }) : lookup;
 }

@@ -5,6 +5,7 @@ import { credentialHeaders, type AuthOutcome, type Identity } from '../auth/auth
 import type { Logger } from '../log.js';
 import type { EdgeGate, EdgeRefusal } from '../policy/gate.js';
 import { INVALID_REQUEST, RpcError } from '../protocol/errors.js';
+import { firstHeaderValue } from '../protocol/header-value.js';
 import { arrayOf, batchOf, classify, errorResponse, memberBytes, parseFrame, type Classified } from '../protocol/jsonrpc.js';
 import { acceptsType, namesType } from './accept.js';
 import { looksModern, unsupportedLegacyVersion } from './classify.js';
@@ -78,30 +79,25 @@ const MCP_PATH = /^\/mcp(?:\/([A-Za-z0-9_-]{1,64}))?\/?$/;
 /** Whether a request node:http read is for an MCP endpoint (its path, without the query). */
 const isMcpRequest = (req: IncomingMessage): boolean => MCP_PATH.test((req.url ?? '/').split('?', 1)[0]!);
 
-/** A header by a name known only at run time (Exchange.header): the modern POST's own names each by its literal, as first() is used. */
+/**
+ * A header by a name known only at run time (Exchange.header): the modern POST's own names each
+ * by its literal. The request path reads headers by their literal names,
+ * `firstHeaderValue(req.headers['accept'])`, so that each load keeps feedback of its own; through
+ * one keyed load here, every name went megamorphic (a stub-cache probe each, ~18 a request; issue #9).
+ */
 function header(req: EdgeRequest, name: string): string | undefined {
   const h = req.headers;
   switch (name) {
     case 'mcp-protocol-version':
-      return first(h['mcp-protocol-version']);
+      return firstHeaderValue(h['mcp-protocol-version']);
     case 'mcp-method':
-      return first(h['mcp-method']);
+      return firstHeaderValue(h['mcp-method']);
     case 'mcp-name':
-      return first(h['mcp-name']);
+      return firstHeaderValue(h['mcp-name']);
     case 'idempotency-key':
-      return first(h['idempotency-key']);
+      return firstHeaderValue(h['idempotency-key']);
   }
-  return first(h[name]);
-}
-
-/**
- * A header's value as read at its site, `first(req.headers['accept'])`: the first of a list
- * (node:http gives one for set-cookie). The request path reads headers by their literal names
- * so that each load keeps feedback of its own; through header(), one keyed load saw every name
- * and went megamorphic (a stub-cache probe each, ~18 a request; issue #9).
- */
-function first(v: string | readonly string[] | undefined): string | undefined {
-  return Array.isArray(v) ? v[0] : (v as string | undefined);
+  return firstHeaderValue(h[name]);
 }
 
 /** `application/json` in any case, with parameters (`; charset=utf-8`) or not; not a longer type that starts the same. */
@@ -336,8 +332,8 @@ export class HttpServer {
       const recorded = MCP_PATH.test(path) ? this.opts.gate?.refusedUnread({ ...this.unreadFacts(req), status: 400, message }) : undefined;
       return afterRow(recorded, () => sendJson(res, 400, errorResponse(undefined, new RpcError(INVALID_REQUEST, message))));
     }
-    const hostOk = hostAllowed(first(req.headers['host']), this.opts);
-    if (!hostOk || !originAllowed(first(req.headers['origin']), this.opts)) {
+    const hostOk = hostAllowed(firstHeaderValue(req.headers['host']), this.opts);
+    if (!hostOk || !originAllowed(firstHeaderValue(req.headers['origin']), this.opts)) {
       // Which one, and where it is allowed: a hub bound off loopback meets its own clients here
       // first (reached by an address or name not listed), and a bare 403 would not say why.
       const message = hostOk ? FORBIDDEN_ORIGIN : FORBIDDEN_HOST;
@@ -432,20 +428,20 @@ export class HttpServer {
   }
 
   private post(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined, read: Buffer | undefined): void | Promise<void> {
-    const ct = first(req.headers['content-type']) ?? '';
+    const ct = firstHeaderValue(req.headers['content-type']) ?? '';
     if (!isJsonType(ct)) return this.refuseUnread(req, res, who, 415, 'Unsupported Media Type: Content-Type must be application/json');
     // Listing both types is the client's MUST (both revisions); RFC 9110 §12.5.1 lets a server
     // disregard Accept. A client that takes JSON is served (curl's */*, none, application/json
     // alone: its answer stays plain JSON). One that refuses JSON refuses every answer the hub may
     // give it, its errors included: 406, as SDK 1.x servers answer it, rather than a type it said
     // it cannot read.
-    const accept = first(req.headers['accept']);
+    const accept = firstHeaderValue(req.headers['accept']);
     if (accept !== undefined && accept !== '' && !acceptsType(accept, 'application/json'))
       return this.refuseUnread(req, res, who, 406, 'Not Acceptable: the Accept header must take application/json (a client lists application/json and text/event-stream)');
     // A compressed body is refused, not read as JSON (a parse error, or worse, a plain body that
     // claims a coding served as if it had none): RFC 9110 §15.5.16's 415 with the codings taken.
     // Decoding would put a decompression bomb within any client's reach, for bodies that small.
-    const coding = first(req.headers['content-encoding']);
+    const coding = firstHeaderValue(req.headers['content-encoding']);
     if (coding !== undefined && !isIdentity(coding)) {
       return this.refuseUnread(req, res, who, 415, 'Unsupported Media Type: the hub takes request bodies uncompressed (no Content-Encoding)', IDENTITY_ONLY);
     }
@@ -458,7 +454,7 @@ export class HttpServer {
     if (body === GONE) return this.log.debug({ clientAddress: req.socket.remoteAddress }, 'request dropped: the connection closed before its body was whole');
     if (body === null || !Buffer.isBuffer(body)) {
       // A legacy client's answer to a question the hub asked: the question fails once the body has drained.
-      const sid = first(req.headers['mcp-session-id']);
+      const sid = firstHeaderValue(req.headers['mcp-session-id']);
       if (body !== null && sid !== undefined) void body.ends.then((ends) => this.endpoint.answerTooLarge(sid, who.principal, group, ends, this.opts.maxBodyBytes));
       return this.refuseUnread(req, res, who, 413, `Payload Too Large: the limit is ${this.opts.maxBodyBytes} bytes`);
     }
@@ -467,9 +463,9 @@ export class HttpServer {
     const text = decoded.charCodeAt(0) === 0xfeff ? decoded.slice(1) : decoded;
     const batch = batchOf(text);
     let c: Classified | undefined;
-    const session = batch && this.endpoint.batchSession(first(req.headers['mcp-session-id']), who.principal, group, who.key);
+    const session = batch && this.endpoint.batchSession(firstHeaderValue(req.headers['mcp-session-id']), who.principal, group, who.key);
     if (batch && session === 'takes') {
-      const refused = this.endpoint.batchRefusal(batch, first(req.headers['mcp-protocol-version']), first(req.headers['idempotency-key']));
+      const refused = this.endpoint.batchRefusal(batch, firstHeaderValue(req.headers['mcp-protocol-version']), firstHeaderValue(req.headers['idempotency-key']));
       if (!refused) return this.postBatch(req, res, who, group, batch, body.length);
       c = { kind: 'invalid', error: refused, members: batch };
     }
@@ -501,7 +497,7 @@ export class HttpServer {
    * default, or no Accept at all) asked for JSON, and would get a stream for its slow calls alone.
    */
   private watchQuiet(req: EdgeRequest, channel: PostChannel): void {
-    if (this.quietAnswers && namesType(first(req.headers['accept']) ?? '', 'text/event-stream')) channel.watchQuiet(this.quietAnswers);
+    if (this.quietAnswers && namesType(firstHeaderValue(req.headers['accept']) ?? '', 'text/event-stream')) channel.watchQuiet(this.quietAnswers);
   }
 
   /** The edge's admission of one message (tool scopes, rate limit): a refusal to send, or null. */
@@ -509,7 +505,7 @@ export class HttpServer {
     // A response, well formed or not, answers the hub's own question: never refused as a request.
     if ((c.kind !== 'request' && c.kind !== 'invalid') || (c.kind === 'invalid' && c.response) || !this.opts.gate) return null;
     // A malformed message's row names what its own would (its id, method, and the era its `_meta` says), as over stdio.
-    const refused = this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes, group, traceparent: first(req.headers['traceparent']), headers: req.headers, malformed: c.kind === 'invalid' ? c : undefined });
+    const refused = this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes, group, traceparent: firstHeaderValue(req.headers['traceparent']), headers: req.headers, malformed: c.kind === 'invalid' ? c : undefined });
     // A refusal is a promise (its row is written first), and so is a call whose renamed tool's base
     // name is looked up (EdgeGate.renamedBase); any other request let in waits no turn here.
     if (refused === null) return null;
@@ -520,7 +516,7 @@ export class HttpServer {
 
   /** Where a POST's answer goes (JSON, or SSE once something streams), and the signal of its client going away. */
   private answerChannel(req: EdgeRequest, res: EdgeResponse): { channel: PostChannel; closed: Canceller } {
-    const accept = first(req.headers['accept']) ?? '';
+    const accept = firstHeaderValue(req.headers['accept']) ?? '';
     const channel = new PostChannel(res, req.socket, accept === '' || acceptsType(accept, 'text/event-stream'));
     const closed = new Canceller();
     res.on('close', () => {
@@ -601,7 +597,7 @@ export class HttpServer {
     if (this.opts.allowedOrigins.length === 0) return false;
     // Every answer may differ by Origin once some origin gets CORS: a cache must keep them apart.
     res.setHeader('vary', 'Origin');
-    const origin = first(req.headers['origin']);
+    const origin = firstHeaderValue(req.headers['origin']);
     if (origin === undefined || !this.opts.allowedOrigins.includes(origin)) return false;
     res.setHeader('access-control-allow-origin', origin);
     // The admin listener has no MCP endpoint: its preflight too goes on to the 404.
@@ -612,7 +608,7 @@ export class HttpServer {
       res.setHeader('access-control-expose-headers', 'Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate');
       return false;
     }
-    const asked = first(req.headers['access-control-request-headers']);
+    const asked = firstHeaderValue(req.headers['access-control-request-headers']);
     res.writeHead(204, {
       'access-control-allow-methods': 'GET, POST, DELETE',
       // Whatever it announces (Mcp-Param-* names vary by tool), if it is a list of header names.
@@ -631,7 +627,7 @@ export class HttpServer {
   }
 
   private unreadFacts(req: EdgeRequest): { header: (n: string) => string | undefined; clientAddress?: string; requestBytes?: number; group?: string } {
-    const length = Number(first(req.headers['content-length']));
+    const length = Number(firstHeaderValue(req.headers['content-length']));
     return { header: (n) => header(req, n), clientAddress: req.socket.remoteAddress, requestBytes: Number.isSafeInteger(length) && length >= 0 ? length : undefined, group: this.groupOf(req) };
   }
 
@@ -646,20 +642,20 @@ export class HttpServer {
 
   private getStream(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined): void {
     // Modern clients have no GET stream (digest §6.3); legacy ones get their session's stream.
-    if (looksModern(first(req.headers['mcp-protocol-version']))) {
+    if (looksModern(firstHeaderValue(req.headers['mcp-protocol-version']))) {
       res.writeHead(405, { allow: 'POST' }).end();
       return;
     }
-    if (!acceptsType(first(req.headers['accept']) ?? '', 'text/event-stream')) {
+    if (!acceptsType(firstHeaderValue(req.headers['accept']) ?? '', 'text/event-stream')) {
       sendJson(res, 406, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Not Acceptable: GET needs Accept: text/event-stream')));
       return;
     }
-    const unsupported = unsupportedLegacyVersion(first(req.headers['mcp-protocol-version']));
+    const unsupported = unsupportedLegacyVersion(firstHeaderValue(req.headers['mcp-protocol-version']));
     if (unsupported) {
       sendJson(res, 400, errorResponse(undefined, unsupported));
       return;
     }
-    const sid = first(req.headers['mcp-session-id']);
+    const sid = firstHeaderValue(req.headers['mcp-session-id']);
     const found = sid === undefined ? undefined : this.endpoint.sessionFor(sid, who.principal, group, who.key);
     if (found === NO_ROOM) {
       sendJson(res, 503, errorResponse(undefined, noRoomError()), NO_ROOM_HEADERS);
@@ -671,7 +667,7 @@ export class HttpServer {
       sendJson(res, sid === undefined ? 400 : 404, errorResponse(undefined, new RpcError(sid === undefined ? INVALID_REQUEST : -32001, sid === undefined ? 'Mcp-Session-Id header is required' : 'Session not found')));
       return;
     }
-    const lastEventId = first(req.headers['last-event-id']);
+    const lastEventId = firstHeaderValue(req.headers['last-event-id']);
     // A reconnection: the rest of the stream that id names (a POST's answer stream, or the
     // standalone stream), never another session's (digest §6.2; resumable.ts).
     const resumed = lastEventId === undefined ? undefined : (session.streams?.find(lastEventId) ?? notOurs(lastEventId));
@@ -727,14 +723,14 @@ export class HttpServer {
   }
 
   private deleteSession(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined): void {
-    const version = first(req.headers['mcp-protocol-version']);
+    const version = firstHeaderValue(req.headers['mcp-protocol-version']);
     // As for GET: a modern client has no session to end (digest §6.3: 405, its Mcp-Session-Id
     // ignored), and a legacy one is held to a version the hub speaks (§6.2: 400), its session
     // left as it was.
     if (looksModern(version)) return void res.writeHead(405, { allow: 'POST' }).end();
     const unsupported = unsupportedLegacyVersion(version);
     if (unsupported) return sendJson(res, 400, errorResponse(undefined, unsupported));
-    const sid = first(req.headers['mcp-session-id']);
+    const sid = firstHeaderValue(req.headers['mcp-session-id']);
     if (sid === undefined) {
       sendJson(res, 400, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Mcp-Session-Id header is required')));
       return;

@@ -1,6 +1,7 @@
 import type { Authenticator, Identity, Refusal } from '../auth/authenticator.js';
 import type { AuditBegin, AuditEnd } from '../ledger/types.js';
 import { isObj, type Id, type Request } from '../protocol/jsonrpc.js';
+import { firstHeaderValue } from '../protocol/header-value.js';
 import { META_PROTOCOL_VERSION } from '../protocol/meta.js';
 import { eraOfRequest } from '../protocol/request-era.js';
 import { spanOfMeta } from '../protocol/trace-context.js';
@@ -253,8 +254,7 @@ function toolOf(req: Request | undefined): string | undefined {
 
 /** The MCP-Protocol-Version header among node:http's headers (the first, if sent twice). */
 function versionHeader(headers: RequestFacts['headers']): string | undefined {
-  const v = headers?.['mcp-protocol-version'];
-  return Array.isArray(v) ? v[0] : v;
+  return firstHeaderValue(headers?.['mcp-protocol-version']);
 }
 
 /** The era of a refused message that is no request (RequestFacts.malformed), as eraOfRequest tells a request's. */

@@ -2,7 +2,7 @@
  * Header-safe values for Mcp-Name and Mcp-Param-* (digest §3.4, §6.3): plain visible ASCII
  * (space and tab allowed inside) passes unchanged; anything else — non-ASCII, control
  * characters, edge whitespace, empty, or something that already looks like the sentinel — is
- * sent as `=?base64?<b64 of UTF-8>?=`.
+ * sent as `=?base64?<b64 of UTF-8>?=`. And the first value of a header node:http hands over.
  */
 const PREFIX = '=?base64?';
 const SUFFIX = '?=';
@@ -28,4 +28,12 @@ export function decodeHeaderValue(raw: string): string | null {
   const text = Buffer.from(b64, 'base64').toString('utf8');
   // Bytes that are not UTF-8 come back with replacement characters and no longer round-trip.
   return Buffer.from(text, 'utf8').toString('base64') === b64 ? text : null;
+}
+
+/**
+ * The first value of a header as node:http gives it: a string, or a list for a field it keeps
+ * every line of (set-cookie, or a header object built by hand); undefined when absent.
+ */
+export function firstHeaderValue(v: string | readonly string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : (v as string | undefined);
 }

@@ -11,7 +11,7 @@
 import { redactLogText, type Logger } from '../log.js';
 import { LEGACY } from '../protocol/era.js';
 import { INTERNAL_ERROR, INVALID_REQUEST, NOT_INITIALIZED, PARSE_ERROR, RpcError } from '../protocol/errors.js';
-import { encodeHeaderValue } from '../protocol/header-value.js';
+import { encodeHeaderValue, firstHeaderValue } from '../protocol/header-value.js';
 import { batchOf, classify, errorResponse, parseFrame, resultResponse, type Classified, type Id } from '../protocol/jsonrpc.js';
 import { DRAIN_MS_HEADER, KEYS_KEPT_HEADER, MAX_BODY_HEADER, META_CLIENT_CAPABILITIES, META_IDEMPOTENCY_KEY, META_PROTOCOL_VERSION } from '../protocol/meta.js';
 import { ParamHeaderIndex } from '../upstream/param-headers.js';
@@ -680,8 +680,7 @@ export class HttpBridge {
     const oldHeaders = this.legacyHeaders();
     // The negotiated version goes on every later request (digest §6.2).
     this.legacyVersion = version ?? LEGACY;
-    const sid = a.headers['mcp-session-id'];
-    const sessionId = Array.isArray(sid) ? sid[0] : sid;
+    const sessionId = firstHeaderValue(a.headers['mcp-session-id']);
     if (!sessionId) return;
     if (this.sessionId && this.sessionId !== sessionId) {
       // Re-initialize (the client starting over, or a renewal): a new session. The old one is

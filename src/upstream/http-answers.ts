@@ -5,6 +5,7 @@
  */
 import { batchOf, classify, isObj, parseFrame, type Classified, type Id } from '../protocol/jsonrpc.js';
 import type { RpcError } from '../protocol/errors.js';
+import { firstHeaderValue } from '../protocol/header-value.js';
 import type { HttpAnswer } from '../transport/http-client.js';
 import { redactedExcerpt } from '../policy/secret-text.js';
 import type { BearerChallenge } from './oauth-client.js';
@@ -163,7 +164,7 @@ export function answerProblem(a: HttpAnswer, base: string): string | undefined {
 
 /** Where a redirect points, without what may be secret in a URL (credentials, query, fragment). */
 function redirectTarget(location: string | string[] | undefined, base: string): string | undefined {
-  const raw = Array.isArray(location) ? location[0] : location;
+  const raw = firstHeaderValue(location);
   if (!raw) return undefined;
   try {
     const u = new URL(raw, base);

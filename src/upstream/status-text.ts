@@ -5,11 +5,11 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { TransportError } from '../protocol/errors.js';
+import { firstHeaderValue } from '../protocol/header-value.js';
 
 /** Retry-After in whole seconds from `now`: delay-seconds or an HTTP-date; undefined if absent or unreadable. */
 export function retryAfterSeconds(headers: IncomingHttpHeaders, now = Date.now()): number | undefined {
-  const v = headers['retry-after'];
-  const text = (Array.isArray(v) ? v[0] : v)?.trim();
+  const text = firstHeaderValue(headers['retry-after'])?.trim();
   if (!text) return undefined;
   if (/^\d+$/.test(text)) return Number(text);
   // An HTTP-date names its day and month (Date.parse would read '-5' as a year).

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { declaredParamHeaders, paramHeaderAnnotationProblem, paramHeaderProblem } from '../../src/protocol/param-headers.js';
-import { decodeHeaderValue as decodeParamHeader, encodeHeaderValue } from '../../src/protocol/header-value.js';
+import { decodeHeaderValue as decodeParamHeader, encodeHeaderValue, firstHeaderValue } from '../../src/protocol/header-value.js';
 
 const schema = {
   type: 'object',
@@ -46,6 +46,15 @@ describe('decodeHeaderValue', () => {
     expect(decodeParamHeader('=?base64?SGVsbG8?=')).toBeNull();
     expect(decodeParamHeader('=?base64?SGVs!!!bG8=?=')).toBeNull();
     expect(decodeParamHeader(`=?base64?${Buffer.from([0xff, 0xfe]).toString('base64')}?=`)).toBeNull();
+  });
+});
+
+describe('firstHeaderValue', () => {
+  it('reads a header as node:http hands it over: a string, the first of a list, or nothing', () => {
+    expect(firstHeaderValue('a')).toBe('a');
+    expect(firstHeaderValue(['a', 'b'])).toBe('a');
+    expect(firstHeaderValue([])).toBeUndefined();
+    expect(firstHeaderValue(undefined)).toBeUndefined();
   });
 });
 
