@@ -397,30 +397,13 @@ class UrlStepsDone {
   /** Resolves once every one of `ids` is said done, or `ms` passed; rejects when either signal aborts. */
   wait(ids: string[], ms: number, signal: Signal, stopping: Signal): Promise<void> {
     if (this.all(ids)) return Promise.resolve();
-    const gone = signal.aborted ? signal : stopping.aborted ? stopping : undefined;
-    if (gone) return Promise.reject(new CancelledError(reasonOf(gone)));
-    return new Promise((resolve, reject) => {
-      const finish = (): void => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', onAbort);
-        stopping.removeEventListener('abort', onAbort);
+    return pause(ms, signal, stopping, (end) => {
+      this.wake = () => {
+        if (this.all(ids)) end();
+      };
+      return () => {
         this.wake = undefined;
       };
-      const onAbort = (): void => {
-        finish();
-        reject(new CancelledError(reasonOf(signal.aborted ? signal : stopping)));
-      };
-      const timer = setTimeout(() => {
-        finish();
-        resolve();
-      }, ms);
-      this.wake = () => {
-        if (!this.all(ids)) return;
-        finish();
-        resolve();
-      };
-      signal.addEventListener('abort', onAbort, { once: true });
-      stopping.addEventListener('abort', onAbort, { once: true });
     });
   }
 }
@@ -696,26 +679,34 @@ function acceptedAgain(requests: unknown, urls: Map<unknown, number>): { answers
   return { answers, urls: seen, until };
 }
 
-/** Resolves after `ms`; rejects as soon as either signal aborts (with its reason). */
-function pause(ms: number, a: Signal | undefined, b: Signal): Promise<void> {
+/**
+ * Resolves after `ms`, or sooner once the `early` hook (if any) calls the end it is handed;
+ * rejects as soon as either signal aborts (with its reason). What `early` returns is run
+ * however the wait ends.
+ */
+function pause(ms: number, a: Signal | undefined, b: Signal, early?: (end: () => void) => () => void): Promise<void> {
   const gone = a?.aborted ? a : b.aborted ? b : undefined;
   if (gone) return Promise.reject(new CancelledError(reasonOf(gone)));
   return new Promise((resolve, reject) => {
-    const stop = (s: Signal) => () => {
+    let undo: (() => void) | undefined;
+    const finish = (): void => {
       clearTimeout(t);
-      a?.removeEventListener('abort', onA);
-      b.removeEventListener('abort', onB);
-      reject(new CancelledError(reasonOf(s)));
+      a?.removeEventListener('abort', onAbort);
+      b.removeEventListener('abort', onAbort);
+      undo?.();
     };
-    const onA = a ? stop(a) : () => undefined;
-    const onB = stop(b);
-    const t = setTimeout(() => {
-      a?.removeEventListener('abort', onA);
-      b.removeEventListener('abort', onB);
+    const onAbort = (): void => {
+      finish();
+      reject(new CancelledError(reasonOf(a?.aborted ? a : b)));
+    };
+    const end = (): void => {
+      finish();
       resolve();
-    }, ms);
-    a?.addEventListener('abort', onA, { once: true });
-    b.addEventListener('abort', onB, { once: true });
+    };
+    const t = setTimeout(end, ms);
+    a?.addEventListener('abort', onAbort, { once: true });
+    b.addEventListener('abort', onAbort, { once: true });
+    undo = early?.(end);
   });
 }
 
