@@ -249,7 +249,7 @@ export function checkPins(
     if (rec && rec.hash === def.hash) {
       if (rec.pendingHash !== null && mayRevert) {
         // The upstream went back to the approved definition: nothing is pending any more.
-        store.put({ ...rec, pendingHash: null, pendingBodyHash: null, pendingDefinition: null, pendingReason: null, renamedFrom: null, pendingSinceMs: null });
+        store.put({ ...rec, ...NOTHING_PENDING });
         events.push({ kind: 'reverted', server: server.id, tool: name, hash: def.hash });
       }
       verdicts.set(name, { state: 'approved', hash: def.hash });
@@ -304,6 +304,19 @@ export function checkPins(
   return { verdicts, events };
 }
 
+/**
+ * A record's fields for "nothing waits for approval": what approving, a first sight and an
+ * upstream going back to the approved definition each leave.
+ */
+const NOTHING_PENDING = {
+  pendingHash: null,
+  pendingBodyHash: null,
+  pendingDefinition: null,
+  pendingReason: null,
+  renamedFrom: null,
+  pendingSinceMs: null,
+} as const satisfies Partial<PinRecord>;
+
 function fresh(server: string, tool: string, def: Hashed, now: number): PinRecord {
   return {
     server,
@@ -312,15 +325,10 @@ function fresh(server: string, tool: string, def: Hashed, now: number): PinRecor
     variants: [],
     bodyHash: def.bodyHash,
     definition: def.json,
-    pendingHash: null,
-    pendingBodyHash: null,
-    pendingDefinition: null,
-    pendingReason: null,
-    renamedFrom: null,
+    ...NOTHING_PENDING,
     firstSeenMs: now,
     approvedMs: now,
     approvedBy: 'first-seen',
-    pendingSinceMs: null,
   };
 }
 
@@ -331,14 +339,9 @@ function approved(rec: PinRecord, def: Hashed, now: number, by: string): PinReco
     hash: def.hash,
     bodyHash: def.bodyHash,
     definition: def.json,
-    pendingHash: null,
-    pendingBodyHash: null,
-    pendingDefinition: null,
-    pendingReason: null,
-    renamedFrom: null,
+    ...NOTHING_PENDING,
     approvedMs: now,
     approvedBy: by,
-    pendingSinceMs: null,
   };
 }
 
