@@ -155,30 +155,23 @@ export class Metrics {
         for (const s of sources.servers()) incByReason(this, s.id, s.principalRestarts ?? 0, s.principalHungRestarts ?? 0);
       },
     });
-    const cache = (name: string, help: string, pick: (s: ReturnType<MetricsSources['cacheStats']>) => number) =>
+    /** A counter of a total its source keeps (reset per scrape, then the total added), or none while the source has nothing. */
+    const total = <T>(read: () => T | undefined, name: string, help: string, pick: (t: T) => number) =>
       new Counter({
         name,
         help,
         registers,
         collect() {
           this.reset();
-          this.inc(pick(sources.cacheStats()));
+          const t = read();
+          if (t !== undefined) this.inc(pick(t));
         },
       });
+    const cache = (name: string, help: string, pick: (s: ReturnType<MetricsSources['cacheStats']>) => number) => total(() => sources.cacheStats(), name, help, pick);
     cache('switchyard_cache_hits_total', 'Upstream list lookups answered from a fresh cache entry', (s) => s.hits);
     cache('switchyard_cache_misses_total', 'Upstream list lookups that needed a fetch', (s) => s.misses);
     cache('switchyard_cache_stale_served_total', 'Failed refreshes answered with the stale entry', (s) => s.staleServed);
-    const ledger = (name: string, help: string, pick: (c: LedgerCounters) => number) =>
-      new Counter({
-        name,
-        help,
-        registers,
-        collect() {
-          this.reset();
-          const c = sources.ledgerCounters();
-          if (c) this.inc(pick(c));
-        },
-      });
+    const ledger = (name: string, help: string, pick: (c: LedgerCounters) => number) => total(() => sources.ledgerCounters(), name, help, pick);
     ledger('switchyard_ledger_batches_total', 'Ledger group commits (writes of the pending file)', (c) => c.batches);
     ledger('switchyard_ledger_writes_total', 'Audit rows (begun or finished) carried by those writes', (c) => c.writes);
     ledger('switchyard_ledger_write_failures_total', 'Writes of audit rows that failed (a full disk, an I/O error): the hub refuses the calls it cannot record', (c) => c.writeFailures);
