@@ -236,11 +236,13 @@ describe('a notification gap of a connection a reload replaced, as it drains', (
   }, 60_000);
 });
 
-describe("a principal's own connection a reload replaced, as it closes at last", () => {
+/**
+ * alice's own connection to PER_USER on a hub of her key, replaced by a reload that changes her
+ * upstream credentials while her call on it hangs (so it drains): the steps both cases below take.
+ */
+function aliceReplacedWhileDraining(ALICE: string) {
   let up: HttpFixture;
   let hub: HubProcess;
-  const ALICE = 'sy_route-races-alice-key-0000000000000000';
-  // alice's own credentials change with the reload: her connection is replaced by the pool.
   const servers = (who: string) => ({ u: { url: up.url, credentials: { alice: { headers: { authorization: `Bearer ${who}-upstream` } } } } });
   beforeAll(async () => {
     up = await startHttpFixture(PER_USER);
@@ -252,59 +254,16 @@ describe("a principal's own connection a reload replaced, as it closes at last",
     await hub?.stop();
     await up?.stop();
   });
-
-  it("leaves her new connection's lists as they are: her next call is routed without listing the tools again", async () => {
-    const as = (id: string, method: string, params: Json = {}, name?: string) =>
-      post(hub.url, modernBody(id, method, params), { ...modernHeaders(method, name), authorization: `Bearer ${ALICE}` });
-    const report = async (id: string) => ((await as(id, 'tools/call', { name: 'u__report', arguments: {} }, 'u__report')).body?.result as Json | undefined)?.content;
-    expect(await report('first')).toMatchObject([{ text: 'report for first' }]);
-    // Her call that keeps her first connection draining after the reload; cancelled once the second is in use.
-    const cancel = new AbortController();
-    const hanging = hangingCall(hub.url, 'u__hang', cancel.signal, ALICE);
-    await expect.poll(async () => (await upStats(up)).calls.first?.['tools/call'], { timeout: 10_000, interval: 20 }).toBe(2);
-    setSection(hub, 'servers', servers('second'));
-    await loggedTimes(hub, 'config reloaded', 1);
-    await waitForReadyWith(hub.url, ['u'], ALICE);
-    expect(await report('second')).toMatchObject([{ text: 'report for second' }]);
-    const listed = (await upStats(up)).calls.second?.['tools/list'];
-    expect(listed).toBeGreaterThan(0);
-    expect((await upStats(up)).sessions.first).toBe(1);
-    cancel.abort();
-    await hanging;
-    // Her first connection drained and closed (its session ended); then her next call.
-    await expect.poll(async () => (await upStats(up)).sessions.first ?? 0, { timeout: 15_000, interval: 50 }).toBe(0);
-    await expect
-      .poll(async () => hub.logs.some((l) => l.includes("principal's connection replaced since")) || ((await report('after')) && (await upStats(up)).calls.second?.['tools/list'] !== listed), { timeout: 10_000, interval: 50 })
-      .toBe(true);
-    expect(await report('after')).toMatchObject([{ text: 'report for second' }]);
-    expect((await upStats(up)).calls.second?.['tools/list']).toBe(listed);
-  }, 60_000);
-});
-
-describe("a list change said by a principal's own connection a reload replaced, as it drains", () => {
-  let up: HttpFixture;
-  let hub: HubProcess;
-  const ALICE = 'sy_route-races-alice-key-1111111111111111';
-  const servers = (who: string) => ({ u: { url: up.url, credentials: { alice: { headers: { authorization: `Bearer ${who}-upstream` } } } } });
-  beforeAll(async () => {
-    up = await startHttpFixture(PER_USER);
-    await fetch(new URL('/ctl', up.url), { method: 'POST', body: JSON.stringify({ who: 'first', tools: HANG_TOOLS }) });
-    hub = await startHub({ listen: { drainTimeoutMs: 20_000 }, auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE) }] }, servers: servers('first') });
-    await waitForReadyWith(hub.url, ['u'], ALICE);
-  }, 60_000);
-  afterAll(async () => {
-    await hub?.stop();
-    await up?.stop();
-  });
-
-  it("leaves her new connection's lists as they are: her next call is routed without listing the tools again", async () => {
-    const as = (id: string, method: string, params: Json = {}, name?: string) =>
-      post(hub.url, modernBody(id, method, params), { ...modernHeaders(method, name), authorization: `Bearer ${ALICE}` });
-    const report = async (id: string) => ((await as(id, 'tools/call', { name: 'u__report', arguments: {} }, 'u__report')).body?.result as Json | undefined)?.content;
-    expect(await report('first')).toMatchObject([{ text: 'report for first' }]);
-    const cancel = new AbortController();
-    const hanging = hangingCall(hub.url, 'u__hang', cancel.signal, ALICE);
-    try {
+  const as = (id: string, method: string, params: Json = {}, name?: string) =>
+    post(hub.url, modernBody(id, method, params), { ...modernHeaders(method, name), authorization: `Bearer ${ALICE}` });
+  const report = async (id: string) => ((await as(id, 'tools/call', { name: 'u__report', arguments: {} }, 'u__report')).body?.result as Json | undefined)?.content;
+  return {
+    up: () => up,
+    report,
+    /** Her call that keeps her first connection draining after the reload, until `signal` aborts it. */
+    hang: (signal: AbortSignal) => hangingCall(hub.url, 'u__hang', signal, ALICE),
+    /** Once her hanging call reached her first connection, the reload: her calls go to her second, whose tools/list count it returns. */
+    async reload(): Promise<number | undefined> {
       await expect.poll(async () => (await upStats(up)).calls.first?.['tools/call'], { timeout: 10_000, interval: 20 }).toBe(2);
       setSection(hub, 'servers', servers('second'));
       await loggedTimes(hub, 'config reloaded', 1);
@@ -312,14 +271,49 @@ describe("a list change said by a principal's own connection a reload replaced, 
       expect(await report('second')).toMatchObject([{ text: 'report for second' }]);
       const listed = (await upStats(up)).calls.second?.['tools/list'];
       expect(listed).toBeGreaterThan(0);
-      // Her first process, still draining her call, says its tools changed (on its own GET stream).
       expect((await upStats(up)).sessions.first).toBe(1);
-      await fetch(new URL('/notify?who=first', up.url), { method: 'POST' });
+      return listed;
+    },
+    /** Her next call is routed without listing the tools again: the hub logged `passedOver`, or its list count moved. */
+    async notListedAgain(passedOver: string, listed: number | undefined): Promise<void> {
       await expect
-        .poll(async () => hub.logs.some((l) => l.includes('list change said by a connection replaced since')) || ((await report('after')) && (await upStats(up)).calls.second?.['tools/list'] !== listed), { timeout: 10_000, interval: 50 })
+        .poll(async () => hub.logs.some((l) => l.includes(passedOver)) || ((await report('after')) && (await upStats(up)).calls.second?.['tools/list'] !== listed), { timeout: 10_000, interval: 50 })
         .toBe(true);
       expect(await report('after')).toMatchObject([{ text: 'report for second' }]);
       expect((await upStats(up)).calls.second?.['tools/list']).toBe(listed);
+    },
+  };
+}
+
+describe("a principal's own connection a reload replaced, as it closes at last", () => {
+  const alice = aliceReplacedWhileDraining('sy_route-races-alice-key-0000000000000000');
+
+  it("leaves her new connection's lists as they are: her next call is routed without listing the tools again", async () => {
+    expect(await alice.report('first')).toMatchObject([{ text: 'report for first' }]);
+    // Cancelled once the second connection is in use.
+    const cancel = new AbortController();
+    const hanging = alice.hang(cancel.signal);
+    const listed = await alice.reload();
+    cancel.abort();
+    await hanging;
+    // Her first connection drained and closed (its session ended); then her next call.
+    await expect.poll(async () => (await upStats(alice.up())).sessions.first ?? 0, { timeout: 15_000, interval: 50 }).toBe(0);
+    await alice.notListedAgain("principal's connection replaced since", listed);
+  }, 60_000);
+});
+
+describe("a list change said by a principal's own connection a reload replaced, as it drains", () => {
+  const alice = aliceReplacedWhileDraining('sy_route-races-alice-key-1111111111111111');
+
+  it("leaves her new connection's lists as they are: her next call is routed without listing the tools again", async () => {
+    expect(await alice.report('first')).toMatchObject([{ text: 'report for first' }]);
+    const cancel = new AbortController();
+    const hanging = alice.hang(cancel.signal);
+    try {
+      const listed = await alice.reload();
+      // Her first process, still draining her call, says its tools changed (on its own GET stream).
+      await fetch(new URL('/notify?who=first', alice.up().url), { method: 'POST' });
+      await alice.notListedAgain('list change said by a connection replaced since', listed);
     } finally {
       cancel.abort();
       await hanging;
