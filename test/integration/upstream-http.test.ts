@@ -284,13 +284,24 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
 
   /** The sessions a DELETE ended, by id. */
   const deleted = (): (string | undefined)[] => seen.filter((s) => s.method === 'DELETE').map((s) => s.headers['mcp-session-id'] as string | undefined);
-
-  it('renews a session whose 404 names the request (a Switchyard hub behind this one answers so)', async () => {
-    goneWithId = true;
+  /** An upstream started on a session (`first`) that the server then forgets. */
+  const startedThenForgotten = async (): Promise<{ u: HttpUpstream; first: string }> => {
     const u = make(spec(url));
     await u.start();
     const first = u.sessionId!;
     await forget(first);
+    return { u, first };
+  };
+  /** Closed, `u` ends `first` (not known gone: a 400 said it, not a 404) and the session that replaced it: a close waits for every DELETE sent. */
+  const closeEndsBoth = async (u: HttpUpstream, first: string): Promise<void> => {
+    const renewed = u.sessionId!;
+    await u.close();
+    expect(deleted().sort()).toEqual([first, renewed].sort());
+  };
+
+  it('renews a session whose 404 names the request (a Switchyard hub behind this one answers so)', async () => {
+    goneWithId = true;
+    const { u, first } = await startedThenForgotten();
     const r = await u.request('tools/call', { name: 'echo', arguments: { text: 'back' } });
     expect(text(r)).toBe('back');
     expect(u.sessionId).not.toBe(first);
@@ -299,10 +310,7 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
 
   it('renews a session the server says with a 400 it does not hold (SDK v1\'s older examples), and sends the call that met it once more', async () => {
     goneAs400 = true;
-    const u = make(spec(url));
-    await u.start();
-    const first = u.sessionId!;
-    await forget(first);
+    const { u, first } = await startedThenForgotten();
     const r = await u.request('tools/call', { name: 'echo', arguments: { text: 'after a restart' } });
     expect(text(r)).toBe('after a restart');
     expect(u.sessionId).not.toBe(first);
@@ -310,17 +318,12 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     expect(calls.map((c) => c.headers['mcp-session-id'])).toEqual([first, u.sessionId]);
     expect(rpcBodies(seen).filter((b) => b.method === 'initialize')).toHaveLength(2);
     // A 400 may come of a server that holds the session still (a proxy dropped the header): the
-    // replaced session is ended, best effort. A close waits for every DELETE sent, so all are seen.
-    const renewed = u.sessionId!;
-    await u.close();
-    expect(deleted().sort()).toEqual([first, renewed].sort());
+    // replaced session is ended, best effort.
+    await closeEndsBoth(u, first);
   });
 
   it('does not end a session a 404 said is gone: only the renewed one is ended, at the close', async () => {
-    const u = make(spec(url));
-    await u.start();
-    const first = u.sessionId!;
-    await forget(first);
+    const { u } = await startedThenForgotten();
     expect(text(await u.request('tools/call', { name: 'echo', arguments: { text: 'x' } }))).toBe('x');
     const renewed = u.sessionId!;
     await u.close();
@@ -338,9 +341,7 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     await waitFor(() => seen.some((s) => s.method === 'GET' && s.headers['mcp-session-id'] === u.sessionId), 5000, 'the new session\'s GET stream');
     expect(rpcBodies(seen).filter((b) => b.method === 'initialize')).toHaveLength(2);
     // Not known gone (a 400, not a 404): the replaced session is ended too, best effort.
-    const renewed = u.sessionId!;
-    await u.close();
-    expect(deleted().sort()).toEqual([first, renewed].sort());
+    await closeEndsBoth(u, first);
   });
 
   it('closed while it renews the session, it stays stopped: the new session is ended, no stream left open on it', async () => {
@@ -394,10 +395,7 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
   });
 
   it('a renewal whose notifications/initialized fails ends the session it opened (and the next renewal works)', async () => {
-    const u = make(spec(url));
-    await u.start();
-    const first = u.sessionId!;
-    await forget(first);
+    const { u } = await startedThenForgotten();
     holdInitialized = (_release, req) => req.socket.destroy();
     const err = await u.request('tools/call', { name: 'echo', arguments: { text: 'x' } }).catch((e: Error) => e);
     expect((err as Error).message).toMatch(/could not be renewed/);
