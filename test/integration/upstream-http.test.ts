@@ -897,20 +897,36 @@ describe('legacy: an SDK v1 server behind a proxy that sends Mcp-Session-Id twic
   });
 });
 
+/** What a legacy server is redeployed as: SDK v2, modern only (legacy requests refused -32022); its echo answers `v2:<text>`. */
+function modernOnlyEcho(): ReturnType<typeof fetchAdapter> {
+  return fetchAdapter(
+    createMcpHandler(
+      () => {
+        const s = new McpServer({ name: 'v2-http', version: '2.4.0' }, { capabilities: { tools: {} } });
+        s.registerTool('echo', { inputSchema: z.object({ text: z.string() }) }, async ({ text }) => ({ content: [{ type: 'text', text: `v2:${text}` }] }));
+        return s;
+      },
+      { legacy: 'reject' },
+    ).fetch,
+  );
+}
+
+/** `u`, legacy, once its server was redeployed modern-only: its next call fails as not run (`refusal`), the era is probed again, and calls go on in 2026-07-28. */
+async function refusedThenModern(u: HttpUpstream, refusal: RegExp): Promise<void> {
+  const refused = await u.request('tools/call', { name: 'echo', arguments: { text: 'b' } }).catch((e: unknown) => e);
+  expect(refused).toBeInstanceOf(TransportError);
+  expect((refused as TransportError).notDelivered).toBe(true);
+  expect((refused as Error).message).toMatch(refusal);
+  expect(await u.whenReady(10_000)).toBe(true);
+  expect(u.era).toBe(MODERN);
+  expect(text(await u.request('tools/call', { name: 'echo', arguments: { text: 'c' } }))).toBe('v2:c');
+}
+
 describe('legacy: redeployed modern-only at the same URL, with no downtime', () => {
   it('a legacy request refused -32022 naming it (SDK v2, legacy: reject) fails as not run, the era is probed again, and calls go on in 2026-07-28', async () => {
     let modern = false;
     const sessions = new Map<string, StreamableHTTPServerTransport>();
-    const v2 = fetchAdapter(
-      createMcpHandler(
-        () => {
-          const s = new McpServer({ name: 'v2-http', version: '2.4.0' }, { capabilities: { tools: {} } });
-          s.registerTool('echo', { inputSchema: z.object({ text: z.string() }) }, async ({ text }) => ({ content: [{ type: 'text', text: `v2:${text}` }] }));
-          return s;
-        },
-        { legacy: 'reject' },
-      ).fetch,
-    );
+    const v2 = modernOnlyEcho();
     // The new deployment takes new requests; the old one keeps the connections it has (its GET stream).
     const { url } = await listen(async (req, res, body) => {
       if (modern) return v2(req, res, body);
@@ -931,13 +947,7 @@ describe('legacy: redeployed modern-only at the same URL, with no downtime', () 
     expect(u.era).toBe(LEGACY);
     expect(text(await u.request('tools/call', { name: 'echo', arguments: { text: 'a' } }))).toBe('v1:a');
     modern = true;
-    const refused = await u.request('tools/call', { name: 'echo', arguments: { text: 'b' } }).catch((e: unknown) => e);
-    expect(refused).toBeInstanceOf(TransportError);
-    expect((refused as TransportError).notDelivered).toBe(true);
-    expect((refused as Error).message).toMatch(/did not take the request as a 2025-11-25 one \(HTTP 400 -32022 Unsupported protocol version: 2025-11-25 \(it speaks 2026-07-28\)\), so it did not run/);
-    expect(await u.whenReady(10_000)).toBe(true);
-    expect(u.era).toBe(MODERN);
-    expect(text(await u.request('tools/call', { name: 'echo', arguments: { text: 'c' } }))).toBe('v2:c');
+    await refusedThenModern(u, /did not take the request as a 2025-11-25 one \(HTTP 400 -32022 Unsupported protocol version: 2025-11-25 \(it speaks 2026-07-28\)\), so it did not run/);
   });
 });
 
@@ -945,16 +955,7 @@ describe('legacy: redeployed modern-only behind something that answers its refus
   it('a -32022 inside a 2xx answer, naming the call, whose supported lacks the session version: the call fails as not run and the era is probed again (not relayed as the answer)', async () => {
     let modern = false;
     let legacyRuns = 0;
-    const v2 = fetchAdapter(
-      createMcpHandler(
-        () => {
-          const s = new McpServer({ name: 'v2-http', version: '2.4.0' }, { capabilities: { tools: {} } });
-          s.registerTool('echo', { inputSchema: z.object({ text: z.string() }) }, async ({ text }) => ({ content: [{ type: 'text', text: `v2:${text}` }] }));
-          return s;
-        },
-        { legacy: 'reject' },
-      ).fetch,
-    );
+    const v2 = modernOnlyEcho();
     const { url } = await listen((req, res, body) => {
       if (!modern) {
         if (body.includes('"tools/call"')) legacyRuns++;
@@ -972,13 +973,7 @@ describe('legacy: redeployed modern-only behind something that answers its refus
     expect(u.era).toBe(LEGACY);
     expect(text(await u.request('tools/call', { name: 'x', arguments: {} }))).toBe('raw ok');
     modern = true;
-    const refused = await u.request('tools/call', { name: 'echo', arguments: { text: 'b' } }).catch((e: unknown) => e);
-    expect(refused).toBeInstanceOf(TransportError);
-    expect((refused as TransportError).notDelivered).toBe(true);
-    expect((refused as Error).message).toMatch(/did not take the request as a 2025-06-18 one \(HTTP 200 -32022 Unsupported protocol version: 2025-06-18 \(it speaks 2026-07-28\)\), so it did not run/);
-    expect(await u.whenReady(10_000)).toBe(true);
-    expect(u.era).toBe(MODERN);
-    expect(text(await u.request('tools/call', { name: 'echo', arguments: { text: 'c' } }))).toBe('v2:c');
+    await refusedThenModern(u, /did not take the request as a 2025-06-18 one \(HTTP 200 -32022 Unsupported protocol version: 2025-06-18 \(it speaks 2026-07-28\)\), so it did not run/);
     expect(legacyRuns).toBe(1);
   });
 
