@@ -38,9 +38,7 @@ async function rigged(): Promise<{ hub: HubProcess; dir: string; calls: () => nu
   const statsFile = join(dir, 'stats.json');
   hub = await startHub({ plugins: { paths: ['./plugin.mjs'] }, servers: { r: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', TOOLS, STATS_FILE: statsFile }) } }, { dir });
   const h = hub;
-  await expect
-    .poll(async () => ((await (await fetch(new URL('/healthz', h.url))).json()) as { servers?: Json[] }).servers?.[0]?.state, { timeout: 20_000, interval: 50 })
-    .toBe('ready');
+  await serverReady(h);
   const calls = () => (existsSync(statsFile) ? ((JSON.parse(readFileSync(statsFile, 'utf8')) as Record<string, number>)['tools/call'] ?? 0) : 0);
   return { hub: h, dir, calls };
 }
@@ -70,17 +68,46 @@ async function heldAcrossReload(r: { hub: HubProcess; dir: string }, call: () =>
 
 const textOf = (res: unknown): string => String(((res as { content?: { text?: string }[] }).content ?? [])[0]?.text ?? JSON.stringify(res));
 
+/** Until /healthz (asked with `key` as the bearer, if given) says the hub's one server is ready. */
+async function serverReady(h: HubProcess, key?: string): Promise<void> {
+  const headers: Record<string, string> = key === undefined ? {} : { authorization: `Bearer ${key}` };
+  await expect
+    .poll(async () => ((await (await fetch(new URL('/healthz', h.url), { headers })).json()) as { servers?: Json[] }).servers?.[0]?.state, { timeout: 20_000, interval: 50 })
+    .toBe('ready');
+}
+
+/** The bearer header of `key`, for a client's transport (none without a key). */
+const bearer = (key?: string) => (key === undefined ? undefined : { requestInit: { headers: { authorization: `Bearer ${key}` } } });
+
+/** An SDK v1 client that declared form elicitation, connected, whose user answers `action`; `asked`: each question's message. */
+async function legacyAsked(name: string, h: HubProcess, action: 'accept' | 'decline', key?: string): Promise<{ c: ClientV1; asked: string[] }> {
+  const asked: string[] = [];
+  const c = new ClientV1({ name, version: '1' }, { capabilities: { elicitation: {} } });
+  c.setRequestHandler(ElicitRequestSchema, async (req) => {
+    asked.push(String(req.params.message));
+    return { action };
+  });
+  await c.connect(new TransportV1(new URL(h.url), bearer(key)));
+  return { c, asked };
+}
+
+/** An SDK v2 client that declared form elicitation, connected; its user accepts (with `content`, given the questions so far); `asked`: each question's message. */
+async function modernAsked(name: string, h: HubProcess, key?: string, content: (asked: string[]) => Record<string, string> = () => ({})): Promise<{ c: ClientV2; asked: string[] }> {
+  const asked: string[] = [];
+  const c = new ClientV2({ name, version: '1' }, { versionNegotiation: { mode: 'auto' }, capabilities: { elicitation: { form: {} } } });
+  c.setRequestHandler('elicitation/create', async (req) => {
+    asked.push(String(req.params.message));
+    return { action: 'accept', content: content(asked) };
+  });
+  await c.connect(new TransportV2(new URL(h.url), bearer(key)));
+  return { c, asked };
+}
+
 describe('a held tools/call that a policy.confirm reload now covers', () => {
   for (const action of ['accept', 'decline'] as const) {
     it(`asks a legacy (SDK v1) client's user first, and runs only on a yes (${action})`, async () => {
       const r = await rigged();
-      const asked: string[] = [];
-      const c = new ClientV1({ name: 'legacy-held', version: '1' }, { capabilities: { elicitation: {} } });
-      c.setRequestHandler(ElicitRequestSchema, async (req) => {
-        asked.push(String(req.params.message));
-        return { action };
-      });
-      await c.connect(new TransportV1(new URL(r.hub.url)));
+      const { c, asked } = await legacyAsked('legacy-held', r.hub, action);
       try {
         const before = r.calls();
         const res = await heldAcrossReload(r, () => c.callTool({ name: 'r__echo', arguments: { text: 'held' } }));
@@ -102,19 +129,13 @@ describe('a held tools/call that a policy.confirm reload now covers', () => {
 
   it("asks a modern (SDK v2) client's user by input_required, and runs the call once on the retry's yes", async () => {
     const r = await rigged();
-    let asked = 0;
-    const c = new ClientV2({ name: 'modern-held', version: '1' }, { versionNegotiation: { mode: 'auto' }, capabilities: { elicitation: { form: {} } } });
-    c.setRequestHandler('elicitation/create', async () => {
-      asked++;
-      return { action: 'accept', content: {} };
-    });
-    await c.connect(new TransportV2(new URL(r.hub.url)));
+    const { c, asked } = await modernAsked('modern-held', r.hub);
     try {
       const before = r.calls();
       // The retry's beforeCall holds it again: opened at once (the file stays).
       const res = await heldAcrossReload(r, () => c.callTool({ name: 'r__echo', arguments: { text: 'held' } }));
       expect((res as { isError?: boolean }).isError, JSON.stringify(res)).not.toBe(true);
-      expect(asked).toBe(1);
+      expect(asked).toHaveLength(1);
       expect(r.calls()).toBe(before + 1);
     } finally {
       await c.close().catch(() => undefined);
@@ -156,9 +177,7 @@ async function riggedOwnProcess(): Promise<{ hub: HubProcess; dir: string; hold:
   };
   hub = await startHub({ auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE) }] }, servers: { r } }, { dir });
   const h = hub;
-  await expect
-    .poll(async () => ((await (await fetch(new URL('/healthz', h.url), { headers: { authorization: `Bearer ${ALICE}` } })).json()) as { servers?: Json[] }).servers?.[0]?.state, { timeout: 20_000, interval: 50 })
-    .toBe('ready');
+  await serverReady(h, ALICE);
   const calls = () =>
     readdirSync(dir)
       .filter((f) => f.startsWith('stats-'))
@@ -166,25 +185,27 @@ async function riggedOwnProcess(): Promise<{ hub: HubProcess; dir: string; hold:
   return { hub: h, dir, hold, calls };
 }
 
+/**
+ * `call`, made while alice's own process is held from starting: past its confirmation check
+ * (none then), it waits for that process; then the reload adds `policy.confirm`, and the process starts.
+ */
+async function waitingAcrossReload<T>(r: { hub: HubProcess; dir: string; hold: string }, call: () => Promise<T>): Promise<T> {
+  writeFileSync(r.hold, '');
+  const answer = call();
+  await expect.poll(() => existsSync(join(r.dir, 'held')), { timeout: 10_000, interval: 20 }).toBe(true);
+  setSection(r.hub, 'policy', { confirm: ['r__echo'] });
+  await loggedTimes(r.hub, 'config reload: policy replaced', 1);
+  rmSync(r.hold);
+  return answer;
+}
+
 describe('a tools/call waiting for its principal\'s own process across a policy.confirm reload', () => {
   it("(its own process starting) asks a legacy (SDK v1) client's user before it is sent, and a no sends nothing", async () => {
     const r = await riggedOwnProcess();
-    const asked: string[] = [];
-    const c = new ClientV1({ name: 'legacy-own', version: '1' }, { capabilities: { elicitation: {} } });
-    c.setRequestHandler(ElicitRequestSchema, async (req) => {
-      asked.push(String(req.params.message));
-      return { action: 'decline' };
-    });
-    await c.connect(new TransportV1(new URL(r.hub.url), { requestInit: { headers: { authorization: `Bearer ${ALICE}` } } }));
+    const { c, asked } = await legacyAsked('legacy-own', r.hub, 'decline', ALICE);
     try {
-      writeFileSync(r.hold, '');
-      const answer = c.callTool({ name: 'r__echo', arguments: { text: 'x' } });
-      // Past its confirmation check (none then): it waits for alice's own process, held.
-      await expect.poll(() => existsSync(join(r.dir, 'held')), { timeout: 10_000, interval: 20 }).toBe(true);
-      setSection(r.hub, 'policy', { confirm: ['r__echo'] });
-      await loggedTimes(r.hub, 'config reload: policy replaced', 1);
-      rmSync(r.hold);
-      expect(textOf(await answer)).toBe('Tool r__echo was declined by the user.');
+      const answer = await waitingAcrossReload(r, () => c.callTool({ name: 'r__echo', arguments: { text: 'x' } }));
+      expect(textOf(answer)).toBe('Tool r__echo was declined by the user.');
       expect(asked).toHaveLength(1);
       expect(r.calls()).toBe(0);
       await expect.poll(() => rows(r.hub), { timeout: 10_000, interval: 50 }).toEqual([{ outcome: 'denied', message: 'Tool r__echo was declined by the user.' }]);
@@ -195,23 +216,11 @@ describe('a tools/call waiting for its principal\'s own process across a policy.
 
   it('(its own process starting) answers a modern (SDK v2) client input_required, and runs the call once on the yes', async () => {
     const r = await riggedOwnProcess();
-    let asked = 0;
-    const c = new ClientV2({ name: 'modern-own', version: '1' }, { versionNegotiation: { mode: 'auto' }, capabilities: { elicitation: { form: {} } } });
-    c.setRequestHandler('elicitation/create', async () => {
-      asked++;
-      return { action: 'accept', content: {} };
-    });
-    await c.connect(new TransportV2(new URL(r.hub.url), { requestInit: { headers: { authorization: `Bearer ${ALICE}` } } }));
+    const { c, asked } = await modernAsked('modern-own', r.hub, ALICE);
     try {
-      writeFileSync(r.hold, '');
-      const answer = c.callTool({ name: 'r__echo', arguments: { text: 'x' } });
-      await expect.poll(() => existsSync(join(r.dir, 'held')), { timeout: 10_000, interval: 20 }).toBe(true);
-      setSection(r.hub, 'policy', { confirm: ['r__echo'] });
-      await loggedTimes(r.hub, 'config reload: policy replaced', 1);
-      rmSync(r.hold);
-      const res = await answer;
+      const res = await waitingAcrossReload(r, () => c.callTool({ name: 'r__echo', arguments: { text: 'x' } }));
       expect((res as { isError?: boolean }).isError, JSON.stringify(res)).not.toBe(true);
-      expect(asked).toBe(1);
+      expect(asked).toHaveLength(1);
       expect(r.calls()).toBe(1);
       await expect.poll(() => rows(r.hub).map((x) => x.outcome), { timeout: 10_000, interval: 50 }).toEqual(['input_required', 'ok']);
     } finally {
@@ -231,9 +240,7 @@ describe('a tools/call held after its confirmation check that a policy.confirm r
   async function firstHolding(): Promise<{ h: HubProcess; first: ClientV1; a: Promise<unknown>; letGo: () => void }> {
     hub = await startHub({ servers: { t: nodeServer('test/fixtures/translation/modern-server.mjs') } });
     const h = hub;
-    await expect
-      .poll(async () => ((await (await fetch(new URL('/healthz', h.url))).json()) as { servers?: Json[] }).servers?.[0]?.state, { timeout: 20_000, interval: 50 })
-      .toBe('ready');
+    await serverReady(h);
     let letGo!: () => void;
     const released = new Promise<void>((r) => (letGo = r));
     let firstAsked = false;
@@ -258,13 +265,7 @@ describe('a tools/call held after its confirmation check that a policy.confirm r
 
   it('(waiting for an earlier call with its idempotency key, freed) asks its legacy client before it is sent', async () => {
     const { h, first, a, letGo } = await firstHolding();
-    const asked: string[] = [];
-    const second = new ClientV1({ name: 'legacy-second', version: '1' }, { capabilities: { elicitation: {} } });
-    second.setRequestHandler(ElicitRequestSchema, async (req) => {
-      asked.push(String(req.params.message));
-      return { action: 'decline' };
-    });
-    await second.connect(new TransportV1(new URL(h.url)));
+    const { c: second, asked } = await legacyAsked('legacy-second', h, 'decline');
     try {
       const b = second.callTool(call).then((v) => v, (err: Error) => ({ error: err.message }));
       await reloadWhileWaiting(h);
@@ -284,14 +285,8 @@ describe('a tools/call held after its confirmation check that a policy.confirm r
 
   it('(waiting for an earlier call with its idempotency key, freed) answers its modern client input_required, and the retry\'s yes runs it', async () => {
     const { h, first, a, letGo } = await firstHolding();
-    const asked: string[] = [];
-    const second = new ClientV2({ name: 'modern-second', version: '1' }, { versionNegotiation: { mode: 'auto' }, capabilities: { elicitation: { form: {} } } });
-    second.setRequestHandler('elicitation/create', async (req) => {
-      asked.push(String(req.params.message));
-      const content: Record<string, string> = asked.length === 1 ? {} : { name: 'Ann' };
-      return { action: 'accept', content };
-    });
-    await second.connect(new TransportV2(new URL(h.url)));
+    // The hub's confirmation (nothing to fill), then the upstream's question (a name).
+    const { c: second, asked } = await modernAsked('modern-second', h, undefined, (q): Record<string, string> => (q.length === 1 ? {} : { name: 'Ann' }));
     try {
       const b = second.callTool(call).then((v) => v, (err: Error) => ({ error: err.message }));
       await reloadWhileWaiting(h);
