@@ -17,11 +17,11 @@ import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import { sha256Hex } from '../helpers/auth.js';
+import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { loggedTimes, setSection } from '../helpers/config-edit.js';
 import { holdingPlugin } from '../helpers/hold-plugin.js';
 import { ROOT, nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import type { Json } from '../helpers/wire.js';
+import { waitForReady, type Json } from '../helpers/wire.js';
 import { tmp } from './catalog-helpers.js';
 
 const TOOLS = JSON.stringify([{ name: 'echo', inputSchema: { type: 'object' } }]);
@@ -38,7 +38,7 @@ async function rigged(): Promise<{ hub: HubProcess; dir: string; calls: () => nu
   const statsFile = join(dir, 'stats.json');
   hub = await startHub({ plugins: { paths: ['./plugin.mjs'] }, servers: { r: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', TOOLS, STATS_FILE: statsFile }) } }, { dir });
   const h = hub;
-  await serverReady(h);
+  await waitForReady(h.url, ['r']);
   const calls = () => (existsSync(statsFile) ? ((JSON.parse(readFileSync(statsFile, 'utf8')) as Record<string, number>)['tools/call'] ?? 0) : 0);
   return { hub: h, dir, calls };
 }
@@ -67,14 +67,6 @@ async function heldAcrossReload(r: { hub: HubProcess; dir: string }, call: () =>
 }
 
 const textOf = (res: unknown): string => String(((res as { content?: { text?: string }[] }).content ?? [])[0]?.text ?? JSON.stringify(res));
-
-/** Until /healthz (asked with `key` as the bearer, if given) says the hub's one server is ready. */
-async function serverReady(h: HubProcess, key?: string): Promise<void> {
-  const headers: Record<string, string> = key === undefined ? {} : { authorization: `Bearer ${key}` };
-  await expect
-    .poll(async () => ((await (await fetch(new URL('/healthz', h.url), { headers })).json()) as { servers?: Json[] }).servers?.[0]?.state, { timeout: 20_000, interval: 50 })
-    .toBe('ready');
-}
 
 /** The bearer header of `key`, for a client's transport (none without a key). */
 const bearer = (key?: string) => (key === undefined ? undefined : { requestInit: { headers: { authorization: `Bearer ${key}` } } });
@@ -177,7 +169,7 @@ async function riggedOwnProcess(): Promise<{ hub: HubProcess; dir: string; hold:
   };
   hub = await startHub({ auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE) }] }, servers: { r } }, { dir });
   const h = hub;
-  await serverReady(h, ALICE);
+  await waitForReadyWith(h.url, ['r'], ALICE);
   const calls = () =>
     readdirSync(dir)
       .filter((f) => f.startsWith('stats-'))
@@ -240,7 +232,7 @@ describe('a tools/call held after its confirmation check that a policy.confirm r
   async function firstHolding(): Promise<{ h: HubProcess; first: ClientV1; a: Promise<unknown>; letGo: () => void }> {
     hub = await startHub({ servers: { t: nodeServer('test/fixtures/translation/modern-server.mjs') } });
     const h = hub;
-    await serverReady(h);
+    await waitForReady(h.url, ['t']);
     let letGo!: () => void;
     const released = new Promise<void>((r) => (letGo = r));
     let firstAsked = false;

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { ISSUER, AUDIENCE, challengeParams, jwksServer, signingKey, token, type JwksServer } from '../helpers/auth.js';
+import { ISSUER, AUDIENCE, challengeParams, jwksServer, signingKey, token, type JwksServer, waitForReadyWith } from '../helpers/auth.js';
 import { holdingPlugin } from '../helpers/hold-plugin.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders, post, type Json } from '../helpers/wire.js';
@@ -55,9 +55,7 @@ describe('a held tools/call whose OAuth token stopped working', () => {
     const h = hub;
     const alice = await token(old, { sub: 'alice' });
     const bob = await token(kept, { sub: 'bob' });
-    await expect
-      .poll(async () => ((await (await fetch(new URL('/healthz', h.url), { headers: { authorization: `Bearer ${alice}` } })).json()) as { servers?: Json[] }).servers?.[0]?.state, { timeout: 20_000, interval: 50 })
-      .toBe('ready');
+    await waitForReadyWith(h.url, ['r'], alice);
 
     const client = new Client({ name: 'alice-held-token', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
     await client.connect(new StreamableHTTPClientTransport(new URL(h.url), { requestInit: { headers: { authorization: `Bearer ${alice}` } } }));
@@ -103,9 +101,7 @@ describe('a held tools/call whose OAuth token stopped working', () => {
     hub = await startHub({ auth: { oauth: { issuer: ISSUER, audience: AUDIENCE, jwksUri: jwks.url, jwksCooldownMs: 0 } }, plugins: { paths: ['./plugin.mjs'] }, servers: { r } }, { dir });
     const h = hub;
     const alice = await token(old, { sub: 'alice' });
-    await expect
-      .poll(async () => ((await (await fetch(new URL('/healthz', h.url), { headers: { authorization: `Bearer ${alice}` } })).json()) as { servers?: Json[] }).servers?.[0]?.state, { timeout: 20_000, interval: 50 })
-      .toBe('ready');
+    await waitForReadyWith(h.url, ['r'], alice);
     const pending = post(h.url, modernBody('held', 'tools/call', { name: 'r__echo', arguments: { text: 'held' } }), { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${alice}` });
     await holding(dir);
     jwks.setKeys([next]);

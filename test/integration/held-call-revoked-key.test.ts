@@ -17,7 +17,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { sha256Hex, signingKey, writeJwks, ISSUER, AUDIENCE } from '../helpers/auth.js';
+import { sha256Hex, signingKey, writeJwks, ISSUER, AUDIENCE, waitForReadyWith } from '../helpers/auth.js';
 import { runCli } from '../helpers/cli.js';
 import { loggedTimes, setSection } from '../helpers/config-edit.js';
 import { holdingPlugin } from '../helpers/hold-plugin.js';
@@ -46,9 +46,7 @@ async function rigged(server: Json = {}): Promise<{ hub: HubProcess; dir: string
   ];
   hub = await startHub({ auth: { apiKeys }, groups: { g: { servers: ['r'] }, h: { servers: ['r'] } }, plugins: { paths: ['./plugin.mjs'] }, servers: { r } }, { dir });
   const h = hub;
-  await expect
-    .poll(async () => ((await (await fetch(new URL('/healthz', h.url), { headers: { authorization: `Bearer ${ALICE}` } })).json()) as { servers?: Json[] }).servers?.[0]?.state, { timeout: 20_000, interval: 50 })
-    .toBe('ready');
+  await waitForReadyWith(h.url, ['r'], ALICE);
   const calls = () => (existsSync(statsFile) ? ((JSON.parse(readFileSync(statsFile, 'utf8')) as Record<string, number>)['tools/call'] ?? 0) : 0);
   return { hub: h, dir, calls };
 }
@@ -271,9 +269,7 @@ describe('a held tools/call whose API key a reload revoked', () => {
       { dir },
     );
     const h = hub;
-    await expect
-      .poll(async () => ((await (await fetch(new URL('/healthz', h.url), { headers: { authorization: `Bearer ${ALICE}` } })).json()) as { servers?: Json[] }).servers?.[0]?.state, { timeout: 20_000, interval: 50 })
-      .toBe('ready');
+    await waitForReadyWith(h.url, ['r'], ALICE);
     const pending = post(h.url, modernBody('shrunk', 'tools/call', { name: 'r__echo', arguments: { text: 'held' } }), { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${ALICE}` });
     await holding(dir);
     const config = JSON.parse(readFileSync(h.configFile, 'utf8')) as { auth: { apiKeys: { principal: string; scopes?: string[] }[] } };
@@ -307,9 +303,7 @@ describe('a held tools/call whose API key a reload revoked', () => {
       { dir },
     );
     const h = hub;
-    await expect
-      .poll(async () => ((await (await fetch(new URL('/healthz', h.url), { headers: { authorization: `Bearer ${ALICE}` } })).json()) as { servers?: Json[] }).servers?.[0]?.state, { timeout: 20_000, interval: 50 })
-      .toBe('ready');
+    await waitForReadyWith(h.url, ['r'], ALICE);
     const client = new ClientV1({ name: 'alice-legacy-scoped', version: '1.0.0' });
     await client.connect(new TransportV1(new URL(h.url), { requestInit: { headers: { authorization: `Bearer ${ALICE}` } } }));
     try {

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { sha256Hex } from '../helpers/auth.js';
+import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { runCli } from '../helpers/cli.js';
 import { loggedTimes, setSection } from '../helpers/config-edit.js';
 import { waitForReady } from '../helpers/wire.js';
@@ -60,9 +60,7 @@ describe('a legacy session whose API key a reload revokes under a request in fli
   it('answers the request -32001 saying the key was revoked, and records the call cancelled so', async () => {
     keyed = await startHub({ auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(KEY) }] }, servers: { s: nodeServer(SDK1) } });
     const h = keyed;
-    await expect
-      .poll(async () => ((await (await fetch(new URL('/healthz', h.url), { headers: { authorization: `Bearer ${KEY}` } })).json()) as { servers?: { state: string }[] }).servers?.[0]?.state, { timeout: 20_000, interval: 50 })
-      .toBe('ready');
+    await waitForReadyWith(h.url, ['s'], KEY);
     const client = new Client({ name: 'key-revoked', version: '1' });
     await client.connect(new StreamableHTTPClientTransport(new URL(h.url), { requestInit: { headers: { authorization: `Bearer ${KEY}` } } }));
     try {

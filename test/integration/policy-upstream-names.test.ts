@@ -5,7 +5,7 @@
  * the repo's mutable server, API keys over loopback HTTP on the raw wire.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { AUDIENCE, ISSUER, challengeParams, sha256Hex, signingKey, writeJwks } from '../helpers/auth.js';
+import { AUDIENCE, ISSUER, challengeParams, sha256Hex, signingKey, writeJwks, waitForReadyWith } from '../helpers/auth.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { META_CAPS, modernBody, modernHeaders, modernMeta, post, type Json } from '../helpers/wire.js';
 import { join } from 'node:path';
@@ -27,9 +27,7 @@ async function started(extra: Json): Promise<HubProcess> {
   const { oauth, ...rest } = extra as { oauth?: Json };
   hub = await startHub({ auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(KEY) }], ...(oauth ? { oauth: { issuer: ISSUER, audience: AUDIENCE, jwksFile: 'jwks.json', ...oauth } } : {}) }, servers: { r }, ...rest }, { dir });
   const h = hub;
-  await expect
-    .poll(async () => ((await (await fetch(new URL('/healthz', h.url), { headers: { authorization: `Bearer ${KEY}` } })).json()) as { servers?: Json[] }).servers?.[0]?.state, { timeout: 20_000, interval: 50 })
-    .toBe('ready');
+  await waitForReadyWith(h.url, ['r'], KEY);
   return h;
 }
 

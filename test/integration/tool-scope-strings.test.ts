@@ -8,10 +8,10 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AUDIENCE, ISSUER, challengeParams, signingKey, token, writeJwks } from '../helpers/auth.js';
+import { AUDIENCE, ISSUER, challengeParams, signingKey, token, writeJwks, waitForReadyWith } from '../helpers/auth.js';
 import { runCli } from '../helpers/cli.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { modernBody, modernHeaders, post, type Json } from '../helpers/wire.js';
+import { modernBody, modernHeaders, post } from '../helpers/wire.js';
 import { tmp } from './catalog-helpers.js';
 
 const TOOLS = JSON.stringify([{ name: 'echo', inputSchema: { type: 'object' } }]);
@@ -31,9 +31,7 @@ describe('a toolScopes string of several scopes', () => {
     hub = await startHub({ auth: { oauth: { issuer: ISSUER, audience: AUDIENCE, jwksFile: 'jwks.json', toolScopes: { 'r__*': 'files write' } } }, servers: { r } }, { dir });
     const h = hub;
     const both = await token(key, { scope: 'write files' });
-    await expect
-      .poll(async () => ((await (await fetch(new URL('/healthz', h.url), { headers: { authorization: `Bearer ${both}` } })).json()) as { servers?: Json[] }).servers?.[0]?.state, { timeout: 20_000, interval: 50 })
-      .toBe('ready');
+    await waitForReadyWith(h.url, ['r'], both);
     const call = (bearer: string) => post(h.url, modernBody(1, 'tools/call', { name: 'r__echo', arguments: {} }), { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${bearer}` });
     const ok = await call(both);
     expect(ok.status, ok.text).toBe(200);
