@@ -14,7 +14,7 @@ import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js
 import { firstText, modernPost, waitForReady, type Json } from '../helpers/wire.js';
 import { loggedTimes, setSection } from '../helpers/config-edit.js';
 import { tmp } from './catalog-helpers.js';
-import { holdingPlugin } from '../helpers/hold-plugin.js';
+import { heldNow, holdingPlugin } from '../helpers/hold-plugin.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
 const TOOLS = JSON.stringify(['echo', 'other'].map((name) => ({ name, inputSchema: { type: 'object' } })));
@@ -135,8 +135,7 @@ describe("a call held before it is sent while a reload changes its server's own 
     const r = await rigged(holdingPlugin);
     const calls = r.stats()['tools/call'] ?? 0;
     const denied = modernPost(r.hub.url, 'held', 'tools/call', { name: 'r__echo', arguments: { text: 'held' } });
-    await expect.poll(() => existsSync(join(r.dir, 'holding')), { timeout: 10_000, interval: 20 }).toBe(true);
-    rmSync(join(r.dir, 'holding'));
+    await heldNow(r.dir);
     const kept = modernPost(r.hub.url, 'kept', 'tools/call', { name: 'r__other', arguments: { text: 'held' } });
     await expect.poll(() => existsSync(join(r.dir, 'holding')), { timeout: 10_000, interval: 20 }).toBe(true);
     await setTools(r, { deny: ['echo'] });

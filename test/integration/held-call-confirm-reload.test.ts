@@ -19,7 +19,7 @@ import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextproto
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { loggedTimes, setSection } from '../helpers/config-edit.js';
-import { holdingPlugin } from '../helpers/hold-plugin.js';
+import { heldCallRig, heldNow } from '../helpers/hold-plugin.js';
 import { ROOT, nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { waitForReady, type Json } from '../helpers/wire.js';
 import { tmp } from './catalog-helpers.js';
@@ -34,12 +34,10 @@ afterEach(async () => {
 
 async function rigged(): Promise<{ hub: HubProcess; dir: string; calls: () => number }> {
   const dir = tmp();
-  writeFileSync(join(dir, 'plugin.mjs'), holdingPlugin(dir));
-  const statsFile = join(dir, 'stats.json');
-  hub = await startHub({ plugins: { paths: ['./plugin.mjs'] }, servers: { r: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', TOOLS, STATS_FILE: statsFile }) } }, { dir });
+  const { plugins, r, calls } = heldCallRig(dir);
+  hub = await startHub({ plugins, servers: { r } }, { dir });
   const h = hub;
   await waitForReady(h.url, ['r']);
-  const calls = () => (existsSync(statsFile) ? ((JSON.parse(readFileSync(statsFile, 'utf8')) as Record<string, number>)['tools/call'] ?? 0) : 0);
   return { hub: h, dir, calls };
 }
 
@@ -58,8 +56,7 @@ async function heldAcrossReload(r: { hub: HubProcess; dir: string }, call: () =>
     (v) => v,
     (err: Error) => ({ error: err.message }),
   );
-  await expect.poll(() => existsSync(join(r.dir, 'holding')), { timeout: 10_000, interval: 20 }).toBe(true);
-  rmSync(join(r.dir, 'holding'));
+  await heldNow(r.dir);
   setSection(r.hub, 'policy', { confirm: ['r__echo'] });
   await loggedTimes(r.hub, 'config reload: policy replaced', 1);
   writeFileSync(join(r.dir, 'open'), '');

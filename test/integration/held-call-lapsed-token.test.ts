@@ -7,18 +7,16 @@
  * built hub, a real JWKS served over loopback (jose), the repo's mutable server, SDK v2 and raw
  * HTTP clients.
  */
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { ISSUER, AUDIENCE, challengeParams, jwksServer, signingKey, token, type JwksServer, waitForReadyWith } from '../helpers/auth.js';
-import { holdingPlugin } from '../helpers/hold-plugin.js';
-import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { heldCallRig, heldNow } from '../helpers/hold-plugin.js';
+import { rowsOf } from '../helpers/audit-rows.js';
+import { startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders, post, type Json } from '../helpers/wire.js';
 import { tmp } from './catalog-helpers.js';
-
-const TOOLS = JSON.stringify([{ name: 'echo', inputSchema: { type: 'object' } }]);
 
 let hub: HubProcess | undefined;
 let jwks: JwksServer | undefined;
@@ -28,30 +26,13 @@ afterEach(async () => {
   hub = jwks = undefined;
 });
 
-function rowsOf(h: HubProcess, principal: string): Json[] {
-  const db = new Database(join(h.dir, 'ledger.db'), { readonly: true });
-  try {
-    return db.prepare('SELECT outcome, error_code AS code, error_message AS message FROM audit WHERE method = ? AND principal = ? ORDER BY id').all('tools/call', principal) as Json[];
-  } finally {
-    db.close();
-  }
-}
-
-async function holding(dir: string): Promise<void> {
-  await expect.poll(() => existsSync(join(dir, 'holding')), { timeout: 10_000, interval: 20 }).toBe(true);
-  rmSync(join(dir, 'holding'));
-}
-
 describe('a held tools/call whose OAuth token stopped working', () => {
   it('is not sent once its signing key left the key set, and is refused 401 invalid_token with its row; a token whose key stayed is sent', async () => {
     const [old, kept, next] = await Promise.all([signingKey('old'), signingKey('kept'), signingKey('next')]);
     jwks = await jwksServer([old, kept]);
     const dir = tmp();
-    writeFileSync(join(dir, 'plugin.mjs'), holdingPlugin(dir));
-    const statsFile = join(dir, 'stats.json');
-    const calls = () => (existsSync(statsFile) ? ((JSON.parse(readFileSync(statsFile, 'utf8')) as Record<string, number>)['tools/call'] ?? 0) : 0);
-    const r = nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', TOOLS, STATS_FILE: statsFile });
-    hub = await startHub({ auth: { oauth: { issuer: ISSUER, audience: AUDIENCE, jwksUri: jwks.url, jwksCooldownMs: 0 } }, plugins: { paths: ['./plugin.mjs'] }, servers: { r } }, { dir });
+    const { plugins, r, calls } = heldCallRig(dir);
+    hub = await startHub({ auth: { oauth: { issuer: ISSUER, audience: AUDIENCE, jwksUri: jwks.url, jwksCooldownMs: 0 } }, plugins, servers: { r } }, { dir });
     const h = hub;
     const alice = await token(old, { sub: 'alice' });
     const bob = await token(kept, { sub: 'bob' });
@@ -65,9 +46,9 @@ describe('a held tools/call whose OAuth token stopped working', () => {
         () => 'answered',
         (err: Error) => err.message,
       );
-      await holding(dir);
+      await heldNow(dir);
       const sent = post(h.url, modernBody('kept', 'tools/call', { name: 'r__echo', arguments: { text: 'held' } }), { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${bob}` });
-      await holding(dir);
+      await heldNow(dir);
       // The issuer rotates `old` out; a token of the new key has the hub fetch the set again.
       jwks.setKeys([kept, next]);
       const fetches = jwks.fetches;
@@ -96,14 +77,13 @@ describe('a held tools/call whose OAuth token stopped working', () => {
     const [old, next] = await Promise.all([signingKey('old'), signingKey('next')]);
     jwks = await jwksServer([old]);
     const dir = tmp();
-    writeFileSync(join(dir, 'plugin.mjs'), holdingPlugin(dir));
-    const r = nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', TOOLS });
-    hub = await startHub({ auth: { oauth: { issuer: ISSUER, audience: AUDIENCE, jwksUri: jwks.url, jwksCooldownMs: 0 } }, plugins: { paths: ['./plugin.mjs'] }, servers: { r } }, { dir });
+    const { plugins, r } = heldCallRig(dir);
+    hub = await startHub({ auth: { oauth: { issuer: ISSUER, audience: AUDIENCE, jwksUri: jwks.url, jwksCooldownMs: 0 } }, plugins, servers: { r } }, { dir });
     const h = hub;
     const alice = await token(old, { sub: 'alice' });
     await waitForReadyWith(h.url, ['r'], alice);
     const pending = post(h.url, modernBody('held', 'tools/call', { name: 'r__echo', arguments: { text: 'held' } }), { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${alice}` });
-    await holding(dir);
+    await heldNow(dir);
     jwks.setKeys([next]);
     expect((await post(h.url, modernBody('carol', 'tools/list'), { ...modernHeaders('tools/list'), authorization: `Bearer ${await token(next, { sub: 'carol' })}` })).status).toBe(200);
     writeFileSync(join(dir, 'open'), '');

@@ -9,10 +9,9 @@
  * needs is refused 403 insufficient_scope, as the edge refuses it now. Real built
  * hub and CLI, SDK v2 and v1 clients, the repo's mutable server.
  */
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
@@ -20,14 +19,14 @@ import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextproto
 import { sha256Hex, signingKey, writeJwks, ISSUER, AUDIENCE, waitForReadyWith } from '../helpers/auth.js';
 import { runCli } from '../helpers/cli.js';
 import { loggedTimes, setSection } from '../helpers/config-edit.js';
-import { holdingPlugin } from '../helpers/hold-plugin.js';
-import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { heldCallRig, heldNow } from '../helpers/hold-plugin.js';
+import { rowsOf } from '../helpers/audit-rows.js';
+import { startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders, post, type Json } from '../helpers/wire.js';
 import { tmp } from './catalog-helpers.js';
 
 const ALICE = 'sy_alice-heldcall-key-0123456789abcdefghijklmnopq';
 const BOB = 'sy_bob-heldcall-key-0123456789abcdefghijklmnopqrs';
-const TOOLS = JSON.stringify([{ name: 'echo', inputSchema: { type: 'object' } }]);
 
 let hub: HubProcess | undefined;
 afterEach(async () => {
@@ -37,34 +36,44 @@ afterEach(async () => {
 
 async function rigged(server: Json = {}): Promise<{ hub: HubProcess; dir: string; calls: () => number }> {
   const dir = tmp();
-  writeFileSync(join(dir, 'plugin.mjs'), holdingPlugin(dir));
-  const statsFile = join(dir, 'stats.json');
-  const r = { ...nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', TOOLS, STATS_FILE: statsFile }), ...server };
+  const rig = heldCallRig(dir);
+  const r = { ...rig.r, ...server };
   const apiKeys = [
     { principal: 'alice', sha256: sha256Hex(ALICE) },
     { principal: 'bob', sha256: sha256Hex(BOB) },
   ];
-  hub = await startHub({ auth: { apiKeys }, groups: { g: { servers: ['r'] }, h: { servers: ['r'] } }, plugins: { paths: ['./plugin.mjs'] }, servers: { r } }, { dir });
+  hub = await startHub({ auth: { apiKeys }, groups: { g: { servers: ['r'] }, h: { servers: ['r'] } }, plugins: rig.plugins, servers: { r } }, { dir });
   const h = hub;
   await waitForReadyWith(h.url, ['r'], ALICE);
-  const calls = () => (existsSync(statsFile) ? ((JSON.parse(readFileSync(statsFile, 'utf8')) as Record<string, number>)['tools/call'] ?? 0) : 0);
-  return { hub: h, dir, calls };
+  return { hub: h, dir, calls: rig.calls };
 }
 
-/** The tools/call rows of `principal`: outcome, code and message. */
-function rowsOf(h: HubProcess, principal: string): Json[] {
-  const db = new Database(join(h.dir, 'ledger.db'), { readonly: true });
-  try {
-    return db.prepare('SELECT outcome, error_code AS code, error_message AS message FROM audit WHERE method = ? AND principal = ? ORDER BY id').all('tools/call', principal) as Json[];
-  } finally {
-    db.close();
-  }
-}
-
-/** Waits until the plugin holds a call, and clears its sign for the next one. */
-async function holding(dir: string): Promise<void> {
-  await expect.poll(() => existsSync(join(dir, 'holding')), { timeout: 10_000, interval: 20 }).toBe(true);
-  rmSync(join(dir, 'holding'));
+/**
+ * A hub whose key ALICE holds the scope `echo` that r__echo needs (oauth.toolScopes), for a call
+ * the plugin holds; `scopesTaken` reloads it with that key's scopes gone and lets the call go.
+ */
+async function scopedRig(): Promise<{ h: HubProcess; dir: string; calls: () => number; scopesTaken: () => Promise<void> }> {
+  const dir = tmp();
+  const rig = heldCallRig(dir);
+  writeJwks(join(dir, 'jwks.json'), [await signingKey('k1')]);
+  hub = await startHub(
+    {
+      auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE), scopes: ['echo'] }], oauth: { issuer: ISSUER, audience: AUDIENCE, jwksFile: 'jwks.json', toolScopes: { '*__echo': 'echo' } } },
+      plugins: rig.plugins,
+      servers: { r: rig.r },
+    },
+    { dir },
+  );
+  const h = hub;
+  await waitForReadyWith(h.url, ['r'], ALICE);
+  const scopesTaken = async (): Promise<void> => {
+    const config = JSON.parse(readFileSync(h.configFile, 'utf8')) as { auth: { apiKeys: { principal: string; scopes?: string[] }[] } };
+    config.auth.apiKeys[0]!.scopes = [];
+    writeFileSync(h.configFile, JSON.stringify(config));
+    await loggedTimes(h, 'config reloaded', 1);
+    writeFileSync(join(dir, 'open'), '');
+  };
+  return { h, dir, calls: rig.calls, scopesTaken };
 }
 
 /**
@@ -86,15 +95,6 @@ function slowPost(mcpUrl: string, body: string, headers: Record<string, string>,
   });
 }
 
-/** The rows of `method` of `principal`: outcome, code and message. */
-function rowsOfMethod(h: HubProcess, method: string, principal: string): Json[] {
-  const db = new Database(join(h.dir, 'ledger.db'), { readonly: true });
-  try {
-    return db.prepare('SELECT outcome, error_code AS code, error_message AS message FROM audit WHERE method = ? AND principal = ? ORDER BY id').all(method, principal) as Json[];
-  } finally {
-    db.close();
-  }
-}
 
 describe('a held tools/call whose API key a reload revoked', () => {
   it('is not sent, and is refused 401 with its row; a kept key held across the same reload is sent', async () => {
@@ -107,9 +107,9 @@ describe('a held tools/call whose API key a reload revoked', () => {
         () => 'answered',
         (err: Error) => err.message,
       );
-      await holding(r.dir);
+      await heldNow(r.dir);
       const kept = post(r.hub.url, modernBody('kept', 'tools/call', { name: 'r__echo', arguments: { text: 'held' } }), { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${BOB}` });
-      await holding(r.dir);
+      await heldNow(r.dir);
       const removed = await runCli(['keys', 'remove', 'alice', '--config', r.hub.configFile]);
       expect(removed.code, removed.stderr).toBe(0);
       await loggedTimes(r.hub, 'config reloaded', 1);
@@ -159,7 +159,7 @@ describe('a held tools/call whose API key a reload revoked', () => {
     expect(reply.status, reply.text).toBe(401);
     expect(reply.text).toContain(message);
     expect(stats()).toBe(before);
-    await expect.poll(() => rowsOfMethod(r.hub, 'resources/read', 'alice'), { timeout: 10_000, interval: 50 }).toEqual([{ outcome: 'denied', code: 401, message }]);
+    await expect.poll(() => rowsOf(r.hub, 'alice', 'resources/read'), { timeout: 10_000, interval: 50 }).toEqual([{ outcome: 'denied', code: 401, message }]);
   });
 
   // Nor from the read cache, which another principal's read of the same connection filled.
@@ -184,7 +184,7 @@ describe('a held tools/call whose API key a reload revoked', () => {
     const before = r.calls();
     const g = r.hub.url.replace(/\/mcp$/, '/mcp/g');
     const pending = post(g, modernBody('narrowed', 'tools/call', { name: 'r__echo', arguments: { text: 'held' } }), { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${ALICE}` });
-    await holding(r.dir);
+    await heldNow(r.dir);
     const config = JSON.parse(readFileSync(r.hub.configFile, 'utf8')) as { auth: { apiKeys: { principal: string; groups?: string[] }[] } };
     config.auth.apiKeys.find((k) => k.principal === 'alice')!.groups = ['h'];
     writeFileSync(r.hub.configFile, JSON.stringify(config));
@@ -216,7 +216,7 @@ describe('a held tools/call whose API key a reload revoked', () => {
         () => 'answered',
         (err: Error & { code?: number }) => `${err.code} ${err.message}`,
       );
-      await holding(r.dir);
+      await heldNow(r.dir);
       await reload(r);
       writeFileSync(join(r.dir, 'open'), '');
       const outcome = await held;
@@ -255,34 +255,16 @@ describe('a held tools/call whose API key a reload revoked', () => {
   });
 
   it("whose scopes a reload took the tool's scope from is not sent, and is refused 403 insufficient_scope as the edge refuses that key now", async () => {
-    const dir = tmp();
-    writeFileSync(join(dir, 'plugin.mjs'), holdingPlugin(dir));
-    writeJwks(join(dir, 'jwks.json'), [await signingKey('k1')]);
-    const statsFile = join(dir, 'stats.json');
-    const r = nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', TOOLS, STATS_FILE: statsFile });
-    hub = await startHub(
-      {
-        auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE), scopes: ['echo'] }], oauth: { issuer: ISSUER, audience: AUDIENCE, jwksFile: 'jwks.json', toolScopes: { '*__echo': 'echo' } } },
-        plugins: { paths: ['./plugin.mjs'] },
-        servers: { r },
-      },
-      { dir },
-    );
-    const h = hub;
-    await waitForReadyWith(h.url, ['r'], ALICE);
+    const { h, dir, calls, scopesTaken } = await scopedRig();
     const pending = post(h.url, modernBody('shrunk', 'tools/call', { name: 'r__echo', arguments: { text: 'held' } }), { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${ALICE}` });
-    await holding(dir);
-    const config = JSON.parse(readFileSync(h.configFile, 'utf8')) as { auth: { apiKeys: { principal: string; scopes?: string[] }[] } };
-    config.auth.apiKeys[0]!.scopes = [];
-    writeFileSync(h.configFile, JSON.stringify(config));
-    await loggedTimes(h, 'config reloaded', 1);
-    writeFileSync(join(dir, 'open'), '');
+    await heldNow(dir);
+    await scopesTaken();
     const reply = await pending;
     const message = 'Forbidden: calling r__echo needs scope echo (the key lost it while the call was held; it was not sent)';
     expect(reply.status).toBe(403);
     expect(reply.body?.error).toEqual({ code: -32600, message });
     expect(reply.headers.get('www-authenticate')).toContain('insufficient_scope');
-    expect(existsSync(statsFile) ? ((JSON.parse(readFileSync(statsFile, 'utf8')) as Record<string, number>)['tools/call'] ?? 0) : 0).toBe(0);
+    expect(calls()).toBe(0);
     await expect.poll(() => rowsOf(h, 'alice'), { timeout: 10_000, interval: 50 }).toEqual([{ outcome: 'denied', code: 403, message }]);
     // A request with the key now is refused by the edge for the same scope.
     const now = await post(h.url, modernBody('after', 'tools/call', { name: 'r__echo', arguments: { text: 'x' } }), { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${ALICE}` });
@@ -290,20 +272,7 @@ describe('a held tools/call whose API key a reload revoked', () => {
   });
 
   it("of a legacy session whose key a reload left without the tool's scope is refused 403 insufficient_scope too, as the edge refuses it now", async () => {
-    const dir = tmp();
-    writeFileSync(join(dir, 'plugin.mjs'), holdingPlugin(dir));
-    writeJwks(join(dir, 'jwks.json'), [await signingKey('k1')]);
-    const r = nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', TOOLS });
-    hub = await startHub(
-      {
-        auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE), scopes: ['echo'] }], oauth: { issuer: ISSUER, audience: AUDIENCE, jwksFile: 'jwks.json', toolScopes: { '*__echo': 'echo' } } },
-        plugins: { paths: ['./plugin.mjs'] },
-        servers: { r },
-      },
-      { dir },
-    );
-    const h = hub;
-    await waitForReadyWith(h.url, ['r'], ALICE);
+    const { h, dir, scopesTaken } = await scopedRig();
     const client = new ClientV1({ name: 'alice-legacy-scoped', version: '1.0.0' });
     await client.connect(new TransportV1(new URL(h.url), { requestInit: { headers: { authorization: `Bearer ${ALICE}` } } }));
     try {
@@ -311,12 +280,8 @@ describe('a held tools/call whose API key a reload revoked', () => {
         () => 'answered',
         (err: Error & { code?: number }) => `${err.code} ${err.message}`,
       );
-      await holding(dir);
-      const config = JSON.parse(readFileSync(h.configFile, 'utf8')) as { auth: { apiKeys: { principal: string; scopes?: string[] }[] } };
-      config.auth.apiKeys[0]!.scopes = [];
-      writeFileSync(h.configFile, JSON.stringify(config));
-      await loggedTimes(h, 'config reloaded', 1);
-      writeFileSync(join(dir, 'open'), '');
+      await heldNow(dir);
+      await scopesTaken();
       const message = 'Forbidden: calling r__echo needs scope echo (the key lost it while the call was held; it was not sent)';
       const outcome = await held;
       // What the edge answers this key's request now, 403 with the challenge, not a 200 -32600.
