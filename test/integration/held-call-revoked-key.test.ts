@@ -48,6 +48,13 @@ async function rigged(server: Json = {}): Promise<{ hub: HubProcess; dir: string
   return { hub: h, dir, calls: rig.calls };
 }
 
+/** `switchyard keys remove alice` on the hub's config, and the reload it makes. */
+async function aliceRevoked(h: HubProcess): Promise<void> {
+  const removed = await runCli(['keys', 'remove', 'alice', '--config', h.configFile]);
+  expect(removed.code, removed.stderr).toBe(0);
+  await loggedTimes(h, 'config reloaded', 1);
+}
+
 /**
  * A hub whose key ALICE holds the scope `echo` that r__echo needs (oauth.toolScopes), for a call
  * the plugin holds; `scopesTaken` reloads it with that key's scopes gone and lets the call go.
@@ -110,9 +117,7 @@ describe('a held tools/call whose API key a reload revoked', () => {
       await heldNow(r.dir);
       const kept = post(r.hub.url, modernBody('kept', 'tools/call', { name: 'r__echo', arguments: { text: 'held' } }), { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${BOB}` });
       await heldNow(r.dir);
-      const removed = await runCli(['keys', 'remove', 'alice', '--config', r.hub.configFile]);
-      expect(removed.code, removed.stderr).toBe(0);
-      await loggedTimes(r.hub, 'config reloaded', 1);
+      await aliceRevoked(r.hub);
       writeFileSync(join(r.dir, 'open'), '');
       expect(await revoked).toMatch(/401|Unauthorized/);
       expect((await kept).status).toBe(200);
@@ -132,11 +137,7 @@ describe('a held tools/call whose API key a reload revoked', () => {
     const r = await rigged();
     const before = r.calls();
     const body = JSON.stringify(modernBody('slow', 'tools/call', { name: 'r__echo', arguments: { text: 'slow body' } }));
-    const reply = await slowPost(r.hub.url, body, { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${ALICE}` }, async () => {
-      const removed = await runCli(['keys', 'remove', 'alice', '--config', r.hub.configFile]);
-      expect(removed.code, removed.stderr).toBe(0);
-      await loggedTimes(r.hub, 'config reloaded', 1);
-    });
+    const reply = await slowPost(r.hub.url, body, { ...modernHeaders('tools/call', 'r__echo'), authorization: `Bearer ${ALICE}` }, () => aliceRevoked(r.hub));
     const message = 'Unauthorized: unknown API key (revoked while the call was held; it was not sent)';
     expect(reply.status, reply.text).toBe(401);
     expect(reply.text).toContain(message);
@@ -150,11 +151,7 @@ describe('a held tools/call whose API key a reload revoked', () => {
     const stats = (): number => (JSON.parse(readFileSync(join(r.dir, 'stats.json'), 'utf8')) as Record<string, number>)['resources/read'] ?? 0;
     const before = existsSync(join(r.dir, 'stats.json')) ? stats() : 0;
     const body = JSON.stringify(modernBody('slow-read', 'resources/read', { uri: 'mut://doc' }));
-    const reply = await slowPost(r.hub.url, body, { ...modernHeaders('resources/read', 'mut://doc'), authorization: `Bearer ${ALICE}` }, async () => {
-      const removed = await runCli(['keys', 'remove', 'alice', '--config', r.hub.configFile]);
-      expect(removed.code, removed.stderr).toBe(0);
-      await loggedTimes(r.hub, 'config reloaded', 1);
-    });
+    const reply = await slowPost(r.hub.url, body, { ...modernHeaders('resources/read', 'mut://doc'), authorization: `Bearer ${ALICE}` }, () => aliceRevoked(r.hub));
     const message = 'Unauthorized: unknown API key (revoked while the call was held; it was not sent)';
     expect(reply.status, reply.text).toBe(401);
     expect(reply.text).toContain(message);
@@ -168,11 +165,7 @@ describe('a held tools/call whose API key a reload revoked', () => {
     const read = (id: string, key: string) => post(r.hub.url, modernBody(id, 'resources/read', { uri: 'mut://doc' }), { ...modernHeaders('resources/read', 'mut://doc'), authorization: `Bearer ${key}` });
     expect((await read('bob-fills', BOB)).status).toBe(200);
     const body = JSON.stringify(modernBody('slow-cached', 'resources/read', { uri: 'mut://doc' }));
-    const reply = await slowPost(r.hub.url, body, { ...modernHeaders('resources/read', 'mut://doc'), authorization: `Bearer ${ALICE}` }, async () => {
-      const removed = await runCli(['keys', 'remove', 'alice', '--config', r.hub.configFile]);
-      expect(removed.code, removed.stderr).toBe(0);
-      await loggedTimes(r.hub, 'config reloaded', 1);
-    });
+    const reply = await slowPost(r.hub.url, body, { ...modernHeaders('resources/read', 'mut://doc'), authorization: `Bearer ${ALICE}` }, () => aliceRevoked(r.hub));
     expect(reply.status, reply.text).toBe(401);
     expect(reply.text).not.toContain('first version');
     // Bob's key stays: his next read is still a hit.
@@ -233,11 +226,7 @@ describe('a held tools/call whose API key a reload revoked', () => {
     await legacySessionEndedWhileHeld(
       'alice-legacy-held',
       '/mcp',
-      async (r) => {
-        const removed = await runCli(['keys', 'remove', 'alice', '--config', r.hub.configFile]);
-        expect(removed.code, removed.stderr).toBe(0);
-        await loggedTimes(r.hub, 'config reloaded', 1);
-      },
+      (r) => aliceRevoked(r.hub),
       'the client session ended while the request was in flight: the API key that opened it was revoked',
     );
   });
