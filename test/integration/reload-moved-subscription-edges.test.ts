@@ -54,6 +54,24 @@ const HIDER = `export default ({ options }) => ({
 });
 `;
 
+/**
+ * A hub of the legacy fixture under `servers` (each serves DOC), DOC's watchers on it, and
+ * `hide`: the reload of the HIDER plugin hiding DOC (at `server` only, if given).
+ */
+async function hiderRig(servers: string[]): Promise<{ h: HubProcess; s: Awaited<ReturnType<typeof resourceWatchers>>; hide: (server?: string) => Promise<void> }> {
+  const d = scratch();
+  writeFileSync(join(d, 'hider.mjs'), HIDER);
+  const server = nodeServer(MUTABLE, [], { ERA: 'legacy' });
+  const h = (hub = await startHub({ servers: Object.fromEntries(servers.map((id) => [id, server])) }));
+  await waitForReady(h.url, servers);
+  const s = await resourceWatchers(h.url, DOC, closing);
+  const hide = async (server?: string): Promise<void> => {
+    setSection(h, 'plugins', { paths: [{ path: join(d, 'hider.mjs'), options: server === undefined ? { hide: [DOC] } : { hide: [DOC], server } }] });
+    await loggedTimes(h, 'config reload: plugins replaced', 1);
+  };
+  return { h, s, hide };
+}
+
 describe('subscriptions carried across a reload: the edges', () => {
   it('a subscribe (legacy) and a listen (modern) on their way to a server a reload removes (only removes) are made again where their URIs are now', async () => {
     const d = scratch();
@@ -179,39 +197,27 @@ describe('subscriptions carried across a reload: the edges', () => {
   }, 60_000);
 
   it('a plugin reload hiding the URI at its server, another serving it: moved there; shown again: moved back', async () => {
-    const d = scratch();
-    writeFileSync(join(d, 'hider.mjs'), HIDER);
-    const server = nodeServer(MUTABLE, [], { ERA: 'legacy' });
-    hub = await startHub({ servers: { a: server, b: server } });
-    await waitForReady(hub.url, ['a', 'b']);
-    const s = await resourceWatchers(hub.url, DOC, closing);
+    const { h, s, hide } = await hiderRig(['a', 'b']);
     expect(await touched(s.legacy, 'a__touch')).toBe('told 1');
     await expect.poll(s.heard, { timeout: 5000, interval: 20 }).toEqual([1, 1]);
-    setSection(hub, 'plugins', { paths: [{ path: join(d, 'hider.mjs'), options: { hide: [DOC], server: 'a' } }] });
-    await loggedTimes(hub, 'config reload: plugins replaced', 1);
+    await hide('a');
     await expect.poll(s.heard, { timeout: 10_000, interval: 20 }).toEqual([2, 2]);
     expect(await touched(s.legacy, 'b__touch')).toBe('told 1');
     await expect.poll(s.heard, { timeout: 5000, interval: 20 }).toEqual([3, 3]);
     await expect.poll(() => touched(s.legacy, 'a__touch'), { timeout: 5000, interval: 50 }).toBe('told 0');
     // Shown again at `a`, listed first: its owner again.
-    setSection(hub, 'plugins', undefined);
-    await loggedTimes(hub, 'config reload: plugins replaced', 2);
+    setSection(h, 'plugins', undefined);
+    await loggedTimes(h, 'config reload: plugins replaced', 2);
     await expect.poll(s.heard, { timeout: 10_000, interval: 20 }).toEqual([4, 4]);
     expect(await touched(s.legacy, 'a__touch')).toBe('told 1');
     await expect.poll(s.heard, { timeout: 5000, interval: 20 }).toEqual([5, 5]);
   }, 60_000);
 
   it('unsubscribed after a move (its old server still configured): let go where it is now, and no more updates reach the client', async () => {
-    const d = scratch();
-    writeFileSync(join(d, 'hider.mjs'), HIDER);
-    const server = nodeServer(MUTABLE, [], { ERA: 'legacy' });
-    hub = await startHub({ servers: { a: server, b: server } });
-    await waitForReady(hub.url, ['a', 'b']);
-    const s = await resourceWatchers(hub.url, DOC, closing);
-    setSection(hub, 'plugins', { paths: [{ path: join(d, 'hider.mjs'), options: { hide: [DOC], server: 'a' } }] });
-    await loggedTimes(hub, 'config reload: plugins replaced', 1);
+    const { h, s, hide } = await hiderRig(['a', 'b']);
+    await hide('a');
     await expect.poll(s.heard, { timeout: 10_000, interval: 20 }).toEqual([1, 1]);
-    await loggedTimes(hub, MOVED, 1);
+    await loggedTimes(h, MOVED, 1);
     expect(await s.legacy.unsubscribeResource({ uri: DOC })).toEqual({});
     // `b` still holds it for the listen stream: its update reaches that one only.
     expect(await touched(s.legacy, 'b__touch')).toBe('told 1');
@@ -239,13 +245,8 @@ describe('subscriptions carried across a reload: the edges', () => {
   }, 60_000);
 
   it('a plugin reload hiding the URI everywhere: a listen stream told it was watched ends, gracefully; let go upstream', async () => {
-    const d = scratch();
-    writeFileSync(join(d, 'hider.mjs'), HIDER);
-    hub = await startHub({ servers: { a: nodeServer(MUTABLE, [], { ERA: 'legacy' }) } });
-    await waitForReady(hub.url, ['a']);
-    const s = await resourceWatchers(hub.url, DOC, closing);
-    setSection(hub, 'plugins', { paths: [{ path: join(d, 'hider.mjs'), options: { hide: [DOC] } }] });
-    await loggedTimes(hub, 'config reload: plugins replaced', 1);
+    const { s, hide } = await hiderRig(['a']);
+    await hide();
     expect(await Promise.race([s.sub.closed, new Promise((r) => setTimeout(() => r('still open'), 10_000))])).toBe('graceful');
     // The legacy session cannot be told; nothing holds the URI upstream any more.
     await expect.poll(() => touched(s.legacy, 'a__touch'), { timeout: 5000, interval: 50 }).toBe('told 0');
