@@ -41,6 +41,25 @@ async function cli(args: string[], opts: { signal?: AbortSignal; onOut?: (s: str
   return { out, err, code };
 }
 
+/**
+ * Runs `args` (a command that prints 1,200 rows), and as its first write comes changes the
+ * newest row (r1199) to tools/call in `raw`: a row read after the output began shows so. The
+ * command ends well and wrote less than all its rows the first time.
+ */
+async function writesAsItReads(raw: Database.Database, args: string[]): Promise<Run> {
+  let first = '';
+  const r = await cli(args, {
+    onOut: (all) => {
+      if (first) return;
+      first = all;
+      raw.prepare(`UPDATE audit SET method = 'tools/call' WHERE request_id = 'r1199'`).run();
+    },
+  });
+  expect(r.code, r.err).toBe(0);
+  expect(first.trimEnd().split('\n').length, 'the first write').toBeLessThan(1200);
+  return r;
+}
+
 /** 2 servers × 3 rows over the last 3 hours, plus one in flight. */
 async function seeded(): Promise<Ledger> {
   t = tempDir();
@@ -609,17 +628,8 @@ describe('switchyard ledger CLI', () => {
     })();
     for (const json of [false, true]) {
       raw.prepare(`UPDATE audit SET method = 'tools/list' WHERE request_id = 'r1199'`).run();
-      let first = '';
       // While the first write waits, the newest row changes: read after the output began, it shows so.
-      const r = await cli(['ledger', 'query', '--limit', '1200', '--db', t.db, ...(json ? ['--json'] : [])], {
-        onOut: (all) => {
-          if (first) return;
-          first = all;
-          raw.prepare(`UPDATE audit SET method = 'tools/call' WHERE request_id = 'r1199'`).run();
-        },
-      });
-      expect(r.code, r.err).toBe(0);
-      expect(first.trimEnd().split('\n').length, 'the first write').toBeLessThan(1200);
+      const r = await writesAsItReads(raw, ['ledger', 'query', '--limit', '1200', '--db', t.db, ...(json ? ['--json'] : [])]);
       const reader = new LedgerReader(new Database(t.db, { readonly: true }));
       const rows = reader.query({ limit: 1200 }).reverse();
       reader.close();
@@ -676,16 +686,7 @@ describe('switchyard ledger CLI', () => {
     l.sync();
     l.close();
     const raw = new Database(t.db);
-    let first = '';
-    const r = await cli(['ledger', 'tail', '-n', '1200', '--db', t.db], {
-      onOut: (all) => {
-        if (first) return;
-        first = all;
-        raw.prepare(`UPDATE audit SET method = 'tools/call' WHERE request_id = 'r1199'`).run();
-      },
-    });
-    expect(r.code, r.err).toBe(0);
-    expect(first.trimEnd().split('\n').length, 'the first write').toBeLessThan(1200);
+    const r = await writesAsItReads(raw, ['ledger', 'tail', '-n', '1200', '--db', t.db]);
     const reader = new LedgerReader(new Database(t.db, { readonly: true }));
     const rows = [...reader.rowsOf(reader.lastFinishedIds({}, 1200).ids, 'seq')].flat();
     reader.close();
