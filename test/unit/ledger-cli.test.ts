@@ -41,6 +41,18 @@ async function cli(args: string[], opts: { signal?: AbortSignal; onOut?: (s: str
   return { out, err, code };
 }
 
+/** A new ledger (in `t`) of `n` tools/list rows in flight, r0 oldest, put in by hand; the connection that put them in. */
+function inFlightRows(n: number): Database.Database {
+  t = tempDir();
+  Ledger.open({ path: t.db }).close();
+  const raw = new Database(t.db);
+  const ins = raw.prepare(`INSERT INTO audit (ts, request_id, principal, client_era, method, outcome) VALUES (?, ?, 'alice', '2026-07-28', 'tools/list', 'in_flight')`);
+  raw.transaction(() => {
+    for (let i = 0; i < n; i++) ins.run(NOW - n + i, `r${i}`);
+  })();
+  return raw;
+}
+
 /**
  * Runs `args` (a command that prints 1,200 rows), and as its first write comes changes the
  * newest row (r1199) to tools/call in `raw`: a row read after the output began shows so. The
@@ -596,13 +608,7 @@ describe('switchyard ledger CLI', () => {
   });
 
   it('query --json writes its lines a chunk at a time, each waited for', async () => {
-    t = tempDir();
-    Ledger.open({ path: t.db }).close();
-    const raw = new Database(t.db);
-    const ins = raw.prepare(`INSERT INTO audit (ts, request_id, principal, client_era, method, outcome) VALUES (?, ?, 'alice', '2026-07-28', 'tools/list', 'in_flight')`);
-    raw.transaction(() => {
-      for (let i = 0; i < 1200; i++) ins.run(NOW - 1200 + i, `r${i}`);
-    })();
+    const raw = inFlightRows(1200);
     raw.close();
     let writes = 0;
     let release!: () => void;
@@ -619,13 +625,7 @@ describe('switchyard ledger CLI', () => {
   });
 
   it('query writes its rows as it reads them, a page at a time, table or JSON, the table as table() would', async () => {
-    t = tempDir();
-    Ledger.open({ path: t.db }).close();
-    const raw = new Database(t.db);
-    const ins = raw.prepare(`INSERT INTO audit (ts, request_id, principal, client_era, method, outcome) VALUES (?, ?, 'alice', '2026-07-28', 'tools/list', 'in_flight')`);
-    raw.transaction(() => {
-      for (let i = 0; i < 1200; i++) ins.run(NOW - 1200 + i, `r${i}`);
-    })();
+    const raw = inFlightRows(1200);
     for (const json of [false, true]) {
       raw.prepare(`UPDATE audit SET method = 'tools/list' WHERE request_id = 'r1199'`).run();
       // While the first write waits, the newest row changes: read after the output began, it shows so.
