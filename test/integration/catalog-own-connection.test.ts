@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 import { startHub, type HubProcess } from '../helpers/hub-process.js';
+import { perUserHub, stopPerUserHub } from './per-user-hub.js';
 import { heardSoFar, modernBody, modernHeaders, post, type Json, type RpcMessage } from '../helpers/wire.js';
 
 /** The pool's size (src/auth/upstream-pool.ts): one more principal's connection evicts the oldest. */
@@ -22,20 +23,12 @@ describe("a principal's own legacy connection closed: its list is fetched and ch
   let up: HttpFixture;
   let hub: HubProcess;
   beforeAll(async () => {
-    up = await startHttpFixture('test/fixtures/catalog/legacy-per-user-http.mjs');
     // alice has upstream credentials of her own; the others, authenticated clients of a legacy
     // server, get connections of their own too.
     const apiKeys = Array.from({ length: POOL_MAX + 1 }, (_, i) => ({ principal: i === 0 ? 'alice' : `p${i}`, sha256: sha256Hex(keyOf(i)) }));
-    hub = await startHub({
-      auth: { apiKeys },
-      servers: { u: { url: up.url, credentials: { alice: { headers: { authorization: 'Bearer alice-upstream' } } } } },
-    });
-    await waitForReadyWith(hub.url, ['u'], ALICE_KEY);
+    ({ up, hub } = await perUserHub({ apiKeys }, ALICE_KEY, { fixture: 'test/fixtures/catalog/legacy-per-user-http.mjs' }));
   }, 60_000);
-  afterAll(async () => {
-    await hub?.stop();
-    await up?.stop();
-  });
+  afterAll(() => stopPerUserHub(hub, up));
 
   const as = async (key: string, method: string, params: Json = {}, name?: string): Promise<RpcMessage> => {
     const r = await post(hub.url, modernBody(1, method, params), { ...modernHeaders(method, name), authorization: `Bearer ${key}` });

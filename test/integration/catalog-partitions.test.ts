@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 import { execFile } from 'node:child_process';
+import { perUserHub, stopPerUserHub } from './per-user-hub.js';
 import { BIN, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { firstText, heardSoFar, modernBody, modernHeaders, post, type Json } from '../helpers/wire.js';
 
@@ -195,17 +196,9 @@ describe("a principal's connection answered from the shared public list", () => 
   let up: HttpFixture;
   let hub: HubProcess;
   beforeAll(async () => {
-    up = await startHttpFixture('test/fixtures/catalog/per-user-http.mjs', { PUBLIC: '1' });
-    hub = await startHub({
-      auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE_KEY) }, { principal: 'carol', sha256: sha256Hex(CAROL_KEY) }] },
-      servers: { u: { url: up.url, credentials: { alice: { headers: { authorization: 'Bearer alice-upstream' } } } } },
-    });
-    await waitForReadyWith(hub.url, ['u'], ALICE_KEY);
+    ({ up, hub } = await perUserHub({ apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE_KEY) }, { principal: 'carol', sha256: sha256Hex(CAROL_KEY) }] }, ALICE_KEY, { env: { PUBLIC: '1' } }));
   }, 60_000);
-  afterAll(async () => {
-    await hub?.stop();
-    await up?.stop();
-  });
+  afterAll(() => stopPerUserHub(hub, up));
 
   const as = (key: string, id: number, method: string, params: Json = {}, name?: string, more: Record<string, string> = {}) =>
     post(hub.url, modernBody(id, method, params), { ...modernHeaders(method, name), authorization: `Bearer ${key}`, ...more });

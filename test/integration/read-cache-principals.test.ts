@@ -7,9 +7,10 @@
  * their credentials, modern clients over loopback HTTP.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
-import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
-import { startHub, type HubProcess } from '../helpers/hub-process.js';
+import { sha256Hex } from '../helpers/auth.js';
+import type { HttpFixture } from '../helpers/http-fixture.js';
+import type { HubProcess } from '../helpers/hub-process.js';
+import { perUserHub, stopPerUserHub } from './per-user-hub.js';
 import { modernBody, modernHeaders, post, type Json, type RpcMessage } from '../helpers/wire.js';
 
 const ALICE_KEY = 'sy_read-cache-alice-000000000000000000000000';
@@ -19,19 +20,11 @@ let up: HttpFixture;
 let hub: HubProcess;
 
 beforeAll(async () => {
-  // Its shared documents are read by users alone: the shared account's read is not found.
-  up = await startHttpFixture('test/fixtures/catalog/per-user-http.mjs', { SHARED_DOCS: '1' });
-  hub = await startHub({
-    auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE_KEY) }, { principal: 'bob', sha256: sha256Hex(BOB_KEY) }] },
-    // alice reads with an account of her own; bob with the hub's (the shared one).
-    servers: { u: { url: up.url, credentials: { alice: { headers: { authorization: 'Bearer alice-upstream' } } } } },
-  });
-  await waitForReadyWith(hub.url, ['u'], ALICE_KEY);
+  // Its shared documents are read by users alone: the shared account's read is not found. alice
+  // reads with an account of her own; bob with the hub's (the shared one).
+  ({ up, hub } = await perUserHub({ apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE_KEY) }, { principal: 'bob', sha256: sha256Hex(BOB_KEY) }] }, ALICE_KEY, { env: { SHARED_DOCS: '1' } }));
 }, 60_000);
-afterAll(async () => {
-  await hub?.stop();
-  await up?.stop();
-});
+afterAll(() => stopPerUserHub(hub, up));
 
 const read = async (key: string, uri: string): Promise<RpcMessage> => {
   const r = await post(hub.url, modernBody(1, 'resources/read', { uri }), { ...modernHeaders('resources/read', uri), authorization: `Bearer ${key}` });

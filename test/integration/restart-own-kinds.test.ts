@@ -11,9 +11,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { PromptListChangedNotificationSchema, ResourceListChangedNotificationSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
-import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
-import { startHub, type HubProcess } from '../helpers/hub-process.js';
+import { sha256Hex } from '../helpers/auth.js';
+import type { HttpFixture } from '../helpers/http-fixture.js';
+import type { HubProcess } from '../helpers/hub-process.js';
+import { perUserHub, stopPerUserHub } from './per-user-hub.js';
 import { streamWatchingFetch } from '../helpers/wire.js';
 
 const KEYS = {
@@ -26,23 +27,14 @@ let up: HttpFixture;
 let hub: HubProcess;
 
 beforeAll(async () => {
-  up = await startHttpFixture('test/fixtures/catalog/per-user-http.mjs');
-  hub = await startHub({
-    auth: {
-      apiKeys: [
-        { principal: 'alice', sha256: sha256Hex(KEYS.alice) },
-        { principal: 'bob', sha256: sha256Hex(KEYS.bob) },
-        { principal: 'ops', sha256: sha256Hex(KEYS.ops), scopes: ['switchyard:admin'] },
-      ],
-    },
-    servers: { u: { url: up.url, credentials: { alice: { headers: { authorization: 'Bearer alice-upstream' } } } } },
-  });
-  await waitForReadyWith(hub.url, ['u'], KEYS.alice);
+  const apiKeys = [
+    { principal: 'alice', sha256: sha256Hex(KEYS.alice) },
+    { principal: 'bob', sha256: sha256Hex(KEYS.bob) },
+    { principal: 'ops', sha256: sha256Hex(KEYS.ops), scopes: ['switchyard:admin'] },
+  ];
+  ({ up, hub } = await perUserHub({ apiKeys }, KEYS.alice));
 }, 60_000);
-afterAll(async () => {
-  await hub?.stop();
-  await up?.stop();
-});
+afterAll(() => stopPerUserHub(hub, up));
 
 type Told = { tools: number; prompts: number; resources: number };
 

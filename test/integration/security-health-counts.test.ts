@@ -6,9 +6,10 @@
  * with API keys, the modern HTTP fixture whose lists depend on the caller's credential.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
-import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
-import { startHub, type HubProcess } from '../helpers/hub-process.js';
+import { sha256Hex } from '../helpers/auth.js';
+import type { HttpFixture } from '../helpers/http-fixture.js';
+import type { HubProcess } from '../helpers/hub-process.js';
+import { perUserHub, stopPerUserHub } from './per-user-hub.js';
 import { modernBody, modernHeaders, post, type Json } from '../helpers/wire.js';
 
 const ALICE_KEY = 'sy_health-counts-alice-0000000000000000000000';
@@ -18,19 +19,14 @@ let up: HttpFixture;
 let hub: HubProcess;
 
 beforeAll(async () => {
-  up = await startHttpFixture('test/fixtures/catalog/per-user-http.mjs');
-  hub = await startHub({
-    auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE_KEY) }, { principal: 'bob', sha256: sha256Hex(BOB_KEY), groups: ['g'] }] },
-    groups: { g: { servers: ['u'] } },
-    // alice lists with an account of her own; bob with the hub's (the shared one).
-    servers: { u: { url: up.url, credentials: { alice: { headers: { authorization: 'Bearer alice-upstream' } } } } },
-  });
-  await waitForReadyWith(hub.url, ['u'], ALICE_KEY);
+  // alice lists with an account of her own; bob with the hub's (the shared one).
+  ({ up, hub } = await perUserHub(
+    { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE_KEY) }, { principal: 'bob', sha256: sha256Hex(BOB_KEY), groups: ['g'] }] },
+    ALICE_KEY,
+    { config: { groups: { g: { servers: ['u'] } } } },
+  ));
 }, 60_000);
-afterAll(async () => {
-  await hub?.stop();
-  await up?.stop();
-});
+afterAll(() => stopPerUserHub(hub, up));
 
 const list = async (url: string, key: string): Promise<string[]> => {
   const r = await post(url, modernBody(1, 'tools/list'), { ...modernHeaders('tools/list'), authorization: `Bearer ${key}` });

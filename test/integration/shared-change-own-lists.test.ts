@@ -12,9 +12,10 @@ import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
-import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
-import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
-import { startHub, type HubProcess } from '../helpers/hub-process.js';
+import { sha256Hex } from '../helpers/auth.js';
+import type { HttpFixture } from '../helpers/http-fixture.js';
+import type { HubProcess } from '../helpers/hub-process.js';
+import { perUserHub, stopPerUserHub } from './per-user-hub.js';
 import { streamWatchingFetch } from '../helpers/wire.js';
 
 const ALICE_KEY = 'sy_shared-change-alice-000000000000000000';
@@ -24,17 +25,9 @@ let up: HttpFixture;
 let hub: HubProcess;
 
 beforeAll(async () => {
-  up = await startHttpFixture('test/fixtures/catalog/per-user-http.mjs');
-  hub = await startHub({
-    auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE_KEY) }, { principal: 'bob', sha256: sha256Hex(BOB_KEY) }] },
-    servers: { u: { url: up.url, credentials: { alice: { headers: { authorization: 'Bearer alice-upstream' } } } } },
-  });
-  await waitForReadyWith(hub.url, ['u'], ALICE_KEY);
+  ({ up, hub } = await perUserHub({ apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE_KEY) }, { principal: 'bob', sha256: sha256Hex(BOB_KEY) }] }, ALICE_KEY));
 }, 60_000);
-afterAll(async () => {
-  await hub?.stop();
-  await up?.stop();
-});
+afterAll(() => stopPerUserHub(hub, up));
 
 interface Watcher {
   v1: ClientV1;
