@@ -65,9 +65,11 @@ export function refusedMembers(members: readonly unknown[], batchBytes: number):
   for (const m of members) {
     if (m === null || typeof m !== 'object' || Array.isArray(m)) continue;
     const o = m as { id?: unknown; method?: unknown; params?: unknown };
-    if (typeof o.method !== 'string' || (typeof o.id !== 'string' && typeof o.id !== 'number')) continue;
+    // An id of no allowed type (1.5, or 2^53 + 1, which JSON.parse reads as 2^53) makes no request,
+    // as alone (classify): a row under it would name an id the client never sent.
+    if (typeof o.method !== 'string' || (typeof o.id !== 'string' && !Number.isSafeInteger(o.id))) continue;
     const params = o.params !== null && typeof o.params === 'object' && !Array.isArray(o.params) ? (o.params as Params) : undefined;
-    rows.push({ id: o.id, method: o.method, params, requestBytes: memberBytes(m, batchBytes) });
+    rows.push({ id: o.id as Id, method: o.method, params, requestBytes: memberBytes(m, batchBytes) });
   }
   return rows;
 }
