@@ -7,7 +7,7 @@ import { HEADER_MISMATCH, INVALID_PARAMS, RpcError, UNSUPPORTED_PROTOCOL_VERSION
 import type { Request } from '../protocol/jsonrpc.js';
 import { META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION } from '../protocol/meta.js';
 import { capabilitiesProblem, implementationProblem } from '../protocol/client-capabilities.js';
-import { decodeHeaderValue } from '../protocol/header-value.js';
+import { decodeHeaderValue, plainHeaderValue } from '../protocol/header-value.js';
 import { shownName, shownVersion } from '../protocol/shown-value.js';
 import { methodTable } from '../protocol/method-table.js';
 import { LOG_LEVELS, type LoggingLevel } from '../protocol/types.js';
@@ -88,7 +88,11 @@ export function checkModernHeaders(method: string, params: Params | undefined, e
   if (typeof version !== 'string' || !(MODERN_VERSIONS as readonly string[]).includes(version)) return unsupportedVersion(version);
   if (ex.transport === 'http') {
     const hm = ex.header('mcp-method');
-    if (hm !== req.method && !(notification && hm === undefined))
+    // A method no header can carry as it is (the spec gives Mcp-Method no sentinel) has nothing
+    // for one to repeat, as a name that is no string: it is answered as its method decides (no
+    // MCP method is such: -32601, 404), not told to fix a header it could not write (`connect`
+    // failed to send one, and answered -32603 'hub not reachable'). Checked on a mismatch only.
+    if (hm !== req.method && !(notification && hm === undefined) && plainHeaderValue(req.method))
       return { status: 400, error: new RpcError(HEADER_MISMATCH, hm === undefined ? 'missing Mcp-Method header' : `Mcp-Method header ${shownName(hm)} does not match method ${shownName(req.method)}`) };
     const field = NAMED[req.method];
     if (field) {
@@ -100,7 +104,10 @@ export function checkModernHeaders(method: string, params: Params | undefined, e
       // absent, there is nothing for a header to repeat, and the request is malformed in its
       // params (-32602, where the method checks them; the SDK v2 server compares only a string),
       // not in its headers (-32020, which told the client to fix a header it could not write).
-      if (got !== expected && typeof expected === 'string')
+      // So too a string with a lone surrogate: it has no UTF-8, so no sentinel can carry it
+      // (`switchyard connect` mirrored one as U+FFFD, and its stdio client was told of a header it
+      // never sent). Checked on a mismatch only: the usual request pays nothing for it.
+      if (got !== expected && typeof expected === 'string' && expected.isWellFormed())
         return { status: 400, error: new RpcError(HEADER_MISMATCH, raw === undefined ? 'missing Mcp-Name header' : `Mcp-Name header does not match params.${field}`) };
     }
   }

@@ -37,3 +37,8 @@ export function decodeHeaderValue(raw: string): string | null {
 export function firstHeaderValue(v: string | readonly string[] | undefined): string | undefined {
   return Array.isArray(v) ? v[0] : (v as string | undefined);
 }
+
+/** Whether `v` can be a header's value as it is: visible ASCII, spaces and tabs inside, none at its ends (HTTP drops them). */
+export function plainHeaderValue(v: string): boolean {
+  return /^[\x21-\x7e](?:[\t\x20-\x7e]*[\x21-\x7e])?$/.test(v);
+}

@@ -11,7 +11,7 @@
 import { redactLogText, type Logger } from '../log.js';
 import { LEGACY } from '../protocol/era.js';
 import { INTERNAL_ERROR, INVALID_REQUEST, NOT_INITIALIZED, PARSE_ERROR, RpcError } from '../protocol/errors.js';
-import { encodeHeaderValue, firstHeaderValue } from '../protocol/header-value.js';
+import { encodeHeaderValue, firstHeaderValue, plainHeaderValue } from '../protocol/header-value.js';
 import { batchOf, classify, errorResponse, parseFrame, resultResponse, type Classified, type Id } from '../protocol/jsonrpc.js';
 import { DRAIN_MS_HEADER, KEYS_KEPT_HEADER, MAX_BODY_HEADER, META_CLIENT_CAPABILITIES, META_IDEMPOTENCY_KEY, META_PROTOCOL_VERSION } from '../protocol/meta.js';
 import { ParamHeaderIndex } from '../upstream/param-headers.js';
@@ -363,7 +363,10 @@ export class HttpBridge {
   }
 
   private modernHeaders(c: Classified & { kind: 'request' | 'notification' }, version: string): Record<string, string> {
-    const h: Record<string, string> = { 'mcp-protocol-version': version, 'mcp-method': c.msg.method };
+    // A method no header can carry (plainHeaderValue) goes without one: the hub answers it -32601
+    // as `stdio` does, where the header made the POST fail and the client was told the hub was
+    // not reachable.
+    const h: Record<string, string> = plainHeaderValue(c.msg.method) ? { 'mcp-protocol-version': version, 'mcp-method': c.msg.method } : { 'mcp-protocol-version': version };
     const field = NAME_FIELD[c.msg.method];
     const v = field ? c.msg.params?.[field] : undefined;
     if (typeof v === 'string') h['mcp-name'] = encodeHeaderValue(v);

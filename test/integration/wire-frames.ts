@@ -60,6 +60,8 @@ export interface Frame {
   rows: number;
   /** A string id whose row must be found exactly once. */
   rowId?: string;
+  /** What else its answer must be (null: it is). */
+  check?: (m: Msg) => string | null;
 }
 
 export const envelope = (): Obj => ({ [PV]: MODERN, [CAPS]: {}, [INFO]: { name: 'wire-fuzz', version: '1' } });
@@ -140,7 +142,7 @@ export function frames(era: Era): fc.Arbitrary<FrameOf> {
         headers = eraHeaders(era, String(read.method));
         owed = typeof read.method === 'string' ? { status: notFoundStatus(era), code: -32601, id: rid as string } : { status: 400, code: -32600, id: rid as string };
       } else owed = { status: 200, ok: true, id: rid as string };
-      return { kind: `duplicate ${key}`, era, text, headers, owed, rows: ROW, rowId: typeof rid === 'string' ? rid : undefined };
+      return { kind: `duplicate ${key}`, era, text, headers, owed, rows: ROW, rowId: rid === `dup-${uid}` ? rid : undefined };
     }),
     // Deep nesting in a call's arguments: within the bound (1,000 levels of params) it is served;
     // past it, -32602 with the id (a status the eras leave open: the hub says 400, a malformed request).
@@ -179,6 +181,43 @@ export function frames(era: Era): fc.Arbitrary<FrameOf> {
       const params: Obj = method === 'logging/setLevel' ? { level: 'info' } : method.startsWith('resources/') ? { uri: 'x://y' } : method === 'subscriptions/listen' ? { notifications: { toolsListChanged: true } } : {};
       return { kind: `other era ${method}`, era, text: JSON.stringify(request(era, rid, method, params)), headers: eraHeaders(era, method), owed: { status: notFoundStatus(era), code: -32601, id: rid }, rows: ROW, rowId: rid };
     }),
+    // A string id up to tens of thousands of characters: echoed whole (its row keeps its start).
+    fc.tuple(fc.integer({ min: 1_000, max: 40_000 }), oddText).map(([len, s]) => (uid) => {
+      const rid = `${uid}:${s}${'i'.repeat(len)}`;
+      return { kind: 'long id', era, text: JSON.stringify(request(era, rid, 'tools/list')), headers: eraHeaders(era, 'tools/list'), owed: { status: 200, ok: true, id: rid }, rows: ROW };
+    }),
+    // A tool or prompt name of odd code units: unknown, -32602 in-band, in either era. Over HTTP
+    // a modern client mirrors it in Mcp-Name as the sentinel of its UTF-8, which a lone surrogate
+    // has none of: there is no header to fix, and the name is still unknown.
+    fc.tuple(oddText, fc.constantFrom('tools/call', 'prompts/get')).map(([s, method]) => (uid) => {
+      const rid = `uname-${uid}`;
+      const name = `${s}\u0000${uid}`;
+      return { kind: 'unicode name', era, text: JSON.stringify(request(era, rid, method, { name, arguments: {} })), headers: eraHeaders(era, method, name), owed: { status: 200, code: -32602, id: rid }, rows: ROW, rowId: rid };
+    }),
+    // A method name of odd code units: -32601 under its id. Over modern HTTP no Mcp-Method can
+    // carry one that is not visible ASCII (the spec gives it no sentinel): whatever the header
+    // says, or none, the method is unknown.
+    fc.tuple(oddText, fc.constantFrom('none', 'sentinel', 'ascii part')).map(([s, header]) => (uid) => {
+      const rid = `umethod-${uid}`;
+      const method = `x/${s}${uid}`;
+      const plain = /^[\x21-\x7e](?:[\t\x20-\x7e]*[\x21-\x7e])?$/.test(method);
+      const headers = eraHeaders(era, plain ? method : header === 'none' ? DELETE : header === 'sentinel' ? sentinel(method) : method.replace(/[^\x21-\x7e]/g, ''));
+      return { kind: 'unicode method', era, text: JSON.stringify(request(era, rid, method)), headers, owed: { status: notFoundStatus(era), code: -32601, id: rid }, rows: ROW, rowId: rid };
+    }),
+    // Arguments and a foreign `_meta` key of odd code units reach the upstream as they were sent.
+    fc.tuple(oddText, oddText, fc.constantFrom(...ECHO_TOOLS)).map(([a, v, tool]) => (uid) => {
+      const rid = `fwd-${uid}`;
+      const check = (m: Msg): string | null => {
+        const result = m.result as { structuredContent?: { args?: Obj; meta?: Obj }; content?: { text?: string }[] } | undefined;
+        // A 2025-03-26 client gets no structuredContent (README, older legacy revisions): the tool's text holds its arguments.
+        if (era === 'batches') return (JSON.parse(result?.content?.[0]?.text ?? '{}') as Obj).s === a ? null : `the text came back as ${JSON.stringify(result?.content)}, sent ${JSON.stringify(a)}`;
+        const sc = result?.structuredContent;
+        if (sc?.args?.s !== a) return `arguments.s came back as ${JSON.stringify(sc?.args?.s)}, sent ${JSON.stringify(a)}`;
+        if (sc.meta?.['com.example/odd'] !== v) return `_meta came back as ${JSON.stringify(sc.meta?.['com.example/odd'])}, sent ${JSON.stringify(v)}`;
+        return null;
+      };
+      return { kind: 'unicode forwarded', era, text: JSON.stringify(request(era, rid, 'tools/call', { name: tool, arguments: { s: a }, _meta: { 'com.example/odd': v } })), headers: eraHeaders(era, 'tools/call', tool), owed: { status: 200, ok: true, id: rid }, rows: ROW, rowId: rid, check };
+    }),
   ];
   // A response a client sends: answers no question of the hub's. A modern client sends none (400,
   // -32600, no row: it is no request); a legacy one's is taken (202) and changes nothing; over stdio
@@ -210,8 +249,42 @@ export function headerFrames(era: Era): fc.Arbitrary<FrameOf> {
       return { kind: 'media types', era, text: JSON.stringify(request(era, rid, 'tools/list')), headers, owed, httpOnly: true, rows: ROW };
     }),
   ];
+  if (era !== 'modern') {
+    // The session and version headers of a legacy request: an unknown session is 404 -32001 (as
+    // SDK 1.x), none 400, a version the hub does not speak 400 (digest §6.2), a modern version
+    // with no `_meta` claim a modern request without its keys (-32602, 400); each under its id.
+    kinds.push(
+      fc.tuple(fc.constantFrom('unknown session', 'no session', 'bad version', 'modern version'), fc.stringMatching(/^[\x21-\x7e]{1,40}$/), fc.constantFrom('2024-01-01', 'x', '2025-11-25x', '1.0')).map(([how, sid, v]) => (uid) => {
+        const rid = `sess-${uid}`;
+        const headers = { ...eraHeaders(era, 'tools/list') };
+        let owed: Owed;
+        if (how === 'unknown session') {
+          headers['mcp-session-id'] = `x${sid}`;
+          owed = { status: 404, code: -32001, id: rid };
+        } else if (how === 'no session') {
+          headers['mcp-session-id'] = DELETE;
+          owed = { status: 400, code: -32600, id: rid };
+        } else if (how === 'bad version') {
+          headers['mcp-protocol-version'] = v;
+          owed = { status: 400, code: -32600, id: rid };
+        } else {
+          headers['mcp-protocol-version'] = MODERN;
+          owed = { status: 400, code: -32602, id: rid };
+        }
+        return { kind: `legacy ${how}`, era, text: JSON.stringify(request(era, rid, 'tools/list')), headers, owed, httpOnly: true, rows: ROW, rowId: rid };
+      }),
+    );
+  }
   if (era === 'modern') {
     const tool = fc.constantFrom(...ECHO_TOOLS);
+    kinds.push(
+      // A notification whose headers say otherwise than its body: -32020, without an id, and no row (no request).
+      fc.tuple(fc.constantFrom('notifications/cancelled', 'notifications/x'), fc.constantFrom('method', 'version')).map(([method, what]) => () => {
+        const headers = { ...eraHeaders(era, method), ...(what === 'method' ? { 'mcp-method': 'tools/list' } : { 'mcp-protocol-version': '2099-01-01' }) };
+        const text = JSON.stringify({ jsonrpc: '2.0', method, params: { ...(method === 'notifications/cancelled' ? { requestId: 'never-sent' } : {}), _meta: envelope() } });
+        return { kind: `notification ${what} mismatch`, era, text, headers, owed: { status: 400, code: -32020 }, httpOnly: true, rows: 0 };
+      }),
+    );
     kinds.push(
       // Mcp-Method that is not the body's method: -32020.
       fc.tuple(fc.constantFrom('tools/list', 'tools/call'), fc.oneof(fc.constantFrom('Tools/List', 'tools/list ', 'tools/call', 'tools/list,tools/list', 'prompts/list', '=?base64?dG9vbHMvbGlzdA==?='), fc.stringMatching(/^[\x21-\x7e]{1,20}$/))).filter(([m, h]) => m !== h.trim()).map(([method, hm]) => (uid) => {

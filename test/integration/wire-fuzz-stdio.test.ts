@@ -141,6 +141,20 @@ describe.each(['stdio', 'connect'] as const)('frames of both eras over switchyar
     if (edge?.daemon) expect(await edge.daemon.stop()).toBe(0);
   });
 
+  it('a modern request whose method or name no header can carry is answered as its method decides: -32601, -32602', async () => {
+    const c = edge.lines;
+    const from = c.msgs.length;
+    // connect mirrors the method in Mcp-Method and the name in Mcp-Name: it sent no request for
+    // the first (-32603, 'the hub … is not reachable'), and the hub said a header it made from the
+    // second did not match.
+    c.send(JSON.stringify(request('modern', 'plain-method', 'x/caf\u00e9')));
+    c.send(JSON.stringify(request('modern', 'plain-method-2', ' tools/list')));
+    c.send(JSON.stringify(request('modern', 'plain-name', 'tools/call', { name: 'qm__echo\ud800', arguments: {} })));
+    expect((await c.answer(from, 'plain-method')).error?.code).toBe(-32601);
+    expect((await c.answer(from, 'plain-method-2')).error?.code).toBe(-32601);
+    expect((await c.answer(from, 'plain-name')).error?.code).toBe(-32602);
+  });
+
   it('each gets its era’s code and id (or nothing), stdout is JSON-RPC only, one ledger row per request', async () => {
     const c = edge.lines;
     const from0 = c.msgs.length;
@@ -180,6 +194,7 @@ describe.each(['stdio', 'connect'] as const)('frames of both eras over switchyar
           seen = 0;
         }
         expect(answerProblem({ ...owed, status: undefined }, m), `${where} → ${JSON.stringify(m).slice(0, 300)}`).toBeNull();
+        if (f.check) expect(f.check(m), where).toBeNull();
       }),
       { numRuns: RUNS, seed: SEED, endOnFailure: true },
     );
