@@ -142,11 +142,15 @@ export function paramHeaderProblem(inputSchema: unknown, args: unknown, header: 
     // argument is the schema check's to refuse (as the SDK v2 server has it), not the header's.
     if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') continue;
     const raw = header(d.header);
-    const name = d.name;
-    if (raw === undefined) return `missing ${name} header for arguments.${d.path.join('.')}`;
-    const text = decodeHeaderValue(raw);
-    if (text === null) return `${name} header has an invalid Base64 value`;
-    if (!matches(d, value, text)) return `${name} header does not match arguments.${d.path.join('.')}`;
+    const text = raw === undefined ? undefined : decodeHeaderValue(raw);
+    if (typeof text === 'string' && matches(d, value, text)) continue;
+    // Nor has a string with a lone surrogate (no UTF-8, so no sentinel carries it): `switchyard
+    // connect` mirrored one as U+FFFD and its stdio client was refused for a header it never sent,
+    // where `stdio` runs the call. Looked at on a mismatch only, as Mcp-Name's (modern-envelope.ts).
+    if (typeof value === 'string' && !value.isWellFormed()) continue;
+    if (raw === undefined) return `missing ${d.name} header for arguments.${d.path.join('.')}`;
+    if (text === null) return `${d.name} header has an invalid Base64 value`;
+    return `${d.name} header does not match arguments.${d.path.join('.')}`;
   }
   return null;
 }

@@ -23,7 +23,15 @@ const SEED = Number(process.env.FUZZ_SEED ?? 70_2026);
 const config = (dir: string): Record<string, unknown> => ({
   ledger: { path: join(dir, 'ledger.db') },
   listen: { maxBodyBytes: MAX_BODY },
-  servers: { ql: nodeServer('test/fixtures/quirks/legacy-32601.mjs'), qm: nodeServer('test/fixtures/quirks/modern.mjs') },
+  servers: {
+    ql: nodeServer('test/fixtures/quirks/legacy-32601.mjs'),
+    qm: nodeServer('test/fixtures/quirks/modern.mjs'),
+    // A tool whose argument an HTTP client mirrors in Mcp-Param-Text (x-mcp-header).
+    hdr: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], {
+      ERA: 'modern',
+      TOOLS: JSON.stringify([{ name: 'echo', description: 'Echo', inputSchema: { type: 'object', properties: { text: { type: 'string', 'x-mcp-header': 'Text' } } } }]),
+    }),
+  },
 });
 
 /** A process spoken to in lines: everything it wrote to stdout, and waits for what it writes next. */
@@ -153,6 +161,20 @@ describe.each(['stdio', 'connect'] as const)('frames of both eras over switchyar
     expect((await c.answer(from, 'plain-method')).error?.code).toBe(-32601);
     expect((await c.answer(from, 'plain-method-2')).error?.code).toBe(-32601);
     expect((await c.answer(from, 'plain-name')).error?.code).toBe(-32602);
+  });
+
+  it('a call whose x-mcp-header argument has a lone surrogate runs, as over stdio (no header can mirror it, so none is held to it)', async () => {
+    const c = edge.lines;
+    const from = c.msgs.length;
+    // connect learns the tool's annotation from a list, then mirrors the argument as U+FFFD's sentinel.
+    c.send(JSON.stringify(request('modern', 'hdr-list', 'tools/list')));
+    await c.answer(from, 'hdr-list');
+    for (const era of ['modern', 'legacy'] as const) {
+      c.send(JSON.stringify(request(era, `hdr-${era}`, 'tools/call', { name: 'hdr__echo', arguments: { text: 'a\ud800b' } })));
+      const m = await c.answer(from, `hdr-${era}`);
+      expect(m.error, era).toBeUndefined();
+      expect(JSON.stringify(m.result), era).toContain('a\\ud800b');
+    }
   });
 
   it('each gets its era’s code and id (or nothing), stdout is JSON-RPC only, one ledger row per request', async () => {
