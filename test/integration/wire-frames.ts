@@ -62,6 +62,8 @@ export interface Frame {
   rowId?: string;
   /** What else its answer must be (null: it is). */
   check?: (m: Msg) => string | null;
+  /** What else its row (found by rowId) must say. */
+  rowCheck?: (r: { clientName: string | null; clientVersion: string | null; method: string }) => string | null;
 }
 
 export const envelope = (): Obj => ({ [PV]: MODERN, [CAPS]: {}, [INFO]: { name: 'wire-fuzz', version: '1' } });
@@ -219,6 +221,21 @@ export function frames(era: Era): fc.Arbitrary<FrameOf> {
       return { kind: 'unicode forwarded', era, text: JSON.stringify(request(era, rid, 'tools/call', { name: tool, arguments: { s: a }, _meta: { 'com.example/odd': v } })), headers: eraHeaders(era, 'tools/call', tool), owed: { status: 200, ok: true, id: rid }, rows: ROW, rowId: rid, check };
     }),
   ];
+  if (era === 'modern') {
+    // A clientInfo of odd code units: served, and its row names the client as it named itself
+    // (the database keeps text as UTF-8: a lone surrogate there is U+FFFD; only the request id is
+    // kept in its JSON form, README's ledger section).
+    kinds.push(
+      fc.tuple(oddText, oddText).map(([name, version]) => (uid) => {
+        const rid = `info-${uid}`;
+        const clientName = `${name}${uid}`;
+        const text = JSON.stringify(request(era, rid, 'tools/list', { _meta: { [INFO]: { name: clientName, version } } }));
+        const rowCheck = (r: { clientName: string | null; clientVersion: string | null }): string | null =>
+          r.clientName === clientName.toWellFormed() && r.clientVersion === version.toWellFormed() ? null : `row names ${JSON.stringify([r.clientName, r.clientVersion])}, sent ${JSON.stringify([clientName, version])}`;
+        return { kind: 'client info', era, text, headers: eraHeaders(era, 'tools/list'), owed: { status: 200, ok: true, id: rid }, rows: ROW, rowId: rid, rowCheck };
+      }),
+    );
+  }
   // A response a client sends: answers no question of the hub's. A modern client sends none (400,
   // -32600, no row: it is no request); a legacy one's is taken (202) and changes nothing; over stdio
   // nothing answers it (JSON-RPC never answers a response).
@@ -250,6 +267,18 @@ export function headerFrames(era: Era): fc.Arbitrary<FrameOf> {
     }),
   ];
   if (era !== 'modern') {
+    // A notification or a response on a session the hub does not know: 404 -32001, no id, no row (no request).
+    kinds.push(
+      fc.constantFrom({ jsonrpc: '2.0', method: 'notifications/x' }, { jsonrpc: '2.0', id: 'r', result: {} }, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'never-sent' } }).map((o) => () => ({
+        kind: 'no request, unknown session',
+        era,
+        text: JSON.stringify(o),
+        headers: { ...eraHeaders(era, undefined), 'mcp-session-id': 'no-such-session' },
+        owed: { status: 404, code: -32001 },
+        httpOnly: true,
+        rows: 0,
+      })),
+    );
     // The session and version headers of a legacy request: an unknown session is 404 -32001 (as
     // SDK 1.x), none 400, a version the hub does not speak 400 (digest §6.2), a modern version
     // with no `_meta` claim a modern request without its keys (-32602, 400); each under its id.

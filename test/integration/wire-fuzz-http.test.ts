@@ -140,6 +140,7 @@ describe('frames of both eras over HTTP', () => {
     let n = 0;
     let rows = 0;
     const rowIds: string[] = [];
+    const rowChecks: [string, NonNullable<Frame['rowCheck']>][] = [];
     const seen = new Set<string>();
     const kinds: string[] = [];
     const eras = ['modern', 'legacy', 'batches'] as const;
@@ -151,6 +152,7 @@ describe('frames of both eras over HTTP', () => {
         rows += f.rows;
         for (let i = 0; i < f.rows; i++) kinds.push(`${f.era} ${f.kind} ${f.owed.status} ${f.owed.code}`);
         if (f.rowId !== undefined) rowIds.push(f.rowId);
+        if (f.rowId !== undefined && f.rowCheck) rowChecks.push([f.rowId, f.rowCheck]);
         const where = `${f.kind} (${f.era}): ${f.text.slice(0, 300)} ${JSON.stringify(f.headers)}`;
         // The fast path reads a POST with a Content-Length; one with a chunked body goes to
         // node:http (transport/http1/head.ts): every frame is owed the same answer on both.
@@ -184,6 +186,7 @@ describe('frames of both eras over HTTP', () => {
     for (const r of after) if (r.requestIdType === 'string') byId.set(String(r.requestId), (byId.get(String(r.requestId)) ?? 0) + 1);
     const wrong = rowIds.filter((id) => byId.get(id) !== 1).map((id) => [id, byId.get(id) ?? 0]);
     expect(wrong).toEqual([]);
+    expect(rowChecks.map(([id, check]) => check(after.find((r) => r.requestId === id)!)).filter((p) => p !== null)).toEqual([]);
     // On a miscount, the rows by method and outcome beside the frames by kind say which kind it was.
     const tally = (xs: string[]): string => JSON.stringify(Object.entries(xs.reduce<Record<string, number>>((a, x) => ((a[x] = (a[x] ?? 0) + 1), a), {})).sort());
     expect(after.length - before, `rows ${tally(after.slice(before).map((r) => `${r.method} ${r.errorCode} ${r.outcome}`))}\nframes ${tally(kinds)}`).toBe(rows + 1);

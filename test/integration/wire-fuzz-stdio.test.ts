@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { waitForState } from './faults-helpers.js';
 import { exportRows, type Row } from './ledger-helpers.js';
-import { answerProblem, batchFrames, frames, isFinal, LEGACY, MAX_BODY, request, wellFormed, type FrameOf, type Msg, type Owed } from './wire-frames.js';
+import { answerProblem, batchFrames, frames, isFinal, LEGACY, MAX_BODY, request, wellFormed, type Frame, type FrameOf, type Msg, type Owed } from './wire-frames.js';
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 250);
 const SEED = Number(process.env.FUZZ_SEED ?? 70_2026);
@@ -189,6 +189,7 @@ describe.each(['stdio', 'connect'] as const)('frames of both eras over switchyar
     let finals = 0;
     let idless = 0;
     const rowIds: string[] = [];
+    const rowChecks: [string, NonNullable<Frame['rowCheck']>][] = [];
     const all = fc.oneof(frames('modern'), frames('legacy'), batchFrames('legacy'), batchFrames('modern'));
     await fc.assert(
       fc.asyncProperty(all, async (of: FrameOf) => {
@@ -197,6 +198,7 @@ describe.each(['stdio', 'connect'] as const)('frames of both eras over switchyar
         const owed: Owed = f.stdioOwed ?? f.owed;
         rows += f.rows + 1;
         if (f.rowId !== undefined) rowIds.push(f.rowId);
+        if (f.rowId !== undefined && f.rowCheck) rowChecks.push([f.rowId, f.rowCheck]);
         const where = `${f.kind} (${f.era}): ${f.text.slice(0, 300)}`;
         const from = c.msgs.length;
         const sentinel = `sentinel-${mode}-${n}`;
@@ -232,6 +234,7 @@ describe.each(['stdio', 'connect'] as const)('frames of both eras over switchyar
     const byId = new Map<string, number>();
     for (const r of after) if (r.requestIdType === 'string') byId.set(String(r.requestId), (byId.get(String(r.requestId)) ?? 0) + 1);
     expect(rowIds.filter((id) => byId.get(id) !== 1).map((id) => [id, byId.get(id) ?? 0])).toEqual([]);
+    expect(rowChecks.map(([id, check]) => check(after.find((r) => r.requestId === id)!)).filter((p) => p !== null)).toEqual([]);
     expect(after.length - before).toBe(rows + 1);
     // Still up, and serving a call of each upstream.
     expect(c.proc.exitCode).toBeNull();
