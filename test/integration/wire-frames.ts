@@ -62,6 +62,8 @@ export interface Frame {
   rowId?: string;
   /** What else its answer must be (null: it is). */
   check?: (m: Msg) => string | null;
+  /** Over stdio on a 2025-03-26 session, which takes a batch no header calls modern: what it is owed, with no row. */
+  batchSessionOwed?: Owed;
   /** What else its row (found by rowId) must say. */
   rowCheck?: (r: { clientName: string | null; clientVersion: string | null; method: string }) => string | null;
 }
@@ -386,7 +388,10 @@ export function batchFrames(era: Era): fc.Arbitrary<FrameOf> {
     });
     const text = JSON.stringify(members);
     // Refused whole: one row per request in it, or one (invalid) row when there is none (README).
-    if (era !== 'batches' || members.length === 0) return { kind: 'batch refused', era, text, headers: eraHeaders(era, undefined), owed: { status: 400, code: -32600 }, stdioOwed: { code: -32600 }, rows: Math.max(1, requests) };
+    // Over stdio, a batch of notifications and responses alone has nothing of the modern era in it.
+    const plain = members.length > 0 && kinds.every((k) => k === 'notification' || k === 'response');
+    if (era !== 'batches' || members.length === 0)
+      return { kind: 'batch refused', era, text, headers: eraHeaders(era, undefined), owed: { status: 400, code: -32600 }, stdioOwed: { code: -32600 }, rows: Math.max(1, requests), ...(plain ? { batchSessionOwed: { none: true } } : {}) };
     const owed: Owed = owedMembers.length === 0 ? { status: 202, none: true } : { status: 200, members: owedMembers };
     return { kind: 'batch', era, text, headers: eraHeaders(era, undefined), owed, rows: requests };
   });
