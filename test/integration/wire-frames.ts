@@ -60,6 +60,8 @@ export interface Frame {
   rows: number;
   /** A string id whose row must be found exactly once. */
   rowId?: string;
+  /** What else its HTTP answer's Content-Type must be (null: it is). */
+  checkType?: (contentType: string | null) => string | null;
   /** What else its answer must be (null: it is). */
   check?: (m: Msg) => string | null;
   /** Over stdio on a 2025-03-26 session, which takes a batch no header calls modern: what it is owed, with no row. */
@@ -268,6 +270,28 @@ export function headerFrames(era: Era): fc.Arbitrary<FrameOf> {
       return { kind: 'media types', era, text: JSON.stringify(request(era, rid, 'tools/list')), headers, owed, httpOnly: true, rows: ROW };
     }),
   ];
+  // A call that sends progress, under any Accept that takes JSON: answered in a type the Accept
+  // takes (RFC 9110 §12.5.1; a stream only where text/event-stream is named or let in, never
+  // where q=0 refuses it), its progress only on a stream.
+  kinds.push(
+    fc
+      .tuple(
+        fc.constantFrom('application/json', 'application/json, text/event-stream', 'text/event-stream, application/json', '*/*', 'application/json, text/event-stream;q=0', 'application/json, text/*;q=0', 'application/*, text/event-stream', 'application/json;q=0.5, text/event-stream;q=0.9', 'application/json, */*;q=0.1', ''),
+        fc.integer({ min: 0, max: 3 }),
+        fc.constantFrom(...ECHO_TOOLS.map((t) => t.replace('echo', 'slow'))),
+      )
+      .map(([accept, steps, tool]) => (uid) => {
+        const rid = `acc-${uid}`;
+        const text = JSON.stringify(request(era, rid, 'tools/call', { name: tool, arguments: { steps, interval: 5 }, _meta: { progressToken: `p-${uid}` } }));
+        const checkType = (ct: string | null): string | null => {
+          const type = (ct ?? '').split(';')[0]!.trim().toLowerCase();
+          if (type === 'application/json') return null;
+          if (type === 'text/event-stream') return accept === '' || takes(accept, 'text/event-stream') ? null : `a stream to Accept: ${accept}`;
+          return `Content-Type ${ct}`;
+        };
+        return { kind: 'progress under Accept', era, text, headers: { ...eraHeaders(era, 'tools/call', tool), accept }, owed: { status: 200, ok: true, id: rid }, httpOnly: true, rows: ROW, rowId: rid, checkType };
+      }),
+  );
   if (era !== 'modern') {
     // A notification or a response on a session the hub does not know: 404 -32001, no id, no row (no request).
     kinds.push(
@@ -402,13 +426,17 @@ function isJson(ct: string): boolean {
   return /^application\/json\s*(;.*)?$/i.test(ct.trim());
 }
 
-/** Whether an Accept header takes application/json: the most specific range naming it decides, q=0 refuses (RFC 9110 §12.5.1). */
-function takesJson(accept: string): boolean {
+/** Whether an Accept header takes application/json. */
+const takesJson = (accept: string): boolean => takes(accept, 'application/json');
+
+/** Whether an Accept header takes `type`: the most specific range naming it decides, q=0 refuses (RFC 9110 §12.5.1). */
+function takes(accept: string, type: string): boolean {
+  const family = `${type.split('/')[0]}/*`;
   let best = -1;
   let q = 0;
   for (const part of accept.split(',')) {
     const [range, ...params] = part.split(';').map((s) => s.trim().toLowerCase());
-    const s = range === 'application/json' ? 2 : range === 'application/*' ? 1 : range === '*/*' ? 0 : -1;
+    const s = range === type ? 2 : range === family ? 1 : range === '*/*' ? 0 : -1;
     if (s < best || s < 0) continue;
     const qp = params.find((p) => p.startsWith('q='));
     const w = qp ? Number(qp.slice(2)) : 1;
