@@ -158,6 +158,9 @@ describe('frames of both eras over HTTP', () => {
         // node:http (transport/http1/head.ts): every frame is owed the same answer on both.
         const res = chunked ? await chunkedPost(headersFor(f), Buffer.from(f.text), cuts) : await fetch(hub.url, { method: 'POST', headers: headersFor(f), body: f.text, signal: AbortSignal.timeout(15_000) });
         const body = await res.text();
+        // Up after every frame, not only at the end: a frame that ended it is the one named.
+        expect(hub.proc.exitCode, where).toBeNull();
+        expect((await fetch(new URL('/healthz', hub.url))).status, where).toBe(200);
         expect(statusOk(f.owed, res.status), `${where} → ${res.status} ${body.slice(0, 300)}`).toBe(true);
         if (f.owed.none) return void expect(body, where).toBe('');
         const msgs = messagesOf(res.headers.get('content-type'), body);
@@ -195,6 +198,77 @@ describe('frames of both eras over HTTP', () => {
     expect(after.length - before, `rows ${tally(after.slice(before).map((r) => `${r.method} ${r.errorCode} ${r.outcome}`))}\nframes ${tally(kinds)}`).toBe(rows + 1);
     await stillServing();
   }, 240_000);
+});
+
+/** The HTTP/1.1 responses in `out`, in order (Content-Length or chunked bodies; none for 204/304). */
+function responsesIn(out: Buffer): { status: number; contentType: string | null; body: string }[] {
+  const list: { status: number; contentType: string | null; body: string }[] = [];
+  let rest = out;
+  while (rest.length > 0) {
+    const end = rest.indexOf('\r\n\r\n');
+    if (end < 0) throw new Error(`a response cut short: ${rest.toString('latin1').slice(0, 200)}`);
+    const lines = rest.subarray(0, end).toString('latin1').split('\r\n');
+    const fields = new Map(lines.slice(1).map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()] as const));
+    const status = Number(lines[0]!.split(' ')[1]);
+    rest = rest.subarray(end + 4);
+    let body: Buffer;
+    if (/chunked/i.test(fields.get('transfer-encoding') ?? '')) {
+      const parts: Buffer[] = [];
+      for (;;) {
+        const eol = rest.indexOf('\r\n');
+        const size = parseInt(rest.subarray(0, eol).toString('latin1'), 16);
+        rest = rest.subarray(eol + 2);
+        if (!(size > 0)) {
+          rest = rest.subarray(rest.indexOf('\r\n') + 2);
+          break;
+        }
+        parts.push(rest.subarray(0, size));
+        rest = rest.subarray(size + 2);
+      }
+      body = Buffer.concat(parts);
+    } else {
+      const n = Number(fields.get('content-length') ?? 0);
+      body = rest.subarray(0, n);
+      rest = rest.subarray(n);
+    }
+    list.push({ status, contentType: fields.get('content-type') ?? null, body: body.toString('utf8') });
+  }
+  return list;
+}
+
+describe('frames pipelined on one connection', () => {
+  it('each answered in its turn with what it is owed, refusals (415, 406, 404 …) among them', async () => {
+    let n = 0;
+    const eras = ['modern', 'legacy'] as const;
+    const one = fc.oneof(...eras.map(frames), ...eras.map(headerFrames));
+    await fc.assert(
+      fc.asyncProperty(fc.array(one, { minLength: 2, maxLength: 6 }), fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { maxLength: 4 }), async (ofs, cuts) => {
+        const fs = ofs.map((of) => of(`p${++n}`));
+        const wire = Buffer.concat(
+          fs.map((f, i) => {
+            const body = Buffer.from(f.text);
+            const h = { ...headersFor(f), host: `127.0.0.1:${hub.port}`, 'content-length': String(body.length), ...(i === fs.length - 1 ? { connection: 'close' } : {}) };
+            return Buffer.concat([Buffer.from(`POST /mcp HTTP/1.1\r\n${Object.entries(h).map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n`, 'latin1'), body]);
+          }),
+        );
+        const out = Buffer.from(await rawExchange(split(wire, cuts), [], 'wait'), 'latin1');
+        const where = fs.map((f) => `${f.kind} (${f.era})`).join(' | ');
+        const answers = responsesIn(out);
+        expect(answers.length, where).toBe(fs.length);
+        fs.forEach((f, i) => {
+          const a = answers[i]!;
+          const w = `#${i} ${f.kind} (${f.era}) of ${where}: ${a.status} ${a.body.slice(0, 200)}`;
+          expect(statusOk(f.owed, a.status), w).toBe(true);
+          if (f.owed.none) return void expect(a.body, w).toBe('');
+          const finals = messagesOf(a.contentType, a.body).filter(isFinal);
+          if (f.owed.members) return void expect(finals.length, w).toBe(f.owed.members.length);
+          expect(answerProblem(f.owed, finals[0]), w).toBeNull();
+        });
+      }),
+      { numRuns: Number(process.env.FUZZ_RUNS ?? 80), seed: SEED, endOnFailure: true },
+    );
+    await stillServing();
+  }, 120_000);
 });
 
 describe('examples the properties found', () => {

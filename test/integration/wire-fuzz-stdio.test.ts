@@ -215,6 +215,7 @@ describe.each([
         c.send(f.text);
         c.send(modernLine(sentinel));
         await c.answer(from, sentinel);
+        expect(c.proc.exitCode, where).toBeNull();
         finals++;
         if (owed.none) return;
         const answerOf = async (o: Owed): Promise<Msg> => {
