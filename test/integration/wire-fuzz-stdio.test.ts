@@ -133,6 +133,7 @@ describe.each([
   ['stdio', LEGACY],
   ['connect', LEGACY],
   ['stdio', BATCHES],
+  ['connect', BATCHES],
 ] as const)('frames of both eras over switchyard %s, a %s session', (mode, sessionVersion) => {
   const legacyEra = sessionVersion === BATCHES ? 'batches' : 'legacy';
   let edge: Edge;
