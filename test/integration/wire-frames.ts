@@ -60,8 +60,8 @@ export interface Frame {
   rows: number;
   /** A string id whose row must be found exactly once. */
   rowId?: string;
-  /** What else its HTTP answer's Content-Type must be (null: it is). */
-  checkType?: (contentType: string | null) => string | null;
+  /** What else its HTTP answer's headers must be (null: they are). */
+  checkHeaders?: (header: (name: string) => string | null) => string | null;
   /** What else its answer must be (null: it is). */
   check?: (m: Msg) => string | null;
   /** Over stdio on a 2025-03-26 session, which takes a batch no header calls modern: what it is owed, with no row. */
@@ -283,13 +283,14 @@ export function headerFrames(era: Era): fc.Arbitrary<FrameOf> {
       .map(([accept, steps, tool]) => (uid) => {
         const rid = `acc-${uid}`;
         const text = JSON.stringify(request(era, rid, 'tools/call', { name: tool, arguments: { steps, interval: 5 }, _meta: { progressToken: `p-${uid}` } }));
-        const checkType = (ct: string | null): string | null => {
+        const checkHeaders = (header: (name: string) => string | null): string | null => {
+          const ct = header('content-type');
           const type = (ct ?? '').split(';')[0]!.trim().toLowerCase();
           if (type === 'application/json') return null;
           if (type === 'text/event-stream') return accept === '' || takes(accept, 'text/event-stream') ? null : `a stream to Accept: ${accept}`;
           return `Content-Type ${ct}`;
         };
-        return { kind: 'progress under Accept', era, text, headers: { ...eraHeaders(era, 'tools/call', tool), accept }, owed: { status: 200, ok: true, id: rid }, httpOnly: true, rows: ROW, rowId: rid, checkType };
+        return { kind: 'progress under Accept', era, text, headers: { ...eraHeaders(era, 'tools/call', tool), accept }, owed: { status: 200, ok: true, id: rid }, httpOnly: true, rows: ROW, rowId: rid, checkHeaders };
       }),
   );
   if (era !== 'modern') {
@@ -333,6 +334,13 @@ export function headerFrames(era: Era): fc.Arbitrary<FrameOf> {
   if (era === 'modern') {
     const tool = fc.constantFrom(...ECHO_TOOLS);
     kinds.push(
+      // A modern request with a legacy client's session or resumption header: served, the header
+      // ignored, no session id made or echoed (digest §6.3).
+      fc.tuple(fc.constantFrom('mcp-session-id', 'last-event-id'), fc.stringMatching(/^[\x21-\x7e]{1,40}$/)).map(([name, value]) => (uid) => {
+        const rid = `ls-${uid}`;
+        const checkHeaders = (header: (name: string) => string | null): string | null => (header('mcp-session-id') === null ? null : `Mcp-Session-Id ${header('mcp-session-id')} on a modern answer`);
+        return { kind: `modern with ${name}`, era, text: JSON.stringify(request(era, rid, 'tools/list')), headers: { ...eraHeaders(era, 'tools/list'), [name]: value }, owed: { status: 200, ok: true, id: rid }, httpOnly: true, rows: ROW, rowId: rid, checkHeaders };
+      }),
       // A notification whose headers say otherwise than its body: -32020, without an id, and no row (no request).
       fc.tuple(fc.constantFrom('notifications/cancelled', 'notifications/x'), fc.constantFrom('method', 'version')).map(([method, what]) => () => {
         const headers = { ...eraHeaders(era, method), ...(what === 'method' ? { 'mcp-method': 'tools/list' } : { 'mcp-protocol-version': '2099-01-01' }) };

@@ -178,7 +178,7 @@ describe('frames of both eras over HTTP', () => {
         expect(finals.length, `${where} → ${body.slice(0, 300)}`).toBe(1);
         expect(answerProblem(f.owed, finals[0]), `${where} → ${body.slice(0, 300)}`).toBeNull();
         if (f.check) expect(f.check(finals[0]!), where).toBeNull();
-        if (f.checkType) expect(f.checkType(res.headers.get('content-type')), where).toBeNull();
+        if (f.checkHeaders) expect(f.checkHeaders((name) => res.headers.get(name)), where).toBeNull();
         // Progress and log lines come on a stream only, before the answer.
         if (!(res.headers.get('content-type') ?? '').includes('text/event-stream')) expect(msgs.length, where).toBe(1);
       }),
