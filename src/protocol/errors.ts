@@ -209,9 +209,12 @@ export class TransportError extends HubError {
   /** An HTTP 5xx whose body was the server's own JSON-RPC error: the server answered (no proxy in its place). */
   rpcBody?: boolean;
   /**
-   * The server answered the request's own POST 401 or 403: delivered, but not applied (RFC 9110
-   * §15.5.2, §15.5.4), so an idempotency key it held is free. Not `notDelivered`, which would
-   * have the hub send it again with the same credential. A resumed stream's 401 is not this.
+   * The server refused the request's own POST before applying it, so an idempotency key it held
+   * is free: 401 or 403 (RFC 9110 §15.5.2, §15.5.4), which the same credential meets again; or
+   * 429 (RFC 6585 §4: too many requests), or 503 with a Retry-After (§15.6.4: unable to handle
+   * it now, come back then), which the hub may send again once the wait is over, a write too
+   * (retry.ts). Not `notDelivered`: the server was reached and answered (a health check's 503 is
+   * a server failing, not one that cannot be reached). A resumed stream's 401 is not this.
    */
   refused?: boolean;
   /**
@@ -229,7 +232,7 @@ export class TransportError extends HubError {
   }
 }
 
-/** An upstream's 401 or 403 to the request's own POST (TransportError.refused): delivered, not applied. */
+/** An upstream's 401, 403, 429 or 503 + Retry-After to the request's own POST (TransportError.refused): delivered, not applied. */
 export function refusedUnapplied(err: unknown): boolean {
   return err instanceof TransportError && err.refused === true;
 }

@@ -7,14 +7,15 @@ import { reasonOf, unlessAborted, type Signal } from '../cancel.js';
  * A key is left unknown by a call that may have run without an answer the hub could keep: it
  * timed out (the server's timeoutMs or the caller's), the client cancelled it, the hub cut it
  * off (-32021 mid-call), its connection to the server was lost, an HTTP server answered it a
- * 5xx or 429 (no JSON-RPC answer: it may have begun), the hub failed or stopped
+ * 5xx (no JSON-RPC answer: it may have begun; not a 503 asking to be asked again later, nor a
+ * 429, which refuse the request before it runs and free the key), the hub failed or stopped
  * while it ran (a row left in flight), or its answer could not be stored. One sentence true
  * of each, since the table keeps no cause, and none of the hub's inner workings.
  */
 function unknownRefusal(key: string): string {
   return (
     `idempotency key "${key}" belongs to an earlier call whose outcome is unknown: it may have run, but it left no answer to replay ` +
-    '(it timed out, was cancelled or cut off, lost its connection to the server or was failed by it (an HTTP 5xx or 429), the hub failed or stopped during it, or its answer could not be stored); ' +
+    '(it timed out, was cancelled or cut off, lost its connection to the server or was failed by it (an HTTP 5xx), the hub failed or stopped during it, or its answer could not be stored); ' +
     'check the effect, then use a new key'
   );
 }

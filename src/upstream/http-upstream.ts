@@ -521,10 +521,16 @@ export class HttpUpstream extends HandshakingUpstream {
       return this.failCall(p, refused);
     }
     const rpc = bodyError(a.body, p.id);
-    // A 5xx is the server failing, whatever its body says: transport trouble (and breaker evidence).
-    if (s >= 500) {
+    // A 5xx is the server failing, whatever its body says: transport trouble (and breaker
+    // evidence). So is a 429 whatever its body says: a rate limit (a Switchyard hub's names the
+    // request's id), no answer of the call's, kept and replayed for its idempotency key. A 429,
+    // or a 503 asking to be asked again later (Retry-After: load shed, maintenance; a proxy's
+    // 503 for a backend that failed under the request asks nothing), refused the request before
+    // it ran (`refused`): its key is freed, and it may be sent again after the wait (retry.ts).
+    if (s >= 500 || s === 429) {
       const err = statusError(s, a.headers, `${statusText(s, a.headers)}${rpc ? `: ${rpc.message}` : ''}`);
-      if (rpc) err.rpcBody = true;
+      if (rpc && s >= 500) err.rpcBody = true;
+      if (s === 429 || (s === 503 && err.retryAfterMs !== undefined)) err.refused = true;
       return this.failCall(p, err);
     }
     this.failCall(p, rpc ?? (problem ? new TransportError(problem, s) : statusError(s, a.headers)));

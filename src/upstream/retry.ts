@@ -1,7 +1,8 @@
 /**
  * Sending a request again, only when that cannot run a write twice. The rule (issue 6):
  *  - the hub knows the upstream never saw the request (not ready, busy, connection refused,
- *    process not running when it was written): always safe;
+ *    process not running when it was written), or that it refused it before running it and
+ *    asks to be asked again (429, or 503 with a Retry-After: TransportError.refused): always safe;
  *  - the request may have reached the upstream (crash mid-call, 5xx, a dropped stream): only
  *    when it is idempotent — a read by protocol (everything but tools/call) or a tool that
  *    trusted configuration calls idempotent (decided by the router, passed as `idempotent`);
@@ -11,7 +12,7 @@
  * longer), all inside one time budget; while the upstream restarts, the next attempt waits for
  * it (within the budget).
  */
-import { CancelledError, HubStoppingError, notSent, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
+import { CancelledError, HubStoppingError, notSent, refusedUnapplied, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
 import { reasonOf, unlessAborted, type Signal } from '../cancel.js';
 import { onFailure } from '../on-failure.js';
 import { monotonicNow } from '../monotonic.js';
@@ -57,6 +58,9 @@ export function mayRetry(err: unknown, method: string, policy: RetryPolicy): boo
   if (err instanceof TransportError && err.status !== undefined && REFUSED_AS_SENT.has(err.status)) return false;
   // An answer past the limit of one message (maxFrameBytes): the same request gets it again.
   if (err instanceof TransportError && err.oversized) return false;
+  // Rate-limited (429) or asked to come back later (503 + Retry-After): refused before it ran,
+  // so a write too may be sent again, once the wait it asks is over (retryAfter keeps to it).
+  if (refusedUnapplied(err)) return true;
   if (notDelivered(err)) return !(err instanceof UpstreamUnavailableError && (err.state === 'stopped' || err.state === 'failed'));
   if (!(err instanceof TransportError)) return false;
   return replayable(method, policy);
@@ -127,9 +131,9 @@ async function retryAfter<T>(first: Error, deadline: number, method: string, pol
         err = e as Error;
       }
     }
-    if (!notDelivered(err) && !(err instanceof RpcError)) mayHaveRun = true;
+    if (!notDelivered(err) && !refusedUnapplied(err) && !(err instanceof RpcError)) mayHaveRun = true;
     const giveUp = (): Error =>
-      mayHaveRun && notDelivered(err) ? new TransportError(`${err.message} (an earlier attempt may have run)`) : err;
+      mayHaveRun && (notDelivered(err) || refusedUnapplied(err)) ? new TransportError(`${err.message} (an earlier attempt may have run)`) : err;
     if (n >= policy.maxAttempts || !mayRetry(err, method, policy) || h.signal?.aborted) throw giveUp();
     // Never sooner than the server asked (Retry-After): a wait past the budget is no retry at all.
     const delay = Math.max(backoffMs(n, h.random), err instanceof TransportError ? (err.retryAfterMs ?? 0) : 0);

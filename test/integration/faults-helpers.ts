@@ -101,6 +101,8 @@ export interface FaultEntry {
   acceptEncoding?: string | null;
   /** A DELETE's: whether the session it ended was one the server had issued. */
   known?: boolean;
+  /** limited's arguments.tag. */
+  tag?: string;
   /** 'modern' on what came in the modern era. */
   era?: string;
   /** Date.now() when recorded. */

@@ -201,7 +201,7 @@ describe('idempotency keys through the hub', () => {
     // Nothing stopped: the hub stopped waiting. The refusal names that among the ways.
     expect(textOf(again)).toBe(
       'idempotency key "timed-out-k" belongs to an earlier call whose outcome is unknown: it may have run, but it left no answer to replay ' +
-        '(it timed out, was cancelled or cut off, lost its connection to the server or was failed by it (an HTTP 5xx or 429), the hub failed or stopped during it, or its answer could not be stored); ' +
+        '(it timed out, was cancelled or cut off, lost its connection to the server or was failed by it (an HTTP 5xx), the hub failed or stopped during it, or its answer could not be stored); ' +
         'check the effect, then use a new key',
     );
     expect(await outcomesOf('timed-out-k')).toEqual(['timeout', 'denied']);

@@ -257,6 +257,25 @@ describe('retry rule', () => {
     expect(mayRetry(new Error('bug'), 'tools/call', idem)).toBe(false);
   });
 
+  it('refused before it ran (429, 503 + Retry-After: TransportError.refused): a write too; and after an attempt that may have run, giving up says so', async () => {
+    const limited = (status: number): TransportError => Object.assign(new TransportError(`HTTP ${status}`, status), { refused: true, retryAfterMs: 0 });
+    expect(mayRetry(limited(429), 'tools/call', tool)).toBe(true);
+    expect(mayRetry(limited(503), 'tools/call', tool)).toBe(true);
+    // A refused credential is refused again, whatever else it says.
+    expect(mayRetry(Object.assign(new TransportError('HTTP 401', 401), { refused: true }), 'tools/call', idem)).toBe(false);
+    let n = 0;
+    const hooks = { whenReady: async () => true, random: () => 0 };
+    expect(await withRetries('tools/call', tool, async () => (++n < 3 ? Promise.reject(limited(429)) : 'ran'), hooks)).toBe('ran');
+    expect(n).toBe(3);
+    // Refused every time: the last refusal, as it came (its key is freed).
+    await expect(withRetries('tools/call', tool, () => Promise.reject(limited(503)), hooks)).rejects.toMatchObject({ status: 503, refused: true });
+    // An idempotent call's earlier attempt lost its answer (it may have run): a refusal after it does not free its key.
+    n = 0;
+    const after = withRetries('tools/call', idem, () => Promise.reject(++n === 1 ? new TransportError('connection lost') : limited(429)), hooks);
+    await expect(after).rejects.toThrow('(an earlier attempt may have run)');
+    await expect(after).rejects.not.toMatchObject({ refused: true });
+  });
+
   it('backs off exponentially with jitter, capped', () => {
     expect(backoffMs(1, () => 0)).toBe(50);
     expect(backoffMs(1, () => 0.999)).toBe(150);
