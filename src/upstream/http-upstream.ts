@@ -12,8 +12,8 @@
  * untaken-cancels.ts and http-notice.ts (legacy cancellations and notices); the work a close waits for is ../pending-work.ts.
  */
 import { LEGACY, LEGACY_VERSIONS, MODERN, type Era } from '../protocol/era.js';
-import { CancelledError, RpcError, TimeoutError, TransportError, UNSUPPORTED_PROTOCOL_VERSION, UpstreamUnavailableError } from '../protocol/errors.js';
-import { isObj, resultResponse, type Classified, type ErrorResponse, type Id } from '../protocol/jsonrpc.js';
+import { CancelledError, INTERNAL_ERROR, RpcError, TimeoutError, TransportError, UNSUPPORTED_PROTOCOL_VERSION, UpstreamUnavailableError } from '../protocol/errors.js';
+import { errorResponse, isObj, resultResponse, type Classified, type ErrorResponse, type Request } from '../protocol/jsonrpc.js';
 import type { Logger } from '../log.js';
 import { ExchangeAbort, StreamCutError, type HttpAnswer } from '../transport/http-client.js';
 import { LEGACY_CLIENT_CAPABILITIES } from './envelope.js';
@@ -288,7 +288,7 @@ export class HttpUpstream extends HandshakingUpstream {
         abort: ctl,
         replay: true,
         onMessage: (c) => {
-          if (c.kind === 'request' && c.msg.method === 'ping') return this.pongEarly(c.msg.id, ctl);
+          if (c.kind === 'request') return this.answerEarly(c.msg, ctl);
           if (c.kind !== 'response') return;
           if ('error' in c.msg) error = upstreamError(c.msg.error);
           else result = c.msg.result;
@@ -315,19 +315,28 @@ export class HttpUpstream extends HandshakingUpstream {
   }
 
   /**
-   * A `ping` the server sends on the `initialize` answer stream, before the response (the one
-   * request it may send then, and it may send it at any time: digest §2.1): answered at once, on
-   * the session that answer opens (its header came with the stream), not on the one the hub may
-   * still hold (a renewal). Ignored, a server that waits for it waited out its own timeout.
+   * A request the server sends on the `initialize` answer stream, before the response: answered
+   * at once, on the session that answer opens (its header came with the stream), not on the one
+   * the hub may still hold (a renewal). A `ping` (the one request it may send then, and it may
+   * send it at any time: digest §2.1) with its empty result; anything else (a roots/list, an
+   * elicitation, a sampling: it should wait for notifications/initialized) with an error, as no
+   * call of the hub's is there whose client could be asked. Ignored, a server that waits for the
+   * answer held its handshake, and the hub's, until one of them timed out.
    */
-  private pongEarly(id: Id, ctl: ExchangeAbort): void {
+  private answerEarly(msg: Request, ctl: ExchangeAbort): void {
     if (this.closed) return;
+    const frame =
+      msg.method === 'ping'
+        ? resultResponse(msg.id, {})
+        : errorResponse(msg.id, new RpcError(INTERNAL_ERROR, `${msg.method} sent before the session was initialized: until notifications/initialized a server may send only ping and logging, and no call of the hub's is there to ask it for`));
+    if (msg.method !== 'ping') this.log.warn({ method: msg.method }, 'the upstream sent a request before the session was initialized; answered with an error');
+    if (msg.method === 'roots/list') this.rootsUnasked();
     const headers = legacySessionHeaders(LEGACY, sessionIdOf(ctl.headers?.['mcp-session-id']));
-    postNotice(this.http, JSON.stringify(resultResponse(id, {})), headers, this.spec.timeoutMs).then(
+    postNotice(this.http, JSON.stringify(frame), headers, this.spec.timeoutMs).then(
       (a) => {
-        if (a.status >= 300) this.log.warn({ status: a.status }, 'the upstream did not accept our answer to its ping');
+        if (a.status >= 300) this.log.warn({ status: a.status, method: msg.method }, 'the upstream did not accept our answer to its request');
       },
-      (err: unknown) => this.log.debug({ err: errMessage(err) }, 'could not answer a ping sent before the initialize response'),
+      (err: unknown) => this.log.debug({ err: errMessage(err), method: msg.method }, 'could not answer a request sent before the initialize response'),
     );
   }
 

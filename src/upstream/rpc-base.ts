@@ -147,6 +147,15 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     return true;
   }
 
+  /**
+   * The server asked roots/list where no client could be asked (a legacy HTTP server, on its
+   * initialize answer stream): as for one asked outside any call, it is told the roots changed
+   * once a client can answer (rootsChanged).
+   */
+  protected rootsUnasked(): void {
+    this.rootsRefused = true;
+  }
+
   /** A roots/list outside any call, answered by the client that said its roots changed. */
   private askRoots(msg: Request, from: { ask: AskClient }): void {
     this.roots.ask(msg, from).then(
