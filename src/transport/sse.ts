@@ -38,9 +38,19 @@ export class SseFeed {
 
   constructor(maxEventBytes: number, onEvent: (e: SseEvent) => void) {
     this.parser = createParser({
-      // Characters, not bytes: close enough as a guard against unbounded buffering.
+      // Characters, not bytes: close enough as a guard against unbounded buffering. The parser
+      // checks it only between the chunks it is fed, so an event that comes whole within one
+      // (a socket read: up to 64 KiB; its `data:` lines, however many) is measured here, in
+      // bytes, as a JSON answer is: it passed, past the limit, where a slower server's did not.
       maxBufferSize: maxEventBytes,
       onEvent: (ev) => {
+        // Past an event too large, the rest of its chunk is not delivered either: the stream is over.
+        if (this.overflow) return;
+        const n = ev.data.length;
+        if (n > maxEventBytes || (n * 3 > maxEventBytes && Buffer.byteLength(ev.data) > maxEventBytes)) {
+          this.overflow = new SseOverflowError(`SSE event larger than ${maxEventBytes} bytes`);
+          return;
+        }
         if (ev.id !== undefined) this.result.lastEventId = ev.id;
         if (ev.data === '' || (ev.event !== undefined && ev.event !== 'message')) return;
         onEvent(ev.id === undefined ? { data: ev.data } : { data: ev.data, id: ev.id });

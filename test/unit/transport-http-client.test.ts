@@ -121,12 +121,24 @@ describe('HttpClient', () => {
       if (body === 'err') return void res.writeHead(500).end('e'.repeat(200_000));
       // Past one socket read: an event that comes whole in one chunk is parsed without being held.
       if (body === 'sse') return void res.writeHead(200, { 'content-type': 'text/event-stream' }).end(`data: {"jsonrpc":"2.0","id":1,"result":{"x":"${'x'.repeat(300_000)}"}}\n\n`);
+      // Within one socket read: one event a little past the limit, or one of many small data:
+      // lines that add up past it (each its own line of the event's data), then the response.
+      if (body === 'sse-one-read' || body === 'sse-lines') {
+        const event = body === 'sse-one-read' ? `data: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"${'é'.repeat(2100)}"}}\n\n` : `${'data: {"x":1}\n'.repeat(600)}\n`;
+        return void res.writeHead(200, { 'content-type': 'text/event-stream' }).end(`${event}data: {"jsonrpc":"2.0","id":1,"result":{}}\n\n`);
+      }
       res.writeHead(200, { 'content-type': 'application/json' }).end(big);
     });
     const c = client(url, 4096);
     expect((await c.post('err')).body).toHaveLength(64 * 1024);
     await expect(c.post('ok')).rejects.toMatchObject({ name: 'TransportError', oversized: true, message: 'HTTP answer larger than 4096 bytes (maxFrameBytes)' });
     await expect(c.post('sse')).rejects.toMatchObject({ name: 'TransportError', oversized: true, message: 'event stream failed: SSE event larger than 4096 bytes (maxFrameBytes)' });
+    for (const whole of ['sse-one-read', 'sse-lines']) {
+      const got: Classified[] = [];
+      await expect(c.post(whole, { onMessage: (m) => got.push(m) })).rejects.toMatchObject({ name: 'TransportError', oversized: true, message: 'event stream failed: SSE event larger than 4096 bytes (maxFrameBytes)' });
+      // Nothing of the stream past it: not the response that came in the same read.
+      expect(got).toEqual([]);
+    }
   });
 
   it('decodes a raw deflate answer sent as deflate, and a gzipped error body, whose limit counts decoded bytes', async () => {
