@@ -160,3 +160,118 @@ describe('legacy: requests on the initialize answer stream, before the handshake
     await waitFor(() => s.notices.includes('notifications/roots/list_changed'), 3000, 'roots/list_changed');
   });
 });
+
+/** A call handler that keeps the socket of each tools/call it takes, to see it closed. */
+function heldSockets(): { sockets: Socket[]; closed: (i: number) => Promise<void> } {
+  const sockets: Socket[] = [];
+  return {
+    sockets,
+    closed: (i) => {
+      const s = sockets[i]!;
+      return s.destroyed ? Promise.resolve() : new Promise((r) => s.once('close', () => r()));
+    },
+  };
+}
+
+describe('legacy: a call whose answer stream never ends', () => {
+  it('streams progress without end: the call ends at maxTotalTimeoutMs (progress does not extend it), its stream closed, the server told', async () => {
+    const held = heldSockets();
+    let sent = 0;
+    const s = legacyServer((msg, req, res) => {
+      held.sockets.push(req.socket);
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const token = (msg.params?._meta as { progressToken?: unknown } | undefined)?.progressToken;
+      const t = setInterval(() => {
+        if (res.destroyed) return clearInterval(t);
+        res.write(sse({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token as string, progress: ++sent } }));
+      }, 5);
+    });
+    const { url } = await listen(s.handler);
+    const u = make(spec(url, { timeoutMs: 300, maxTotalTimeoutMs: 1200 }));
+    await u.start();
+    let seen = 0;
+    const t0 = performance.now();
+    await expect(u.request('tools/call', { name: 'endless' }, { askProgress: true, onProgress: () => seen++ })).rejects.toMatchObject({
+      name: 'TimeoutError',
+      message: 'server "web" did not finish within its limit of 1200 ms (progress does not extend it)',
+    });
+    const took = performance.now() - t0;
+    expect(took).toBeGreaterThanOrEqual(1150);
+    expect(took).toBeLessThan(3000);
+    // Every progress came through as it arrived (each kept the idle timeout alive), none kept.
+    expect(seen).toBeGreaterThan(20);
+    await held.closed(0);
+    await waitFor(() => s.notices.includes('notifications/cancelled'), 3000, 'the cancellation');
+  });
+
+  it('streams log lines without end (no progress): the call ends at timeoutMs, its stream closed', async () => {
+    const held = heldSockets();
+    const s = legacyServer((_msg, req, res) => {
+      held.sockets.push(req.socket);
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const t = setInterval(() => {
+        if (res.destroyed) return clearInterval(t);
+        res.write(sse({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'still here' } }));
+      }, 5);
+    });
+    const { url } = await listen(s.handler);
+    const u = make(spec(url, { timeoutMs: 400 }));
+    await u.start();
+    let logs = 0;
+    const t0 = performance.now();
+    await expect(u.request('tools/call', { name: 'chatty' }, { onLog: () => logs++ })).rejects.toMatchObject({ name: 'TimeoutError', message: 'server "web" did not answer within 400 ms' });
+    expect(performance.now() - t0).toBeLessThan(2000);
+    expect(logs).toBeGreaterThan(10);
+    await held.closed(0);
+  });
+});
+
+describe('a server that takes the request and then answers nothing, stalls mid-answer, or trickles it', () => {
+  // The hub times calls itself (undici's header and body timeouts are off: a long call or an
+  // idle stream is no fault): each case ends at the call's timeoutMs, its socket closed.
+  for (const kind of ['no status line', 'headers, then a stalled JSON body', 'a JSON body one byte every 100 ms', 'an event stream of keep-alive comments']) {
+    it(`${kind}: the call ends at its timeoutMs with a timeout, its socket closed`, async () => {
+      const held = heldSockets();
+      const answer = callResult({ jsonrpc: '2.0', id: 0 }, 'never whole');
+      const s = legacyServer((_msg, req, res) => {
+        held.sockets.push(req.socket);
+        if (kind === 'no status line') return;
+        if (kind === 'an event stream of keep-alive comments') {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          const t = setInterval(() => (res.destroyed ? clearInterval(t) : res.write(': keep-alive\n\n')), 50);
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(answer.length) });
+        if (kind === 'headers, then a stalled JSON body') return void res.write(answer.slice(0, 10));
+        let i = 0;
+        const t = setInterval(() => (res.destroyed || i >= answer.length ? clearInterval(t) : res.write(answer[i++])), 100);
+      });
+      const { url } = await listen(s.handler);
+      const u = make(spec(url, { timeoutMs: 500 }));
+      await u.start();
+      const t0 = performance.now();
+      await expect(u.request('tools/call', { name: 'x' })).rejects.toMatchObject({ name: 'TimeoutError', message: 'server "web" did not answer within 500 ms' });
+      const took = performance.now() - t0;
+      expect(took).toBeGreaterThanOrEqual(450);
+      expect(took).toBeLessThan(2000);
+      await held.closed(0);
+      // A legacy server is told (a timeout is no cancellation of itself in 2025-11-25).
+      await waitFor(() => s.notices.includes('notifications/cancelled'), 3000, 'the cancellation');
+    });
+  }
+
+  it('accepts the connection and never answers the handshake: start fails at timeoutMs, saying so, its socket closed', async () => {
+    const sockets: Socket[] = [];
+    const server = http.createServer(() => undefined);
+    server.on('connection', (s: Socket) => sockets.push(s));
+    servers.push(server);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`;
+    const u = make(spec(url, { timeoutMs: 500 }));
+    const t0 = performance.now();
+    await expect(u.start()).rejects.toThrow('initialize: no answer within 500 ms');
+    expect(performance.now() - t0).toBeLessThan(2000);
+    const first = sockets[0]!;
+    if (!first.destroyed) await new Promise((r) => first.once('close', r));
+  });
+});
