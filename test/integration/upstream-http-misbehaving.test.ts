@@ -79,7 +79,7 @@ const sse = (m: Msg): string => `data: ${JSON.stringify(m)}\n\n`;
  * to notifications and answers, 405 to GET). `early` sends those requests on the initialize
  * answer stream, and answers initialize once each is answered (or after 3 s).
  */
-function legacyServer(call: (msg: Msg, req: IncomingMessage, res: ServerResponse) => unknown, early: Msg[] = []) {
+function legacyServer(call: (msg: Msg, req: IncomingMessage, res: ServerResponse) => unknown, early: Msg[] = [], sid: () => string = () => 's-1') {
   const answers: { msg: Msg; session: string | undefined }[] = [];
   /** The notifications it was sent, by method. */
   const notices: string[] = [];
@@ -101,8 +101,8 @@ function legacyServer(call: (msg: Msg, req: IncomingMessage, res: ServerResponse
       return void res.writeHead(202).end();
     }
     if (msg.method === 'initialize') {
-      if (early.length === 0) return void res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 's-1' }).end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: INIT_RESULT }));
-      res.writeHead(200, { 'content-type': 'text/event-stream', 'mcp-session-id': 's-1' });
+      if (early.length === 0) return void res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': sid() }).end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: INIT_RESULT }));
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'mcp-session-id': sid() });
       for (const m of early) res.write(sse(m));
       const answer = (how: 'after the answers' | 'unanswered') => (): void => {
         waiting = undefined;
@@ -273,5 +273,77 @@ describe('a server that takes the request and then answers nothing, stalls mid-a
     expect(performance.now() - t0).toBeLessThan(2000);
     const first = sockets[0]!;
     if (!first.destroyed) await new Promise((r) => first.once('close', r));
+  });
+});
+
+describe('legacy: a call whose answer stream is cut after event ids', () => {
+  /**
+   * A server whose call stream sends progress 1 (event c-1) and a log line (c-2), then is cut;
+   * a GET with Last-Event-ID c-2 gets what came after (progress 2, c-3) and the response,
+   * unless the server was restarted meanwhile (`restarted`: every old session 404).
+   */
+  function cutServer() {
+    const gets: (string | undefined)[] = [];
+    const calls: string[] = [];
+    const state: { session: string; restartOnCut?: boolean; pending?: { msg: Msg; token: string } } = { session: 's-1' };
+    const s = legacyServer(
+      (msg, req, res) => {
+        calls.push(String(req.headers['mcp-session-id']));
+        if (req.headers['mcp-session-id'] !== state.session) return void res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32001, message: 'Session not found' } }));
+        if ((msg.params?.arguments as { after?: boolean } | undefined)?.after) return void res.writeHead(200, { 'content-type': 'application/json' }).end(callResult(msg, 'after the restart'));
+        const token = String((msg.params?._meta as { progressToken?: unknown } | undefined)?.progressToken);
+        state.pending = { msg, token };
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(`id: c-1\nretry: 50\n${sse({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: 1 } })}`);
+        res.write(`id: c-2\n${sse({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'once' } })}`);
+        setTimeout(() => {
+          // Restarted: every connection cut, the old session gone (404), the next one s-2.
+          if (state.restartOnCut) state.session = 's-2';
+          req.socket.destroy();
+        }, 30);
+      },
+      [],
+      () => state.session,
+    );
+    const handler: Handler = (req, res, body) => {
+      if (req.method !== 'GET' || req.headers['last-event-id'] === undefined) return s.handler(req, res, body);
+      gets.push(req.headers['last-event-id'] as string);
+      if (req.headers['mcp-session-id'] !== state.session) return void res.writeHead(404).end();
+      const p = state.pending!;
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(`id: c-3\n${sse({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: p.token, progress: 2 } })}id: c-4\ndata: ${callResult(p.msg, 'resumed')}\n\n`);
+    };
+    return { ...s, handler, gets, calls, state };
+  }
+
+  it('resumes it with the last event id: what came before is not delivered again, the call is sent once', async () => {
+    const s = cutServer();
+    const { url } = await listen(s.handler);
+    const u = make(spec(url));
+    await u.start();
+    const progress: number[] = [];
+    const logs: unknown[] = [];
+    const r = await u.request('tools/call', { name: 'cut' }, { askProgress: true, onProgress: (p) => progress.push(p.progress), onLog: (l) => logs.push(l.data) });
+    expect((r.content as { text: string }[])[0]!.text).toBe('resumed');
+    expect(progress).toEqual([1, 2]);
+    expect(logs).toEqual(['once']);
+    expect(s.gets).toEqual(['c-2']);
+    expect(s.calls).toEqual(['s-1']);
+  });
+
+  it('the server restarted meanwhile (the session 404s): the call fails saying so, not sent again; the next call opens a new session and runs once', async () => {
+    const s = cutServer();
+    const { url } = await listen(s.handler);
+    const u = make(spec(url, { healthCheckMs: 0 }));
+    await u.start();
+    s.state.restartOnCut = true;
+    await expect(u.request('tools/call', { name: 'cut' }, { retry: { maxAttempts: 3, budgetMs: 5000 } })).rejects.toThrow(
+      'the answer stream ended before the response and could not be resumed: the session is gone (404)',
+    );
+    expect(s.calls).toEqual(['s-1']);
+    const r = await u.request('tools/call', { name: 'cut', arguments: { after: true } });
+    expect((r.content as { text: string }[])[0]!.text).toBe('after the restart');
+    // Sent on the old session, met the 404, and sent once more on the new one.
+    expect(s.calls).toEqual(['s-1', 's-1', 's-2']);
   });
 });
