@@ -131,6 +131,11 @@ export interface HttpExchangeOptions {
    */
   replay?: boolean;
   /**
+   * A resumption's Last-Event-ID (a GET): an event the server sends again under that very id,
+   * replaying from it rather than after it (digest §6.2), was delivered already, and is skipped.
+   */
+  resumedFrom?: string;
+  /**
    * The body is a JSON-RPC batch (a 2025-03-26 client's, passed on by `connect`): a JSON answer
    * holding an array is its members' answers, each given to onMessage.
    */
@@ -487,7 +492,8 @@ class Exchange implements Dispatcher.DispatchHandler {
       this.limit = this.client.maxFrameBytes;
       const ct = (this.contentType = oneContentType(rawHeader(raw, 'content-type')));
       if (ct !== undefined && ct.toLowerCase().startsWith('text/event-stream')) {
-        this.sse = new SseFeed(this.client.maxFrameBytes, (e) => this.deliver(e.data));
+        const from = this.o.resumedFrom;
+        this.sse = new SseFeed(this.client.maxFrameBytes, from === undefined ? (e) => this.deliver(e.data) : (e) => e.id !== from && this.deliver(e.data));
         // A stream may stay open for hours (a listen, a legacy GET): its headers are parsed now,
         // so that it does not keep the socket read its raw header list points into.
         void this.answer.headers;

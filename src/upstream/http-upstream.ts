@@ -641,7 +641,7 @@ export class HttpUpstream extends HandshakingUpstream {
       // Its request was taken long ago (its POST was answered): a cancellation need not wait for this.
       ctl.heard = true;
       p.ctl = ctl;
-      this.http.get({ headers: { ...this.sessionHeaders(stream), 'last-event-id': lastEventId }, abort: ctl, onMessage: this.answerSink(p, ctl) }).then(
+      this.http.get({ headers: { ...this.sessionHeaders(stream), 'last-event-id': lastEventId }, resumedFrom: lastEventId, abort: ctl, onMessage: this.answerSink(p, ctl) }).then(
         (a) => {
           if (!this.isPending(p)) return;
           const s = a.status;

@@ -285,7 +285,8 @@ describe('legacy: a call whose answer stream is cut after event ids', () => {
   function cutServer() {
     const gets: (string | undefined)[] = [];
     const calls: string[] = [];
-    const state: { session: string; restartOnCut?: boolean; pending?: { msg: Msg; token: string } } = { session: 's-1' };
+    /** inclusive: the GET replays from the event it names (c-2 again), not after it. */
+    const state: { session: string; restartOnCut?: boolean; inclusive?: boolean; pending?: { msg: Msg; token: string } } = { session: 's-1' };
     const s = legacyServer(
       (msg, req, res) => {
         calls.push(String(req.headers['mcp-session-id']));
@@ -311,13 +312,16 @@ describe('legacy: a call whose answer stream is cut after event ids', () => {
       if (req.headers['mcp-session-id'] !== state.session) return void res.writeHead(404).end();
       const p = state.pending!;
       res.writeHead(200, { 'content-type': 'text/event-stream' });
+      if (state.inclusive) res.write(`id: c-2\n${sse({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'once' } })}`);
       res.end(`id: c-3\n${sse({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: p.token, progress: 2 } })}id: c-4\ndata: ${callResult(p.msg, 'resumed')}\n\n`);
     };
     return { ...s, handler, gets, calls, state };
   }
 
-  it('resumes it with the last event id: what came before is not delivered again, the call is sent once', async () => {
+  for (const inclusive of [false, true])
+  it(`resumes it with the last event id: what came before is not delivered again${inclusive ? ' (the server replaying from that event, not after it)' : ''}, the call is sent once`, async () => {
     const s = cutServer();
+    s.state.inclusive = inclusive;
     const { url } = await listen(s.handler);
     const u = make(spec(url));
     await u.start();
