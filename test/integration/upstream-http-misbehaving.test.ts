@@ -7,7 +7,9 @@
  */
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { createMcpHandler, McpServer } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { silentLogger } from '../../src/log.js';
 import { createUpstream, type HttpUpstream } from '../../src/upstream/index.js';
 import type { Upstream, UpstreamSpec } from '../../src/upstream/types.js';
@@ -349,5 +351,43 @@ describe('legacy: a call whose answer stream is cut after event ids', () => {
     expect((r.content as { text: string }[])[0]!.text).toBe('after the restart');
     // Sent on the old session, met the 404, and sent once more on the new one.
     expect(s.calls).toEqual(['s-1', 's-1', 's-2']);
+  });
+});
+
+describe('modern: an SDK v2 server behind a rate limiter', () => {
+  it('a write answered 429 with Retry-After: 1 (refused before it reached the server) is sent again after that second and runs once', async () => {
+    let runs = 0;
+    const mcp = createMcpHandler(
+      () => {
+        const server = new McpServer({ name: 'v2-limited', version: '2.4.0' }, { capabilities: { tools: {} } });
+        server.registerTool('write', { inputSchema: z.object({ row: z.number() }) }, async ({ row }) => {
+          runs++;
+          return { content: [{ type: 'text', text: `wrote ${row}` }] };
+        });
+        return server;
+      },
+      { legacy: 'reject' },
+    );
+    /** When each tools/call reached the limiter, and what it answered. */
+    const calls: { at: number; status: number }[] = [];
+    const { url } = await listen(async (req, res, body) => {
+      if (body.includes('"tools/call"') && calls.push({ at: performance.now(), status: calls.length === 0 ? 429 : 200 }) === 1) {
+        return void res.writeHead(429, { 'retry-after': '1', 'content-type': 'text/plain' }).end('slow down');
+      }
+      const headers = new Headers();
+      for (let i = 0; i < req.rawHeaders.length; i += 2) headers.append(req.rawHeaders[i]!, req.rawHeaders[i + 1]!);
+      const response = await mcp.fetch(new Request(`http://127.0.0.1${req.url}`, { method: req.method, headers, body: req.method === 'POST' ? body : undefined }));
+      res.writeHead(response.status, Object.fromEntries(response.headers));
+      res.end(Buffer.from(await response.arrayBuffer()));
+    });
+    const u = make(spec(url, { era: 'auto' }));
+    await u.start();
+    expect(u.era).toBe('2026-07-28');
+    const r = await u.request('tools/call', { name: 'write', arguments: { row: 7 } }, { retry: { maxAttempts: 3, budgetMs: 5000, idempotent: false } });
+    expect((r.content as { text: string }[])[0]!.text).toBe('wrote 7');
+    expect(runs).toBe(1);
+    expect(calls.map((c) => c.status)).toEqual([429, 200]);
+    expect(calls[1]!.at - calls[0]!.at).toBeGreaterThanOrEqual(950);
+    expect(u.circuit).toBe('closed');
   });
 });
