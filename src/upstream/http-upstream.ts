@@ -36,7 +36,7 @@ import { UntakenCancels, untakenWaitMs } from './untaken-cancels.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { upstreamError } from './upstream-error.js';
 import { answerProblem, answers, bodyError, sessionIdOf, sessionNotFound, sessionRefused } from './http-answers.js';
-import { statusError, statusText } from './status-text.js';
+import { retryAfterSeconds, statusError, statusText } from './status-text.js';
 import type { HttpExchanges } from './oauth-client.js';
 import { httpExchanges, refusalText } from './http-credentials.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
@@ -67,6 +67,9 @@ const RETIRED_LISTEN_MS = 1_000;
  * reconnects: a server that refuses some request that way is not reconnected to at each such call.
  */
 const REFUSAL_REPROBE_MS = 30_000;
+
+/** The longest a resumption answered 429 or 503 waits for what its Retry-After asks (the call's timeout bounds it too). */
+const RESUME_BUSY_MAX_MS = 30_000;
 
 /** A health check answered 5xx short of the breaker's limit is repeated this soon (or at healthCheckMs if sooner). */
 const HEALTH_RECHECK_MS = 1_000;
@@ -628,8 +631,8 @@ export class HttpUpstream extends HandshakingUpstream {
    * like one the server ended; a resumption that fails outright is tried again, up to
    * RESUME_FAILURES times in a row.
    */
-  private resume(p: Pending, lastEventId: string, retryMs: number | undefined, idle: number, failed = 0): void {
-    const wait = resumeWaitMs(retryMs, idle);
+  private resume(p: Pending, lastEventId: string, retryMs: number | undefined, idle: number, failed = 0, atLeastMs = 0): void {
+    const wait = Math.max(resumeWaitMs(retryMs, idle), atLeastMs);
     this.log.debug({ wait, idle }, 'answer stream ended after an event id; resuming');
     const stream = p.session;
     setTimeout(() => {
@@ -649,6 +652,12 @@ export class HttpUpstream extends HandshakingUpstream {
             // Only a message is progress: a server may name a new event id each time and send nothing.
             return this.resume(p, a.lastEventId ?? lastEventId, a.retryMs ?? retryMs, a.messages > 0 ? 0 : idle + 1);
           }
+          // Busy (429), or unavailable and asking to be asked again later (503 + Retry-After): the
+          // stream and its events are kept, so it is asked again after the wait it asks (within
+          // the call's timeout, RESUME_FAILURES times in a row at most), as a resumption the
+          // network failed is; failed at once, the call was one that may have run, its key unknown.
+          const busy = s === 429 || s === 503 ? retryAfterSeconds(a.headers) : undefined;
+          if ((s === 429 || busy !== undefined) && failed + 1 < RESUME_FAILURES) return this.resume(p, lastEventId, retryMs, idle + 1, failed + 1, Math.min((busy ?? 0) * 1000, RESUME_BUSY_MAX_MS));
           const why = s === 405 ? 'the upstream keeps no events to resume from (405)' : s === 404 ? 'the session is gone (404)' : `HTTP ${s}`;
           this.stopWaiting(p, new TransportError(`the answer stream ended before the response and could not be resumed: ${answerProblem(a, this.spec.url!) ?? why}`, s));
         },

@@ -286,9 +286,11 @@ describe('legacy: a call whose answer stream is cut after event ids', () => {
    */
   function cutServer() {
     const gets: (string | undefined)[] = [];
+    const getTimes: number[] = [];
     const calls: string[] = [];
     /** inclusive: the GET replays from the event it names (c-2 again), not after it. */
-    const state: { session: string; restartOnCut?: boolean; inclusive?: boolean; pending?: { msg: Msg; token: string } } = { session: 's-1' };
+    /** busy: the first resuming GETs are answered this status with Retry-After: 1. */
+    const state: { session: string; restartOnCut?: boolean; inclusive?: boolean; busy?: { status: number; left: number }; pending?: { msg: Msg; token: string } } = { session: 's-1' };
     const s = legacyServer(
       (msg, req, res) => {
         calls.push(String(req.headers['mcp-session-id']));
@@ -311,13 +313,15 @@ describe('legacy: a call whose answer stream is cut after event ids', () => {
     const handler: Handler = (req, res, body) => {
       if (req.method !== 'GET' || req.headers['last-event-id'] === undefined) return s.handler(req, res, body);
       gets.push(req.headers['last-event-id'] as string);
+      getTimes.push(performance.now());
       if (req.headers['mcp-session-id'] !== state.session) return void res.writeHead(404).end();
+      if (state.busy && state.busy.left-- > 0) return void res.writeHead(state.busy.status, { 'retry-after': '1' }).end();
       const p = state.pending!;
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       if (state.inclusive) res.write(`id: c-2\n${sse({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'once' } })}`);
       res.end(`id: c-3\n${sse({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: p.token, progress: 2 } })}id: c-4\ndata: ${callResult(p.msg, 'resumed')}\n\n`);
     };
-    return { ...s, handler, gets, calls, state };
+    return { ...s, handler, gets, getTimes, calls, state };
   }
 
   for (const inclusive of [false, true])
@@ -335,6 +339,21 @@ describe('legacy: a call whose answer stream is cut after event ids', () => {
     expect(logs).toEqual(['once']);
     expect(s.gets).toEqual(['c-2']);
     expect(s.calls).toEqual(['s-1']);
+  });
+
+  it('the resumption is answered 503 (or 429) with Retry-After: 1: asked again after that second, and answered', async () => {
+    for (const status of [503, 429]) {
+      const s = cutServer();
+      s.state.busy = { status, left: 1 };
+      const { url } = await listen(s.handler);
+      const u = make(spec(url));
+      await u.start();
+      const r = await u.request('tools/call', { name: 'cut' });
+      expect((r.content as { text: string }[])[0]!.text).toBe('resumed');
+      expect(s.gets).toEqual(['c-2', 'c-2']);
+      expect(s.getTimes[1]! - s.getTimes[0]!).toBeGreaterThanOrEqual(950);
+      expect(s.calls).toEqual(['s-1']);
+    }
   });
 
   it('the server restarted meanwhile (the session 404s): the call fails saying so, not sent again; the next call opens a new session and runs once', async () => {
