@@ -581,7 +581,9 @@ export class HttpUpstream extends HandshakingUpstream {
    * its body, means the session is gone (so does a 400 saying so: sessionRefused). The server
    * looks the session up before dispatching anything, so the request was not executed: renew
    * the session (once, shared by every call that hit the same 404) and send the same frame
-   * again, once. A second 404 fails the call.
+   * again, once. A second 404 fails the call. A renewal that fails (a restarted server still
+   * starting) fails it as not delivered: it never ran, so its key is freed and the retry policy
+   * may send it again, a write too, where it was one that may have run, never sent again.
    */
   private renewSession(p: Pending, gone: boolean): void {
     p.retried = true;
@@ -594,7 +596,7 @@ export class HttpUpstream extends HandshakingUpstream {
         if (stale !== undefined && this.retiring.has(stale)) this.retire(stale);
         this.post(p, p.frame!, this.legacyHeaders);
       },
-      (err: unknown) => this.failCall(p, new TransportError(`session expired and could not be renewed: ${errMessage(err)}`)),
+      (err: unknown) => this.failCall(p, new TransportError(`session expired and could not be renewed: ${errMessage(err)}`, undefined, true)),
     );
   }
 

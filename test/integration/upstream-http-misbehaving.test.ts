@@ -410,3 +410,38 @@ describe('modern: an SDK v2 server behind a rate limiter', () => {
     expect(u.circuit).toBe('closed');
   });
 });
+
+describe('legacy: a server restarted that is not back at once', () => {
+  // A 404 to a request naming a session is the session gone, found before anything ran (the
+  // server looks the session up first): the call never ran. Its renewal failing (the server
+  // still starting) left it one that may have run: not sent again, its key unknown.
+  it('a call whose session 404s while the new initialize fails once: sent again (it never ran) once the session is renewed, and runs once', async () => {
+    let session = 's-1';
+    let refuseInit = false;
+    const ran: string[] = [];
+    const s = legacyServer(
+      (msg, req, res) => {
+        if (req.headers['mcp-session-id'] !== session) return void res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32001, message: 'Session not found' } }));
+        ran.push(session);
+        res.writeHead(200, { 'content-type': 'application/json' }).end(callResult(msg, `ran on ${session}`));
+      },
+      [],
+      () => session,
+    );
+    const { url } = await listen((req, res, body) => {
+      if (refuseInit && body.includes('"initialize"')) {
+        refuseInit = false;
+        return void res.writeHead(503, { 'content-type': 'text/plain' }).end('starting');
+      }
+      return s.handler(req, res, body);
+    });
+    const u = make(spec(url));
+    await u.start();
+    // Restarted: the old session is gone, the first initialize is refused while it starts.
+    session = 's-2';
+    refuseInit = true;
+    const r = await u.request('tools/call', { name: 'write' }, { retry: { maxAttempts: 3, budgetMs: 5000, idempotent: false } });
+    expect((r.content as { text: string }[])[0]!.text).toBe('ran on s-2');
+    expect(ran).toEqual(['s-2']);
+  });
+});
