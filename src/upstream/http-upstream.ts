@@ -517,9 +517,14 @@ export class HttpUpstream extends HandshakingUpstream {
       if (this._era === LEGACY && a.lastEventId !== undefined && problem === undefined) return this.resume(p, a.lastEventId, a.retryMs, 0);
       return this.stopWaiting(p, new TransportError(problem ?? (s === 202 ? 'the upstream accepted the request without answering it' : 'the answer ended without a response'), s));
     }
-    if (p.session !== undefined && this._era === LEGACY && !p.retried) {
-      if (s === 404 && (!answers(a.body, p) || sessionNotFound(a.body, p.id))) return this.renewSession(p, true);
-      if (s === 400 && sessionRefused(a.body, p.id)) return this.renewSession(p, false);
+    if (p.session !== undefined && this._era === LEGACY) {
+      const gone = s === 404 && (!answers(a.body, p) || sessionNotFound(a.body, p.id));
+      if (gone || (s === 400 && sessionRefused(a.body, p.id))) {
+        if (!p.retried) return this.renewSession(p, gone);
+        // Refused so again on the session just made for it: still before anything ran, so not
+        // the call's answer (its -32001 was relayed as one, kept and replayed for its key).
+        return this.failCall(p, new TransportError(`the server refused the session again right after it was renewed (HTTP ${s}), so the request did not run`, s, true));
+      }
     }
     // The hub's own listen stream is no call: a server without one may refuse it with a bare 404
     // or 405 (ListenManager then leaves it be), which says nothing about the era of its calls.

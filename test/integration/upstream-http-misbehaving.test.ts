@@ -445,3 +445,23 @@ describe('legacy: a server restarted that is not back at once', () => {
     expect(ran).toEqual(['s-2']);
   });
 });
+
+describe('legacy: a server that says the session is gone again right after it was renewed', () => {
+  it('fails the call as one that never ran (its 404 is no answer of the call: not relayed as the call\'s JSON-RPC error)', async () => {
+    let inits = 0;
+    const s = legacyServer(
+      (_msg, _req, res) => void res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32001, message: 'Session not found' } })),
+      [],
+      () => `s-${++inits}`,
+    );
+    const { url } = await listen(s.handler);
+    const u = make(spec(url));
+    await u.start();
+    const err = await u.request('tools/call', { name: 'write' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toMatchObject({ name: 'TransportError', notDelivered: true, message: 'the server refused the session again right after it was renewed (HTTP 404), so the request did not run' });
+    expect(inits).toBe(2);
+  });
+});
