@@ -41,6 +41,9 @@ export class ToolScopes {
    * siblings, and `github__delete_repo` what `delete_*` asks.
    */
   required(hubName: string, other?: OtherNames): string[] {
+    // No toolScopes (most hubs): asked on every tools/call, where the globs' empty match, its
+    // flat() and its Set cost ~1k instructions a call (docs/BENCHMARKS.md, seventieth session).
+    if (this.table.size === 0) return [];
     return [...new Set(this.table.matches(hubName, other).flat())];
   }
 
