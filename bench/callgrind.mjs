@@ -31,7 +31,7 @@ import { join, resolve } from 'node:path';
 import net from 'node:net';
 import { numberOption, option } from './lib/args.mjs';
 import { modernRequest } from './lib/mcp.mjs';
-import { echoStdioCommand, startEchoHttp, startForwarder, startHub } from './lib/targets.mjs';
+import { echoStdioCommand, HUB_ROOT, startEchoHttp, startForwarder, startHub } from './lib/targets.mjs';
 
 const target = option('target', 'hub');
 if (target !== 'hub' && target !== 'limit') throw new Error('--target is hub or limit');
@@ -64,7 +64,9 @@ const hub =
         // A call held up past quietCallStreamMs (5 s: valgrind's pace on a loaded machine) is
         // answered as an SSE stream, which send() does not read; still watched (the same work per
         // call), just never due.
-        extraConfig: { listen: { host: '127.0.0.1', port: 0, quietCallStreamMs: 600_000 } },
+        // A build from before the option (an A/B against an old commit) refuses the key; it never
+        // streamed a quiet call either.
+        extraConfig: { listen: { host: '127.0.0.1', port: 0, ...(knowsQuietCallStream() ? { quietCallStreamMs: 600_000 } : {}) } },
         ...under,
       });
 const request = modernRequest({ port: hub.port, method: 'tools/call', tool: target === 'limit' ? 'echo' : 'echo__echo' });
@@ -132,6 +134,12 @@ function connect() {
     send: (bytes) => new Promise((resolve, reject) => ((waiting = { resolve, reject }), socket.write(bytes))),
     close: () => socket.destroy(),
   };
+}
+
+/** Whether the measured build knows `listen.quietCallStreamMs` (builds before it refuse an unknown key). */
+function knowsQuietCallStream() {
+  const src = join(HUB_ROOT, 'dist', 'src');
+  return readdirSync(src, { recursive: true }).some((f) => /\.c?js$/.test(f) && readFileSync(join(src, f), 'utf8').includes('quietCallStreamMs'));
 }
 
 function windowFiles() {
