@@ -1,8 +1,9 @@
 /**
  * A server's questions put to a legacy client that negotiated an older revision. Sampling: its
- * messages' content as that revision has it (one block a message before 2025-11-25, no audio
- * before 2025-03-26). A one-block array is unwrapped; what such a client cannot take (audio at
- * 2024-11-05, several blocks before 2025-11-25) is refused to the server, -32602 saying why,
+ * messages' content as that revision has it (one block a message, and no tool_use/tool_result
+ * blocks, before 2025-11-25; no audio before 2025-03-26). A one-block array is unwrapped; what
+ * such a client cannot take (audio at 2024-11-05, several blocks or a tool block before
+ * 2025-11-25) is refused to the server, -32602 saying why,
  * and the client is not asked. Elicitation before 2025-11-25: a single-select with titled options
  * (`oneOf`) is put as that revision's `enum` with `enumNames`; a multi-select (an array) is
  * refused so. Real hub (`switchyard stdio`) over real pipes, a raw client
@@ -99,11 +100,23 @@ describe('a sampling request to a legacy client at an older revision', () => {
     expect(two.text).toMatch(/^sampling refused: -32602 .*2 content blocks/);
   }, 60_000);
 
+  it('2025-06-18: tool_use and tool_result blocks (tool-enabled sampling) are refused to the server, and the client is not asked', async () => {
+    await session('2025-06-18');
+    const r = await sample('tools');
+    expect(r.sent).toBeUndefined();
+    expect(r.isError).toBe(true);
+    expect(r.text).toMatch(/^sampling refused: -32602 .*protocol version 2025-06-18.*message 1 holds a tool_use block, which came with 2025-11-25/);
+  }, 60_000);
+
   it('2025-11-25: the request as the server sent it', async () => {
     await session('2025-11-25');
     const two = await sample('two');
     expect(two.text).toBe('sampled text=heard');
     expect(two.sent?.messages[0].content).toHaveLength(2);
+    const tools = await sample('tools');
+    expect(tools.text).toBe('sampled text=heard');
+    expect(tools.sent?.messages.map((m: Json) => m.content.type)).toEqual(['text', 'tool_use', 'tool_result']);
+    expect(tools.sent?.messages[2].content).toEqual({ type: 'tool_result', toolUseId: 'tu1', content: [{ type: 'text', text: 'sunny' }] });
   }, 60_000);
 });
 
