@@ -326,6 +326,21 @@ describe.each(['ls', 'lh'])('answers of the wrong shape (modern client, legacy u
   }, 30_000);
 });
 
+describe.each(['ls', 'lh'])('answers under keys the round did not ask (modern client, legacy upstream %s)', (up) => {
+  it('are ignored (digest 5.1): the asked key\'s answer completes the call, and an answer under another key alone is a missing answer, asked again', async () => {
+    const args = { arguments: { who: `keys-${up}` } };
+    let id = 4600 + up.charCodeAt(1) * 10;
+    let r = await modernCall(id, `${up}__elicit_form`, args);
+    const key = firstKey(r.body?.result);
+    expect(r.body?.result).toMatchObject({ resultType: 'input_required' });
+    const answer = { action: 'accept', content: { name: 'Ada' } };
+    r = await modernCall(++id, `${up}__elicit_form`, { ...args, inputResponses: { [`${key}x`]: answer }, requestState: r.body?.result?.requestState });
+    expect(r.body?.result, r.text).toMatchObject({ resultType: 'input_required', inputRequests: { [key]: { method: 'elicitation/create' } } });
+    r = await modernCall(++id, `${up}__elicit_form`, { ...args, inputResponses: { zz: { action: 'decline' }, [key]: answer, __proto__x: 1 }, requestState: r.body?.result?.requestState });
+    expect(r.body?.result, r.text).toMatchObject({ content: [{ type: 'text', text: 'action=accept content={"name":"Ada"}' }] });
+  }, 30_000);
+});
+
 describe.each(['ls', 'lh'])('a decline or cancel with "content": null (as loose serialisers write it) is a decline or cancel (legacy upstream %s)', (up) => {
   it('from a modern client', async () => {
     const args = { arguments: { who: `null-content-${up}` } };
