@@ -326,6 +326,22 @@ describe.each(['ls', 'lh'])('answers of the wrong shape (modern client, legacy u
   }, 30_000);
 });
 
+describe.each(['ls', 'lh'])('a sampling answer of the wrong shape (modern client, legacy upstream %s)', (up) => {
+  it('an error object, an ElicitResult, a message without a model: asked again, never sent upstream; a CreateMessageResult then completes the call', async () => {
+    const args = { arguments: { prompt: `sampling-shapes-${up}` } };
+    let id = 4650 + up.charCodeAt(1) * 10;
+    let r = await modernCall(id, `${up}__sample`, args);
+    const key = firstKey(r.body?.result);
+    expect(r.body?.result, r.text).toMatchObject({ resultType: 'input_required', inputRequests: { [key]: { method: 'sampling/createMessage' } } });
+    for (const bad of [{ code: -1, message: 'User rejected sampling' }, { action: 'decline' }, { role: 'assistant', content: { type: 'text', text: 'hi' } }]) {
+      r = await modernCall(++id, `${up}__sample`, { ...args, inputResponses: { [key]: bad }, requestState: r.body?.result?.requestState });
+      expect(r.body?.result, JSON.stringify(bad)).toMatchObject({ resultType: 'input_required', inputRequests: { [key]: { method: 'sampling/createMessage' } } });
+    }
+    r = await modernCall(++id, `${up}__sample`, { ...args, inputResponses: { [key]: { role: 'assistant', content: { type: 'text', text: 'hi' }, model: 'm' } }, requestState: r.body?.result?.requestState });
+    expect(r.body?.result, r.text).toMatchObject({ content: [{ type: 'text', text: 'sampled text=hi model=m' }] });
+  }, 30_000);
+});
+
 describe.each(['ls', 'lh'])('answers under keys the round did not ask (modern client, legacy upstream %s)', (up) => {
   it('are ignored (digest 5.1): the asked key\'s answer completes the call, and an answer under another key alone is a missing answer, asked again', async () => {
     const args = { arguments: { who: `keys-${up}` } };
