@@ -140,6 +140,9 @@ export function principalProblem(v: unknown, claim: string): string | undefined 
 function describe(err: unknown): string {
   if (err instanceof errors.JWTExpired) return 'the token has expired';
   if (err instanceof errors.JWTClaimValidationFailed) {
+    // jose's reason 'invalid': the claim is there but of the wrong type (`exp: "1700000000"`);
+    // "no expiry" or "not valid yet" would send the issuer's developer after the wrong bug.
+    if (err.reason === 'invalid') return `the token's ${err.claim} claim is malformed`;
     switch (err.claim) {
       case 'iss':
         return 'the token was issued by another authorization server';

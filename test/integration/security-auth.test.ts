@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { SignJWT } from 'jose';
 import { spawn } from 'node:child_process';
 import { BIN, nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { LineClient } from '../helpers/line-client.js';
@@ -185,6 +186,19 @@ describe('authentication at the HTTP endpoint', () => {
 
   it('a token not valid yet → 401', async () => {
     expect401(await call(await remember(token(key, { scope: 'mcp', notBefore: 600 }))), 'invalid_token');
+  });
+
+  it('a time claim that is no number (exp or nbf as a string) → 401 saying so, not "no expiry" or "not valid yet"', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const sign = (claims: Record<string, unknown>) =>
+      remember(new SignJWT({ iss: ISSUER, aud: AUDIENCE, sub: 'alice', scope: 'mcp', iat: now, ...claims }).setProtectedHeader({ alg: key.alg, kid: key.kid, typ: 'at+jwt' }).sign(key.privateKey));
+    let c = expect401(await call(await sign({ exp: String(now + 300) })), 'invalid_token');
+    expect(c.error_description).toBe("the token's exp claim is malformed");
+    c = expect401(await call(await sign({ exp: now + 300, nbf: String(now - 60) })), 'invalid_token');
+    expect(c.error_description).toBe("the token's nbf claim is malformed");
+    // Absent is still said as before.
+    c = expect401(await call(await sign({})), 'invalid_token');
+    expect(c.error_description).toBe('the token has no expiry');
   });
 
   it('a wrong audience → 401', async () => {
