@@ -15,7 +15,8 @@ export type ItemPinKind = Exclude<ListKind, 'tools'>;
 /**
  * What is pinned of each kind: what a model reads and what the hub acts on. The first field is
  * the item's key in its list. Not pinned: `icons` (screened instead, src/catalog/icons.ts),
- * `_meta` (passed on as it is, its text screened: docs/CATALOG.md "_meta of listed items"), a
+ * `_meta`, a tool's `execution` and fields the protocol does not have (passed on as they are,
+ * their text screened: docs/CATALOG.md "_meta of listed items"), a
  * resource's `size` and `annotations` (they change with its content, which is not pinned).
  */
 export const PINNED_FIELDS: Record<ListKind, readonly string[]> = {

@@ -431,10 +431,13 @@ function push(out: Texts, field: string, text: string, name?: boolean): void {
   else out.push(name ? { field, text, name } : { field, text });
 }
 
+/** Fields checkItem reads as it reads each (icons: icons.ts screens where they point). */
+const READ_ABOVE = new Set(['name', 'uri', 'uriTemplate', 'description', 'title', 'annotations', 'inputSchema', 'outputSchema', 'arguments', '_meta', 'icons']);
+
 /**
  * Every flag of a listed item (tool, prompt, resource, template): its name, title and
  * description, its schemas' texts and property names, its prompt arguments' names, titles and
- * descriptions, the strings and keys of its `_meta`. Names are read as names (TextOptions.name).
+ * descriptions, the strings and keys of its `_meta` and its other fields. Names are read as names (TextOptions.name).
  */
 export function checkItem(item: Record<string, unknown>, opts: PoisonOptions = {}): PoisonFlag[] {
   const texts: Texts = [];
@@ -469,7 +472,15 @@ export function checkItem(item: Record<string, unknown>, opts: PoisonOptions = {
   // server keeps there (a content security policy, an embedded icon), and a long value is no sign.
   const meta: Texts = [];
   schemaTexts(item._meta, '_meta', meta, 0, true);
+  // So are the item's other fields (a tool's `execution`, a key the protocol does not have),
+  // which go downstream as given too: an instruction under `execution.note` or `x-note` reaches
+  // a client that shows the whole item as surely as one in its description.
+  for (const k of Object.keys(item)) {
+    if (READ_ABOVE.has(k)) continue;
+    push(meta, `${k} (name)`, k, true);
+    schemaTexts(item[k], k, meta, 0, true);
+  }
   for (const t of meta) flags.push(...checkText(t.text, t.field, t.name ? { ...opts, name: true } : opts).filter((f) => f.code !== 'extreme-length'));
-  if (meta.unread) flags.push({ code: 'extreme-length', field: meta.unread, message: `_meta is too deep or has too many texts to check (from ${meta.unread} on)` });
+  if (meta.unread) flags.push({ code: 'extreme-length', field: meta.unread, message: `${/^[^.[ ]*/.exec(meta.unread)![0]} is too deep or has too many texts to check (from ${meta.unread} on)` });
   return flags;
 }
