@@ -431,6 +431,18 @@ function push(out: Texts, field: string, text: string, name?: boolean): void {
   else out.push(name ? { field, text, name } : { field, text });
 }
 
+/** A field beyond those a model is meant to read, passed on as given: its key a name, its strings data. */
+function otherField(out: Texts, path: string, key: string, value: unknown): void {
+  push(out, `${path} (name)`, key, true);
+  schemaTexts(value, path, out, 0, true);
+}
+
+function isMap(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+const ARGUMENT_READ = new Set(['name', 'title', 'description', 'required']);
+
 /** Fields checkItem reads as it reads each (icons: icons.ts screens where they point). */
 const READ_ABOVE = new Set(['name', 'uri', 'uriTemplate', 'description', 'title', 'annotations', 'inputSchema', 'outputSchema', 'arguments', '_meta', 'icons']);
 
@@ -441,6 +453,8 @@ const READ_ABOVE = new Set(['name', 'uri', 'uriTemplate', 'description', 'title'
  */
 export function checkItem(item: Record<string, unknown>, opts: PoisonOptions = {}): PoisonFlag[] {
   const texts: Texts = [];
+  // What goes downstream as given beyond the fields a model is meant to read: read as _meta is.
+  const meta: Texts = [];
   if (typeof item.name === 'string') texts.push({ field: 'name', text: item.name, name: true });
   // A resource's address is listed with it, hub and clients pass it as it is: read as a name.
   for (const k of ['uri', 'uriTemplate'] as const) if (typeof item[k] === 'string') texts.push({ field: k, text: item[k] as string, name: true });
@@ -448,7 +462,11 @@ export function checkItem(item: Record<string, unknown>, opts: PoisonOptions = {
   // array as it is.
   for (const k of ['description', 'title'] as const) schemaTexts(item[k], k, texts, 0, true);
   const ann = item.annotations as Record<string, unknown> | undefined;
-  if (ann) schemaTexts(ann.title, 'annotations.title', texts, 0, true);
+  if (ann) {
+    schemaTexts(ann.title, 'annotations.title', texts, 0, true);
+    // A resource's annotations, and a trusted server's tool's, pass as given, keys and all.
+    if (isMap(ann)) for (const [k, v] of Object.entries(ann)) if (k !== 'title') otherField(meta, `annotations.${k}`, k, v);
+  }
   schemaTexts(item.inputSchema, 'inputSchema', texts, 0);
   schemaTexts(item.outputSchema, 'outputSchema', texts, 0);
   if (Array.isArray(item.arguments)) {
@@ -461,6 +479,7 @@ export function checkItem(item: Record<string, unknown>, opts: PoisonOptions = {
       const arg = a as Record<string, unknown>;
       if (typeof arg.name === 'string') push(texts, `arguments[${i}].name`, arg.name, true);
       for (const k of ['title', 'description'] as const) schemaTexts(arg[k], `arguments[${i}].${k}`, texts, 0, true);
+      for (const [k, v] of Object.entries(arg)) if (!ARGUMENT_READ.has(k)) otherField(meta, `arguments[${i}].${k}`, k, v);
     }
   }
   const flags: PoisonFlag[] = [];
@@ -470,15 +489,12 @@ export function checkItem(item: Record<string, unknown>, opts: PoisonOptions = {
   // clients hand parts of it to the model (a widget's description): every string in it, and its
   // keys, are read as data, as a schema's values are. Not for length: nothing bounds what a
   // server keeps there (a content security policy, an embedded icon), and a long value is no sign.
-  const meta: Texts = [];
   schemaTexts(item._meta, '_meta', meta, 0, true);
   // So are the item's other fields (a tool's `execution`, a key the protocol does not have),
   // which go downstream as given too: an instruction under `execution.note` or `x-note` reaches
   // a client that shows the whole item as surely as one in its description.
   for (const k of Object.keys(item)) {
-    if (READ_ABOVE.has(k)) continue;
-    push(meta, `${k} (name)`, k, true);
-    schemaTexts(item[k], k, meta, 0, true);
+    if (!READ_ABOVE.has(k)) otherField(meta, k, k, item[k]);
   }
   for (const t of meta) flags.push(...checkText(t.text, t.field, t.name ? { ...opts, name: true } : opts).filter((f) => f.code !== 'extreme-length'));
   if (meta.unread) flags.push({ code: 'extreme-length', field: meta.unread, message: `${/^[^.[ ]*/.exec(meta.unread)![0]} is too deep or has too many texts to check (from ${meta.unread} on)` });

@@ -22,10 +22,15 @@ async function mutate(url: string, server: string, args: Json): Promise<void> {
   await c.close();
 }
 
-describe('fields of a listed tool beyond its description and schemas', () => {
+describe('fields of a listed item beyond its description and schemas', () => {
   let hub: HubProcess;
   beforeAll(async () => {
-    hub = await startHub({ servers: { m: nodeServer(MUTABLE, [], { ERA: 'modern' }), l: nodeServer(MUTABLE, [], { ERA: 'legacy' }) } });
+    hub = await startHub({
+      servers: {
+        m: nodeServer(MUTABLE, [], { ERA: 'modern', PROMPTS: '1', DOC_URI: 'm://doc' }),
+        l: nodeServer(MUTABLE, [], { ERA: 'legacy', PROMPTS: '1', DOC_URI: 'l://doc' }),
+      },
+    });
     await waitForReady(hub.url, ['m', 'l']);
   }, 60_000);
   afterAll(async () => void (await hub?.stop()));
@@ -43,6 +48,21 @@ describe('fields of a listed tool beyond its description and schemas', () => {
       expect(flags).toEqual(expect.arrayContaining([expect.stringMatching(/^model-instructions: /), expect.stringMatching(/^exfiltration: /)]));
       // The untrusted server's own hints are not what clients see; an untitled extra key is not kept.
       expect(t.annotations).toEqual({ readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true });
+    });
+    it(`text in a prompt argument's other fields or a resource's annotations is screened (${server === 'm' ? 'modern' : 'legacy'} upstream)`, async () => {
+      await mutate(hub.url, server, { op: 'prompt', def: { name: 'pp', description: 'P', arguments: [{ name: 'a', note: NOTE }] } });
+      await mutate(hub.url, server, { op: 'resource', uri: `${server}://doc`, fields: { annotations: { audience: ['user'], note: NOTE } } });
+      const flagsOf = (x: Json | undefined) => (x?._meta as Json | undefined)?.['dev.switchyard/flags'];
+      const expected = expect.arrayContaining([expect.stringMatching(/^model-instructions: /), expect.stringMatching(/^exfiltration: /)]);
+      await expect
+        .poll(async () => flagsOf(((await modernPost(hub.url, 2, 'prompts/list')).body?.result?.prompts as Json[] | undefined)?.find((p) => p.name === `${server}__pp`)), { timeout: 3000 })
+        .toEqual(expected);
+      await expect
+        .poll(async () => flagsOf(((await modernPost(hub.url, 3, 'resources/list')).body?.result?.resources as Json[] | undefined)?.find((r) => r.uri === `${server}://doc`)), { timeout: 3000 })
+        .toEqual(expected);
+      // The ordinary items of the same servers carry no flags.
+      const greet = ((await modernPost(hub.url, 2, 'prompts/list')).body?.result?.prompts as Json[]).find((p) => p.name === `${server}__greet`);
+      expect(flagsOf(greet)).toBeUndefined();
     });
   }
 });
