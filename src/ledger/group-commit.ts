@@ -63,12 +63,24 @@ export class GroupCommit {
   private batches = 0;
   private writes = 0;
   private closed = false;
+  /** The connection's busy_timeout as opened, put back once a batch commits again. */
+  private readonly busyMs: number;
+  /** A batch was refused for another process's write lock, and none has committed since. */
+  private locked = false;
 
   constructor(
-    db: Database,
+    private readonly db: Database,
     hooks: BatchHooks,
     private readonly log: Logger,
+    /**
+     * For a connection on the hub's event loop: once a batch was refused for another process's
+     * write lock (busy_timeout waited out), later batches wait this long at most until one
+     * commits again. Each would otherwise hold the event loop for the whole busy_timeout, and
+     * every request with it (a refused idempotency claim and its release: 10 s).
+     */
+    private readonly lockedWaitMs?: number,
   ) {
+    this.busyMs = lockedWaitMs === undefined ? 0 : (db.pragma('busy_timeout', { simple: true }) as number);
     this.sub = db.transaction((run: () => void) => run());
     this.fast = db.transaction((n: number, run: (i: number) => void, together?: () => void) => {
       hooks.before();
@@ -167,6 +179,15 @@ export class GroupCommit {
     return !(this.commit(items.length, (i) => run(items[i]!), together) instanceof Error);
   }
 
+  private waitForLock(locked: boolean): void {
+    this.locked = locked;
+    try {
+      this.db.pragma(`busy_timeout = ${locked ? this.lockedWaitMs : this.busyMs}`);
+    } catch {
+      // A closed connection: nothing waits on it any more.
+    }
+  }
+
   /** The writes run(0) … run(n - 1) in one transaction: those that failed alone (logged), or the Error that refused them all. */
   private commit(n: number, run: (i: number) => void, together?: () => void): ReadonlyMap<number, Error> | Error {
     let failed: ReadonlyMap<number, Error>;
@@ -184,8 +205,10 @@ export class GroupCommit {
     } catch (err) {
       const e = err instanceof Error ? err : new Error(String(err));
       this.log.error({ err: e, writes: n }, 'ledger: batch commit failed');
+      if (this.lockedWaitMs !== undefined && !this.locked && (e as { code?: unknown }).code === 'SQLITE_BUSY') this.waitForLock(true);
       return e;
     }
+    if (this.locked) this.waitForLock(false);
     this.batches++;
     this.writes += n;
     for (const e of failed.values()) this.log.error({ err: e }, 'ledger: write failed');

@@ -16,6 +16,7 @@ import type { LedgerSessionMemoryStore } from './session-memory.js';
 import type { LedgerSpentStates } from './spent-states.js';
 import { LedgerStores } from './stores.js';
 import { PendingFiles, type PendingFilesOptions } from './pending-files.js';
+import { writeFailed } from './pending-log.js';
 import type { LedgerPinStore } from './pins.js';
 import type { ItemPinKind } from '../catalog/pins.js';
 import { LedgerReader, type StatsRow } from './reader.js';
@@ -252,7 +253,9 @@ export class Ledger implements RowFinisher {
   /** Resolves once everything queued so far is committed (pending file and SQLite writes). */
   whenCommitted(): Promise<void> {
     const written = this.pending.whenWritten();
-    const sql = this.gc.pending > 0 ? this.gc.whenCommitted() : null;
+    // A batch fails only when SQLite refused it whole (a lock, a full disk): said as the pending
+    // file's failure is, so the call is refused by name and its row is no `unknown`.
+    const sql = this.gc.pending > 0 ? this.gc.whenCommitted().catch(refusedBySqlite) : null;
     if (written && sql) return Promise.all([written, sql]).then(noop);
     return written ?? sql ?? RESOLVED;
   }
@@ -547,3 +550,7 @@ export class Ledger implements RowFinisher {
 const RESOLVED = Promise.resolve();
 
 function noop(): void {}
+
+function refusedBySqlite(err: unknown): never {
+  throw writeFailed(err);
+}

@@ -250,15 +250,20 @@ class Batch {
 export const WRITTEN = Promise.resolve();
 
 /**
- * A line that could not be written (disk full, I/O error): the caller's call fails with a
- * JSON-RPC error that says why, rather than an anonymous internal error.
+ * A line that could not be written (disk full, I/O error), or a SQLite write the database
+ * refused (its write lock held by another process past busy_timeout, a full disk): the caller's
+ * call fails with a JSON-RPC error that says why, rather than an anonymous internal error.
  */
-function writeFailed(err: unknown): RpcError {
+export function writeFailed(err: unknown): RpcError {
   return new RpcError(INTERNAL_ERROR, `the audit ledger cannot write (${errorCode(err)}); the hub does not run calls it cannot record`);
 }
 
 function errorCode(err: unknown): string {
-  return (err as NodeJS.ErrnoException)?.code ?? (err instanceof Error ? err.message : String(err));
+  const code = (err as NodeJS.ErrnoException)?.code;
+  // SQLite says only "database is locked": the operator needs to know that another process
+  // (a sqlite3 shell in a transaction, a tool writing the file) holds it.
+  if (code === 'SQLITE_BUSY') return `${code}: another process holds the ledger database's write lock`;
+  return code ?? (err instanceof Error ? err.message : String(err));
 }
 
 /** A rejected promise that is never reported as unhandled (a caller may not wait for it). */

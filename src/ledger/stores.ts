@@ -12,6 +12,13 @@ import { LedgerSessionMemoryStore } from './session-memory.js';
 import { LedgerSpentStates } from './spent-states.js';
 
 const PURGE_EVERY_MS = 60 * 60 * 1000;
+/**
+ * How long a write here waits for SQLite's write lock once one was refused for it (another
+ * process holding it past busy_timeout), until one commits again: these writes run on the hub's
+ * event loop. Longer than the ingest thread's usual transaction (a few ms); the backlog it moves
+ * once the lock is let go can take longer, and a keyed call then may be refused once more.
+ */
+const LOCKED_WAIT_MS = 100;
 
 /**
  * The ledger's tables other than audit (idempotency keys, hub names, capabilities, resource
@@ -33,7 +40,7 @@ export class LedgerStores {
 
   constructor(db: Database, idempotencyTtlMs: number | undefined, now: () => number, log: Logger) {
     // Audit rows are chained by the applier (its own group commit); these writes are not.
-    const gc = (this.gc = new GroupCommit(db, { before: noop, after: noop }, log));
+    const gc = (this.gc = new GroupCommit(db, { before: noop, after: noop }, log, LOCKED_WAIT_MS));
     this.idempotency = new IdempotencyStore(db, gc, idempotencyTtlMs ?? DEFAULT_KEY_TTL_MS, now, log);
     this.names = new LedgerNameStore(db, gc, now, log);
     this.capabilities = new LedgerCapabilityStore(db, gc, now, log);
