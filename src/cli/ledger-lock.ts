@@ -10,6 +10,7 @@ import { dirname, resolve } from 'node:path';
 import { makeStateDir } from '../paths.js';
 import { osLockHolder, takeOsLock, type OsLock } from '../os-lock.js';
 import type { HubConfig } from '../config/types.js';
+import { ChainStateGoneError } from '../ledger/chain.js';
 import { realLedgerPath } from '../ledger/real-path.js';
 import { ownerLockHeldElsewhere, releaseOwnerLock, takeOwnerLock } from './ledger-owner.js';
 import { holderRuns, processStart } from '../process-alive.js';
@@ -417,10 +418,11 @@ function sleep(ms: number): Promise<void> {
 
 /**
  * What SQLite said of the ledger while the hub opened it, when it is the disk's doing (full, an
- * I/O error, a database that is no database): undefined for any other error, which is the
- * config's. `start` and `stdio` exit 1 for these, not 2 blaming the config file.
+ * I/O error, a database that is no database), or a ledger without its chain state: undefined
+ * for any other error, which is the config's. `start` and `stdio` exit 1 for these, not 2 blaming the config file.
  */
 export function ledgerTrouble(err: unknown, config: HubConfig): string | undefined {
+  if (err instanceof ChainStateGoneError) return `the ledger ${ledgerDbPath(config)}: ${err.message}`;
   const code = (err as { code?: unknown } | null)?.code;
   if (!config.ledger.enabled || typeof code !== 'string' || !/^SQLITE_(FULL|IOERR|CORRUPT|NOTADB|CANTOPEN|READONLY|NOMEM|PROTOCOL)/.test(code)) return undefined;
   const db = ledgerDbPath(config);

@@ -1,5 +1,6 @@
 import type { Database, Statement } from 'better-sqlite3';
 import { canonicalJson, sha256Hex } from './canonical.js';
+import { hasTable } from './migrate.js';
 import type { AuditDbRow } from './rows.js';
 
 /**
@@ -126,6 +127,8 @@ export interface ChainState {
 }
 
 function chainStateRow(db: Database): ChainState | undefined {
+  // The table dropped by hand is the row deleted: said so, not as SQLite's "no such table".
+  if (!hasTable(db, 'chain_state')) return undefined;
   return db.prepare('SELECT anchor_seq, anchor_hash, head_seq, head_hash FROM chain_state WHERE id = 1').get() as ChainState | undefined;
 }
 
@@ -137,6 +140,22 @@ export function readChainState(db: Database): ChainState {
 }
 
 const MISSING_STATE = "the ledger's chain state (its anchor and head, table chain_state) is gone: the file was changed outside the hub, and the chain cannot be checked";
+
+/**
+ * A hub cannot start on a ledger without its chain state: a row has no head to chain onto, and
+ * a head made up here would hide the edit from `verify`.
+ */
+export class ChainStateGoneError extends Error {
+  override readonly name = 'ChainStateGoneError';
+  constructor() {
+    super(`${MISSING_STATE}; no row can be chained onto it: keep the file as evidence, move it aside (with its -wal file) and start again for a new ledger`);
+  }
+}
+
+/** Throws ChainStateGoneError when the ledger has no chain state. */
+export function assertChainState(db: Database): void {
+  if (chainStateRow(db) === undefined) throw new ChainStateGoneError();
+}
 
 /**
  * Called when the head in the file is not one this writer left there: rows were removed from the

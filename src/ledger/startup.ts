@@ -2,7 +2,7 @@ import { existsSync, unlinkSync } from 'node:fs';
 import type { Database } from 'better-sqlite3';
 import type { Logger } from '../log.js';
 import { AuditApplier, END_COLS, type PendingRecord } from './audit-apply.js';
-import { ChainWriter, chainEndsProblem } from './chain.js';
+import { assertChainState, ChainWriter, chainEndsProblem } from './chain.js';
 import { PendingFiles } from './pending-files.js';
 import type { AuditDbRow } from './rows.js';
 
@@ -10,9 +10,11 @@ import type { AuditDbRow } from './rows.js';
  * What a ledger's start does to the file before the hub writes to it: checks the chain's ends,
  * applies the rows a hub that stopped left in the pending files (`files`: the path they are
  * named by, the database's real path), and marks the calls still in flight then `unknown`.
- * Throws when SQLite would not take the pending rows (they are kept for the next start).
+ * Throws when SQLite would not take the pending rows (they are kept for the next start), and
+ * when the file has no chain state to chain them onto (ChainStateGoneError).
  */
 export function recoverLedgerFile(db: Database, files: string, log: Logger, now: number): void {
+  assertChainState(db);
   // The file as the last hub left it, before this one chains anything onto it: its ends must
   // hold together, or it was changed outside the hub (verify walks the rest).
   const broken = chainEndsProblem(db);
