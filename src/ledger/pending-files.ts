@@ -53,8 +53,8 @@ export class PendingFiles {
   }
 
   /** The records both files hold, in the order they were written (see PendingLog.read). */
-  static read(dbPath: string): unknown[] {
-    const files = PendingFiles.paths(dbPath).map((p) => PendingLog.read(p));
+  static read(dbPath: string, torn?: { lines: number }): unknown[] {
+    const files = PendingFiles.paths(dbPath).map((p) => PendingLog.read(p, torn));
     const gen = (records: unknown[]): number => {
       const g = (records[0] as { g?: unknown } | undefined)?.g;
       return typeof g === 'number' ? g : 0;

@@ -76,9 +76,9 @@ export class PendingLog {
    * writing on a line of its own; see write) and is skipped: the lines after it are whole.
    * Only a regular file is read (a device such as /dev/full would never end).
    */
-  static read(path: string): unknown[] {
+  static read(path: string, torn?: { lines: number }): unknown[] {
     if (!existsSync(path) || !statSync(path).isFile()) return [];
-    return parseLines(readFileSync(path, 'utf8').split('\n'));
+    return parseLines(readFileSync(path, 'utf8').split('\n'), torn);
   }
 
   /** Such a file's bytes (none if it is no regular file, as read()), read off the event loop. */
@@ -283,14 +283,15 @@ function writeAll(fd: number, text: string): void {
 }
 
 /** The records of a pending file's lines, as PendingLog.read gives them: an empty line is none, a torn one (see read) is skipped. */
-export function parseLines(lines: readonly string[]): unknown[] {
+export function parseLines(lines: readonly string[], torn?: { lines: number }): unknown[] {
   const out: unknown[] = [];
   for (const line of lines) {
     if (line === '') continue;
     try {
       out.push(JSON.parse(line));
     } catch {
-      // torn: skipped
+      // torn: skipped (counted for a start's log)
+      if (torn) torn.lines++;
     }
   }
   return out;

@@ -1,7 +1,7 @@
 import { existsSync, unlinkSync } from 'node:fs';
 import type { Database } from 'better-sqlite3';
 import type { Logger } from '../log.js';
-import { AuditApplier, END_COLS, type PendingRecord } from './audit-apply.js';
+import { AuditApplier, END_COLS, recordRow, type PendingRecord } from './audit-apply.js';
 import { assertChainState, ChainWriter, chainEndsProblem } from './chain.js';
 import { PendingFiles } from './pending-files.js';
 import type { AuditDbRow } from './rows.js';
@@ -39,7 +39,11 @@ function replayOldNames(db: Database, dbPath: string, log: Logger): void {
 
 /** Rows a hub that died left in the pending files go into SQLite before recovery. */
 function replay(db: Database, dbPath: string, log: Logger): void {
-  const records = PendingFiles.read(dbPath) as PendingRecord[];
+  const skipped = { lines: 0 };
+  const records = PendingFiles.read(dbPath, skipped) as PendingRecord[];
+  for (const r of records) if (recordRow(r) === undefined && !isHeader(r)) skipped.lines++;
+  // Said, not dropped unsaid: a row an operator misses may be one of these.
+  if (skipped.lines > 0) log.warn({ lines: skipped.lines }, `ledger: ${skipped.lines} line${skipped.lines === 1 ? ' of the pending files was' : 's of the pending files were'} no row (torn by a full disk, or changed by hand); skipped`);
   if (records.length === 0) return;
   const applier = new AuditApplier(db, log);
   applier.take(records);
@@ -87,4 +91,9 @@ function recover(db: Database, now: number, log: Logger): void {
   if (rows.length || keys) {
     log.warn({ rows: rows.length, ids: rows.slice(0, 100).map((r) => r.id), idempotencyKeys: keys }, 'ledger: calls in flight when the hub last stopped are now marked unknown');
   }
+}
+
+/** A pending file's first line, `{"g":n}` (PendingFiles), which is no row and no damage. */
+function isHeader(r: unknown): boolean {
+  return typeof r === 'object' && r !== null && !Array.isArray(r) && typeof (r as { g?: unknown }).g === 'number';
 }
