@@ -61,7 +61,10 @@ export function mayRetry(err: unknown, method: string, policy: RetryPolicy): boo
   // Rate-limited (429) or asked to come back later (503 + Retry-After): refused before it ran,
   // so a write too may be sent again, once the wait it asks is over (retryAfter keeps to it).
   if (refusedUnapplied(err)) return true;
-  if (notDelivered(err)) return !(err instanceof UpstreamUnavailableError && (err.state === 'stopped' || err.state === 'failed'));
+  // Busy (maxConcurrent and maxQueue full) is answered at once: the point of a bounded queue.
+  // Retried, the refused calls waited out the backoff (150-450 ms by default, seconds with more
+  // attempts) as a second queue past maxQueue, and could take a slot freed meanwhile.
+  if (notDelivered(err)) return !(err instanceof UpstreamUnavailableError && (err.state === 'stopped' || err.state === 'failed' || err.state === 'busy'));
   if (!(err instanceof TransportError)) return false;
   return replayable(method, policy);
 }

@@ -7,6 +7,8 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { callTool, isToolError, QUIRKS, rowsFor, text, waitForState } from './faults-helpers.js';
@@ -22,8 +24,18 @@ beforeAll(async () => {
     ...nodeServer(`${QUIRKS}/legacy-32601.mjs`, [], { QUIRK_LOG: join(dir, `${name}.log`) }),
     ...extra,
   });
-  hub = await startHub({ servers: { q: quirk('q'), lim: quirk('lim', { maxConcurrent: 1, maxQueue: 5 }) } }, { dir });
-  await Promise.all(['q', 'lim'].map((id) => waitForState(hub.url, id, ['ready'])));
+  hub = await startHub(
+    {
+      servers: {
+        q: quirk('q'),
+        lim: quirk('lim', { maxConcurrent: 1, maxQueue: 5 }),
+        // Retries generous on purpose: a busy refusal held through their backoff takes seconds.
+        full: quirk('full', { maxConcurrent: 1, maxQueue: 1, retry: { maxAttempts: 10, budgetMs: 20_000 } }),
+      },
+    },
+    { dir },
+  );
+  await Promise.all(['q', 'lim', 'full'].map((id) => waitForState(hub.url, id, ['ready'])));
 }, 60_000);
 
 afterAll(async () => {
@@ -102,4 +114,37 @@ describe('a call waiting for a slot (maxConcurrent)', () => {
     await waitForState(hub.url, 'lim', ['ready']);
     expect(text(await callTool(hub.url, 'lim__echo', { text: 'after the restart' }, { 'dev.switchyard/timeoutMs': 3000 }))).toContain('after the restart');
   }, 20_000);
+});
+
+describe('calls past maxConcurrent + maxQueue (1 + 1)', () => {
+  it('are refused busy at once, on one legacy session: never sent, never retried, audited unavailable', async () => {
+    const client = new Client({ name: 'busy-burst', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(hub.url)));
+    try {
+      // Each admitted call holds the slot 4 s. Held through the backoff of 9 retries (at least
+      // 5.5 s), a refused call was answered after the first call, or got in once it ended.
+      let firstAnswered = false;
+      const calls = Array.from({ length: 6 }, (_, i) =>
+        client
+          .callTool({ name: 'full__slow', arguments: { steps: 0, ms: 4000, message: `c${i}` } })
+          .then((r) => ({ i, busy: r.isError === true, text: (r.content as { text: string }[])[0]?.text ?? '', firstAnswered })),
+      );
+      void calls[0]!.then(() => (firstAnswered = true));
+      const answers = await Promise.all(calls);
+      const refused = answers.filter((a) => a.busy);
+      expect(answers.filter((a) => !a.busy).map((a) => a.text)).toEqual(['slow done', 'slow done']);
+      expect(refused).toHaveLength(4);
+      for (const a of refused) {
+        expect(a.text).toMatch(/server "full" is busy: 1 requests in flight and 1 waiting/);
+        expect(a.firstAnswered, `call ${a.i} refused only after the first call ended`).toBe(false);
+      }
+    } finally {
+      await client.close();
+    }
+    expect(quirkLog(join(dir, 'full.log')).filter((e) => e.in?.method === 'tools/call')).toHaveLength(2);
+    expect(hub.logs.filter((l) => l.includes('sending the request again') && l.includes('is busy'))).toEqual([]);
+    const rows = await rowsFor(join(hub.dir, 'ledger.db'), 'full__slow', 6);
+    expect(rows.map((r) => r.outcome).sort()).toEqual(['ok', 'ok', 'unavailable', 'unavailable', 'unavailable', 'unavailable']);
+    for (const r of rows.filter((r) => r.outcome === 'unavailable')) expect(r.errorMessage).toMatch(/"full" is busy/);
+  }, 30_000);
 });

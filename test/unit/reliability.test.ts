@@ -238,11 +238,13 @@ describe('circuit breaker evidence', () => {
 describe('retry rule', () => {
   const tool = { maxAttempts: 3, budgetMs: 1000 };
   const idem = { ...tool, idempotent: true };
-  it('never delivered: always; may have run: only idempotent (reads are); never after an answer, 401/403, 413/414/431, cancel, timeout', () => {
+  it('never delivered: always; may have run: only idempotent (reads are); never after an answer, busy, 401/403, 413/414/431, cancel, timeout', () => {
     const refused = new TransportError('ECONNREFUSED', undefined, true);
     const lost = new TransportError('connection lost');
     expect(mayRetry(refused, 'tools/call', tool)).toBe(true);
-    expect(mayRetry(new UpstreamUnavailableError('s', 'busy'), 'tools/call', tool)).toBe(true);
+    expect(mayRetry(new UpstreamUnavailableError('s', 'starting'), 'tools/call', tool)).toBe(true);
+    // Busy is answered at once (a bounded queue's refusal), never held through a backoff.
+    expect(mayRetry(new UpstreamUnavailableError('s', 'busy'), 'tools/call', tool)).toBe(false);
     expect(mayRetry(new UpstreamUnavailableError('s', 'failed'), 'tools/call', tool)).toBe(false);
     expect(mayRetry(new UpstreamUnavailableError('s', 'stopped'), 'tools/call', tool)).toBe(false);
     expect(mayRetry(lost, 'tools/call', tool)).toBe(false);
