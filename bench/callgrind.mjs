@@ -15,7 +15,7 @@
 // the machine's load sets: compare runs made side by side, or function by function, or the
 // threads less the garbage collector's and SQLite's step (docs/BENCHMARKS.md, sixty-second session).
 //
-//   node bench/callgrind.mjs [--target hub|limit] [--upstream stdio|http] [--ledger on|off] [--concurrency 1] [--warmup 4000] [--calls 400] [--js-names] [--out DIR]
+//   node bench/callgrind.mjs [--target hub|limit] [--upstream stdio|http] [--ledger on|off] [--concurrency 1] [--warmup 4000] [--calls 400] [--js-names] [--out DIR] [--stall-ms 300000]
 //   SWITCHYARD_BENCH_ROOT=/path/to/other/build node bench/callgrind.mjs ...   (A/B)
 //
 // Then, per thread (…-01 is the event loop), e.g.
@@ -42,6 +42,8 @@ const concurrency = numberOption('concurrency', 1);
 const warmup = numberOption('warmup', 4000);
 const calls = numberOption('calls', 400);
 const jsNames = process.argv.includes('--js-names');
+// No answer at all for this long: the run stops with what was outstanding, rather than wait for ever.
+const stallMs = numberOption('stall-ms', 300_000);
 const out = option('out', undefined);
 const dir = out ? resolve(out) : mkdtempSync(join(tmpdir(), 'switchyard-callgrind-'));
 mkdirSync(dir, { recursive: true });
@@ -95,18 +97,36 @@ console.log(`callgrind files: ${dir} (the window: cg.out.1-NN, one per thread; -
 async function send(n) {
   let left = n;
   let seq = 0;
-  await Promise.all(
-    Array.from({ length: concurrency }, async (_, w) => {
-      const conn = conns[w];
-      const bytes = Buffer.from(request.buf);
-      while (left > 0) {
-        left--;
-        bytes.write(`w${String(w).padStart(4, '0')}n${String(++seq).padStart(10, '0')}`, request.idOffset, 'latin1');
-        const body = await conn.send(bytes);
-        if (!body.includes('"result"') || !body.includes('hello')) throw new Error(`not the echo's answer: ${body.slice(0, 300)}`);
-      }
-    }),
-  );
+  let answered = 0;
+  let lastAnswer = performance.now();
+  let watchdog;
+  const stalled = new Promise((_, reject) => {
+    watchdog = setInterval(() => {
+      if (performance.now() - lastAnswer < stallMs) return;
+      reject(new Error(`no answer for ${stallMs} ms: ${answered} of ${n} answered, ${n - left - answered} in flight (--stall-ms)`));
+    }, Math.min(stallMs, 10_000));
+  });
+  try {
+    await Promise.race([
+      stalled,
+      Promise.all(
+        Array.from({ length: concurrency }, async (_, w) => {
+          const conn = conns[w];
+          const bytes = Buffer.from(request.buf);
+          while (left > 0) {
+            left--;
+            bytes.write(`w${String(w).padStart(4, '0')}n${String(++seq).padStart(10, '0')}`, request.idOffset, 'latin1');
+            const body = await conn.send(bytes);
+            answered++;
+            lastAnswer = performance.now();
+            if (!body.includes('"result"') || !body.includes('hello')) throw new Error(`not the echo's answer: ${body.slice(0, 300)}`);
+          }
+        }),
+      ),
+    ]);
+  } finally {
+    clearInterval(watchdog);
+  }
 }
 
 function connect() {
@@ -115,6 +135,9 @@ function connect() {
   let buf = Buffer.alloc(0);
   let waiting;
   socket.on('error', (err) => waiting?.reject(err));
+  // A connection the hub ends (its keep-alive or request timeout, valgrind's pace on a loaded
+  // machine) would otherwise leave its worker waiting for ever, with the hub idle: say so.
+  socket.on('close', () => waiting?.reject(new Error(`the hub closed connection ${conns.indexOf(self)} with a call unanswered`)));
   socket.on('data', (chunk) => {
     buf = Buffer.concat([buf, chunk]);
     const headEnd = buf.indexOf('\r\n\r\n');
@@ -130,10 +153,20 @@ function connect() {
     waiting = undefined;
     w?.resolve(`${head.slice(9, 12)} ${body}`);
   });
-  return {
-    send: (bytes) => new Promise((resolve, reject) => ((waiting = { resolve, reject }), socket.write(bytes))),
-    close: () => socket.destroy(),
+  const self = {
+    send: (bytes) =>
+      new Promise((resolve, reject) => {
+        // Written to a socket already closed, the bytes go nowhere and no event follows.
+        if (socket.destroyed) return reject(new Error(`connection ${conns.indexOf(self)} was closed by the hub between calls`));
+        waiting = { resolve, reject };
+        socket.write(bytes);
+      }),
+    close: () => {
+      waiting = undefined;
+      socket.destroy();
+    },
   };
+  return self;
 }
 
 /** Whether the measured build knows `listen.quietCallStreamMs` (builds before it refuse an unknown key). */
