@@ -178,13 +178,16 @@ export class PluginRunner {
    */
   private guard<T>(p: Plugin, hook: PluginFailure['hook'], where: Pick<PluginFailure, 'server' | 'tool' | 'group'>, fn: () => T | Promise<T>): Guarded<T> | Promise<Guarded<T>> {
     let out: T | Promise<T>;
+    let pending: boolean;
     try {
       out = fn();
+      // Inside the try: reading `then` off a hook's answer runs its getter, which may throw.
+      pending = isThenable(out);
     } catch (err) {
       this.fail({ plugin: p.name, hook, message: messageOf(err), ...where });
       return { ok: false };
     }
-    return isThenable(out) ? this.raced(p, hook, where, out) : { ok: true, value: out };
+    return pending ? this.raced(p, hook, where, out as Promise<T>) : { ok: true, value: out as T };
   }
 
   private async raced<T>(p: Plugin, hook: PluginFailure['hook'], where: Pick<PluginFailure, 'server' | 'tool' | 'group'>, out: Promise<T>): Promise<Guarded<T>> {
