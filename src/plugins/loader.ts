@@ -45,8 +45,11 @@ function within<T>(work: Promise<T>, ms: number, late?: (v: T) => void): Promise
 }
 
 async function instantiate(mod: PluginModule, options: Record<string, unknown>, log: Logger, fallbackName: string): Promise<Plugin> {
-  const p = typeof mod === 'function' ? await mod({ options, log: log.child({ plugin: fallbackName }) }) : mod;
-  if (p === null || typeof p !== 'object') throw new Error('the module does not export a plugin (an object with a name and hooks, or a factory)');
+  const made = typeof mod === 'function';
+  const p = made ? await mod({ options, log: log.child({ plugin: fallbackName }) }) : mod;
+  // Say what was there: "does not export a plugin" for a factory that returned nothing sent the
+  // author looking at the module's exports, which were fine.
+  if (p === null || typeof p !== 'object') throw new Error(`${made ? 'the factory returned' : 'the module exports'} ${describeValue(p)}, not a plugin (an object with a name and hooks, or a factory returning one)`);
   const problem =
     typeof p.name !== 'string' || p.name === ''
       ? 'the plugin has no name'
@@ -57,6 +60,13 @@ async function instantiate(mod: PluginModule, options: Record<string, unknown>, 
     throw new Error(problem);
   }
   return p;
+}
+
+/** A value that is not a plugin, named for an error message (never its contents: options may be in it). */
+function describeValue(v: unknown): string {
+  if (v === null) return 'null';
+  if (v === undefined) return 'nothing';
+  return `a ${typeof v}`;
 }
 
 /**
@@ -102,8 +112,19 @@ async function importPlugin(file: string): Promise<PluginModule> {
   delete requireCache[file];
   const m = (await import(`${pathToFileURL(file).href}?plugin-version=${digestOf(file)}`)) as { default?: PluginModule; plugin?: PluginModule };
   const mod = m.default ?? m.plugin;
-  if (mod === undefined) throw new Error('no default export (and no export named "plugin")');
+  // A default export of `null` is there: "no default export" sent its author looking for a missing one.
+  if (mod === undefined) throw new Error(m.default === null ? 'the module exports null, not a plugin (an object with a name and hooks, or a factory returning one)' : 'no default export (and no export named "plugin")');
   return mod;
+}
+
+/**
+ * A load's error as its message, a syntax error's named so: Node's message for a plugin file that
+ * does not parse is a bare "Unexpected token ';'", which read as though the plugin's code had
+ * thrown it. (A `JSON.parse` in the plugin's code throws a SyntaxError too, hence no more than the name.)
+ */
+function messageOf(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  return err instanceof SyntaxError ? `SyntaxError: ${err.message}` : err.message;
 }
 
 /** The plugins folder: `plugins.dir`, or `plugins`, next to the config file. */
@@ -192,7 +213,7 @@ export async function loadPlugins(
       out.push(p);
       log.info({ plugin: p.name, from: where }, 'plugin loaded');
     } catch (err) {
-      const f: PluginFailure = { plugin: where, hook: 'load', message: err instanceof Error ? err.message : String(err) };
+      const f: PluginFailure = { plugin: where, hook: 'load', message: messageOf(err) };
       log.error(f, 'plugin could not be loaded; the hub runs without it');
       onFailure(f);
     }

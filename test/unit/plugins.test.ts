@@ -374,6 +374,27 @@ describe('plugin runner', () => {
     expect((await new PluginRunner(ps, silentLogger, () => {}).beforeCall(tool, 'a', undefined, {})).deny?.plugin).toBe('first');
   });
 
+  it('says what a plugin file held that is no plugin: a null export, a factory returning null, a number', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sy-plugins-'));
+    writeFileSync(join(dir, 'null.mjs'), `export default null;`);
+    writeFileSync(join(dir, 'factory-null.mjs'), `export default () => null;`);
+    writeFileSync(join(dir, 'number.mjs'), `export default 42;`);
+    const failures: PluginFailure[] = [];
+    const ps = await loadPlugins(
+      { paths: ['./null.mjs', './factory-null.mjs', './number.mjs'], disable: ['redact-secrets', 'description-checks'] },
+      join(dir, 'hub.config.json'),
+      silentLogger,
+      (f) => failures.push(f),
+    );
+    rmSync(dir, { recursive: true, force: true });
+    expect(ps).toEqual([]);
+    expect(failures.map((f) => `${f.plugin.replace(/^.*[\\/]/, '')}: ${f.message}`)).toEqual([
+      'null.mjs: the module exports null, not a plugin (an object with a name and hooks, or a factory returning one)',
+      'factory-null.mjs: the factory returned null, not a plugin (an object with a name and hooks, or a factory returning one)',
+      'number.mjs: the module exports a number, not a plugin (an object with a name and hooks, or a factory returning one)',
+    ]);
+  });
+
   it("a plugin named as a property of every object (constructor, __proto__, toString) gets no options unless configured, not Object's", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sy-plugins-'));
     const pdir = join(dir, 'plugins');
