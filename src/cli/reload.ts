@@ -48,7 +48,7 @@ export function describeOutcome(o: Outcome): { text: string; problem?: string; e
   // A plugin the operator asked for is not running (this reload could not load it, or an
   // earlier load could not and nothing loaded it since): say so, and fail the command.
   const failed = r.pluginsNotLoaded ?? r.pluginsFailed ?? [];
-  if (failed.length) return { text, problem: `plugins that could not be loaded (the hub runs without them):\n${failed.map((f) => `  ${f}\n`).join('')}`, exitCode: 1 };
+  if (failed.length) return { text, problem: `plugins that could not be loaded (the hub runs without them, but where a line says the version loaded before runs on):\n${failed.map((f) => `  ${f}\n`).join('')}`, exitCode: 1 };
   return { text, exitCode: 0 };
 }
 

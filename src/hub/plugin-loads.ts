@@ -47,7 +47,7 @@ export class PluginLoads {
       loadPlugins(plugins, this.config.file, this.log, (f) => {
         failed.push(`${f.plugin}: ${f.message}`);
         this.failed(f);
-      }),
+      }, undefined, this.runner.current),
     );
     this.failedLoads = [...failed];
     return failed;

@@ -99,6 +99,9 @@ function digestOf(file: string): string {
 
 const requireCache = createRequire(import.meta.url).cache;
 
+/** The file each user plugin was loaded from: a reload that cannot load it again keeps this one. */
+const FILE_OF = new WeakMap<Plugin, string>();
+
 /**
  * Node keeps an imported module for the life of the process, keyed by its URL. A plugin is
  * imported under a URL that names what its file holds (`?plugin-version=<digest>`): a file
@@ -171,6 +174,8 @@ export async function loadPlugins(
   log: Logger,
   onFailure: (f: PluginFailure) => void,
   loadTimeoutMs = PLUGIN_LOAD_TIMEOUT_MS,
+  /** The plugins running now (a reload's): one whose file no longer loads runs on in its place. */
+  previous: readonly Plugin[] = [],
 ): Promise<Plugin[]> {
   const disabled = new Set(config?.disable ?? []);
   // Own keys only: a plugin named `__proto__` got Object.prototype as its options (what it wrote
@@ -210,12 +215,18 @@ export async function loadPlugins(
         throw new Error(`a plugin named "${p.name}" is already loaded`);
       }
       if (hub) HUB_PLUGINS.add(p);
+      else FILE_OF.set(p, where);
       out.push(p);
       log.info({ plugin: p.name, from: where }, 'plugin loaded');
     } catch (err) {
-      const f: PluginFailure = { plugin: where, hook: 'load', message: messageOf(err) };
-      log.error(f, 'plugin could not be loaded; the hub runs without it');
+      // An edit that broke a running plugin (a typo, a bad export) left the hub without it until
+      // fixed: a plugin that denied calls stopped denying them. The version loaded before runs on.
+      const kept = hub || digestOf(where) === 'missing' ? undefined : previous.find((q) => FILE_OF.get(q) === where);
+      const keep = kept !== undefined && !disabled.has(kept.name) && !out.some((q) => q.name === kept.name);
+      const f: PluginFailure = { plugin: where, hook: 'load', message: messageOf(err) + (keep ? '; the version loaded before runs on' : '') };
+      log.error(f, keep ? 'plugin could not be loaded again; the version loaded before runs on' : 'plugin could not be loaded; the hub runs without it');
       onFailure(f);
+      if (keep) out.push(kept);
     }
   };
   for (const [name, mod] of Object.entries(BUNDLED)) {

@@ -139,6 +139,11 @@ export class PluginRunner {
     this.replacing = this.ready;
   }
 
+  /** The plugins hooks run now (a reload keeps one of them whose file no longer loads). */
+  get current(): readonly Plugin[] {
+    return this.plugins;
+  }
+
   /** The plugins hooks run from now on. */
   private use(ps: Plugin[]): void {
     this.plugins = ps;

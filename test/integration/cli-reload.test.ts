@@ -105,13 +105,13 @@ describe('switchyard reload', () => {
     const [r, again] = await runCliBatch([0, 1].map(() => ({ args: ['reload', '--url', hub.url], env: { SWITCHYARD_API_KEY: '' } })));
     expect(r!.code).toBe(1);
     expect(r!.stdout).toMatch(/^reloaded:\n {2}applied: plugins\n/);
-    expect(r!.stderr).toMatch(/^switchyard reload: plugins that could not be loaded \(the hub runs without them\):\n {2}\S*broken\.mjs: .+\n$/);
+    expect(r!.stderr).toMatch(/^switchyard reload: plugins that could not be loaded \(the hub runs without them, but where a line says the version loaded before runs on\):\n {2}\S*broken\.mjs: .+\n$/);
     // Asked again with nothing new: the plugin is still not loaded, and the command still fails.
     expect(again!.code).toBe(1);
     expect(again!.stdout).toMatch(
       /^reloaded: nothing new since \S+, when the daemon applied this file \(its file watch, SIGHUP or an earlier reload\):\n {2}applied: plugins\n {2}changed, but only a restart applies them \(the running values are kept\): listen\.port\n$/,
     );
-    expect(again!.stderr).toMatch(/^switchyard reload: plugins that could not be loaded \(the hub runs without them\):\n {2}\S*broken\.mjs: .+\n$/);
+    expect(again!.stderr).toMatch(/^switchyard reload: plugins that could not be loaded \(the hub runs without them, but where a line says the version loaded before runs on\):\n {2}\S*broken\.mjs: .+\n$/);
     edit(hub, (c) => {
       delete c.plugins;
     });
@@ -192,7 +192,7 @@ describe('switchyard reload after the file watch applied the edit', () => {
     // A plugin that could not be loaded at the start is not loaded now: nothing changed, but exit 1.
     const first = await run(['reload', '--url', hub.url]);
     expect([first.code, first.stdout]).toEqual([1, 'reloaded: nothing changed\n']);
-    expect(first.stderr).toMatch(/^switchyard reload: plugins that could not be loaded \(the hub runs without them\):\n {2}\S*early\.mjs: .+\n$/);
+    expect(first.stderr).toMatch(/^switchyard reload: plugins that could not be loaded \(the hub runs without them, but where a line says the version loaded before runs on\):\n {2}\S*early\.mjs: .+\n$/);
     await loggedTimes(hub, '"msg":"config reloaded"', 1);
 
     const before = Date.now();
@@ -205,7 +205,7 @@ describe('switchyard reload after the file watch applied the edit', () => {
     await loggedTimes(hub, '"msg":"config reloaded"', 2);
     const r = await run(['reload', '--url', hub.url]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/^switchyard reload: plugins that could not be loaded \(the hub runs without them\):\n {2}\S*broken\.mjs: .+\n$/);
+    expect(r.stderr).toMatch(/^switchyard reload: plugins that could not be loaded \(the hub runs without them, but where a line says the version loaded before runs on\):\n {2}\S*broken\.mjs: .+\n$/);
     const m = /^reloaded: nothing new since (\S+), when the daemon applied this file \(its file watch, SIGHUP or an earlier reload\):\n {2}servers added: b\n {2}applied: plugins\n$/.exec(r.stdout);
     expect(m, r.stdout).not.toBeNull();
     const at = Date.parse(m![1]!);

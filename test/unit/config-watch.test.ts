@@ -157,7 +157,7 @@ describe('what switchyard reload prints', () => {
     });
     expect(describeOutcome({ status: 'applied', report: { ...report, applied: ['plugins'], restartOnly: [], added: [], removed: [], restarted: [], updated: [], pluginsFailed: ['/x/broken.mjs: no default export'] } })).toEqual({
       text: 'reloaded:\n  applied: plugins\n',
-      problem: 'plugins that could not be loaded (the hub runs without them):\n  /x/broken.mjs: no default export\n',
+      problem: 'plugins that could not be loaded (the hub runs without them, but where a line says the version loaded before runs on):\n  /x/broken.mjs: no default export\n',
       exitCode: 1,
     });
     // Nothing new (the file watch applied the file first): that reload, when, and what is still wrong.
@@ -167,7 +167,7 @@ describe('what switchyard reload prints', () => {
       text:
         'reloaded: nothing new since 2026-12-03T15:02:03.000Z, when the daemon applied this file (its file watch, SIGHUP or an earlier reload):\n' +
         '  servers added: b\n  applied: plugins\n  changed, but only a restart applies them (the running values are kept): listen\n',
-      problem: 'plugins that could not be loaded (the hub runs without them):\n  /x/broken.mjs: no default export\n',
+      problem: 'plugins that could not be loaded (the hub runs without them, but where a line says the version loaded before runs on):\n  /x/broken.mjs: no default export\n',
       exitCode: 1,
     });
     // The plugin loads since: the earlier failure is history, not a failure now.
@@ -178,7 +178,7 @@ describe('what switchyard reload prints', () => {
     // A plugin the hub could not load at its start, with nothing changed since.
     expect(describeOutcome({ status: 'applied', report: { ...none, restartOnly: [], pluginsNotLoaded: ['/x/early.mjs: boom'] } })).toEqual({
       text: 'reloaded: nothing changed\n',
-      problem: 'plugins that could not be loaded (the hub runs without them):\n  /x/early.mjs: boom\n',
+      problem: 'plugins that could not be loaded (the hub runs without them, but where a line says the version loaded before runs on):\n  /x/early.mjs: boom\n',
       exitCode: 1,
     });
     expect(describeOutcome({ status: 'failed', error: 'the hub is stopping' })).toEqual({ text: '', problem: 'config reload failed; the running config is kept: the hub is stopping\n', exitCode: 1 });
