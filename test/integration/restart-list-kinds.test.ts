@@ -6,7 +6,7 @@
  * legacy mutable-server fixtures over stdio, the SDK 1.x client over HTTP with its GET stream,
  * the admin API's restart.
  */
-import { copyFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -34,8 +34,11 @@ const stateOf = async (id: string) => (await health(hub.url)).servers.find((s) =
 beforeAll(async () => {
   const dir = tmp();
   // c runs from a copy that is removed once it is up: after its crash it cannot start again.
-  copy = join(dir, 'crashing-server.mjs');
+  // The fixture imports ../stdin-lines.mjs: the copy keeps that layout (catalog/ beside it).
+  mkdirSync(join(dir, 'catalog'));
+  copy = join(dir, 'catalog', 'crashing-server.mjs');
   copyFileSync(join(ROOT, MUTABLE), copy);
+  copyFileSync(join(ROOT, 'test/fixtures/stdin-lines.mjs'), join(dir, 'stdin-lines.mjs'));
   hub = await startHub({
     servers: {
       a: nodeServer(MUTABLE, [], { ERA: 'legacy' }), // tools and resources, no prompts
