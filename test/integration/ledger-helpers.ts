@@ -144,6 +144,17 @@ export async function exportRows(db: string): Promise<Row[]> {
     .map((l) => JSON.parse(l) as Row);
 }
 
+/** Every row (`ledger export`) once the row of request `last` is in: rows go in in order, so all before it are too. */
+export async function rowsThrough(db: string, last: string, timeoutMs = 15_000): Promise<Row[]> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const rows = await exportRows(db);
+    if (rows.some((r) => r.requestId === last)) return rows;
+    if (Date.now() > end) throw new Error(`no row for ${last}`);
+    await sleep(50);
+  }
+}
+
 /** `ledger query --json` with filters (e.g. `{tool: 'f__echo', outcome: 'ok'}`), oldest first. */
 export async function queryRows(db: string, filter: Record<string, string> = {}, limit = 1000): Promise<Row[]> {
   const args = ['query', '--json', '--limit', String(limit)];

@@ -16,7 +16,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { healthOf, waitForState } from './faults-helpers.js';
-import { exportRows, type Row } from './ledger-helpers.js';
+import { rowsThrough } from './ledger-helpers.js';
 import {
   answerProblem,
   batchFrames,
@@ -60,17 +60,6 @@ async function initialize(version: string): Promise<string> {
   });
   expect(done.status).toBe(202);
   return sid;
-}
-
-/** The rows of the ledger once the row of a last request (`last`) is in: rows go in in order. */
-async function rowsThrough(last: string): Promise<Row[]> {
-  const end = Date.now() + 15_000;
-  for (;;) {
-    const rows = await exportRows(db);
-    if (rows.some((r) => r.requestId === last)) return rows;
-    if (Date.now() > end) throw new Error(`no row for ${last}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 /** A modern tools/list, answered: what a run ends with, so that every row before it is in. */
@@ -136,7 +125,7 @@ async function stillServing(): Promise<void> {
 describe('frames of both eras over HTTP', () => {
   it('each gets its era’s status, code and id (or nothing), and exactly one ledger row per request', async () => {
     await marker('wire-start');
-    const before = (await rowsThrough('wire-start')).length;
+    const before = (await rowsThrough(db, 'wire-start')).length;
     let n = 0;
     let rows = 0;
     const rowIds: string[] = [];
@@ -186,7 +175,7 @@ describe('frames of both eras over HTTP', () => {
     );
     if (!process.env.FUZZ_RUNS) expect(seen.size).toBeGreaterThan(40);
     await marker('wire-end');
-    const after = await rowsThrough('wire-end');
+    const after = await rowsThrough(db, 'wire-end');
     // Exactly one row a request: by its id where it had a string one of its own, and in all.
     const byId = new Map<string, number>();
     for (const r of after) if (r.requestIdType === 'string') byId.set(String(r.requestId), (byId.get(String(r.requestId)) ?? 0) + 1);
@@ -277,13 +266,13 @@ describe('examples the properties found', () => {
     // The raw text: 9007199254740993 is read as 9007199254740992, an id the client never sent.
     const text = `[{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"qm__echo","_meta":${JSON.stringify(meta)}}},{"jsonrpc":"2.0","id":9007199254740993,"method":"tools/list","params":{"_meta":${JSON.stringify(meta)}}},{"jsonrpc":"2.0","id":"ex-batch-ok","method":"tools/list","params":{"_meta":${JSON.stringify(meta)}}}]`;
     await marker('ex-batch-start');
-    const before = (await rowsThrough('ex-batch-start')).length;
+    const before = (await rowsThrough(db, 'ex-batch-start')).length;
     const res = await fetch(hub.url, { method: 'POST', headers: eraHeaders('modern', undefined), body: text });
     expect(res.status).toBe(400);
     expect(await res.json()).toMatchObject({ error: { code: -32600 } });
     await marker('ex-batch-end');
     // The one request in it (a string id) has its row; the two members whose ids are of no allowed type are junk, as alone.
-    const rows = (await rowsThrough('ex-batch-end')).slice(before);
+    const rows = (await rowsThrough(db, 'ex-batch-end')).slice(before);
     expect(rows.map((r) => [r.requestId, r.method])).toEqual([
       ['ex-batch-ok', 'tools/list'],
       ['ex-batch-end', 'tools/list'],
@@ -374,7 +363,7 @@ function split(b: Buffer, cuts: number[]): Buffer[] {
 describe('bodies that come slowly, chunked, or never whole', () => {
   it('a slow or chunked body is served as a whole one; one cut short gets no answer, no row, and breaks nothing', async () => {
     await marker('slow-start');
-    const before = (await rowsThrough('slow-start')).length;
+    const before = (await rowsThrough(db, 'slow-start')).length;
     let n = 0;
     let rows = 0;
     await fc.assert(
@@ -422,7 +411,7 @@ describe('bodies that come slowly, chunked, or never whole', () => {
       { numRuns: Number(process.env.FUZZ_RUNS ?? 60), seed: SEED, endOnFailure: true },
     );
     await marker('slow-end');
-    expect((await rowsThrough('slow-end')).length - before).toBe(rows + 1);
+    expect((await rowsThrough(db, 'slow-end')).length - before).toBe(rows + 1);
     await stillServing();
   }, 120_000);
 });

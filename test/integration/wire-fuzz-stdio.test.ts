@@ -14,7 +14,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { waitForState } from './faults-helpers.js';
-import { exportRows, type Row } from './ledger-helpers.js';
+import { rowsThrough } from './ledger-helpers.js';
 import { answerProblem, batchFrames, BATCHES, frames, isFinal, LEGACY, MAX_BODY, request, wellFormed, type Frame, type FrameOf, type Msg, type Owed } from './wire-frames.js';
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 250);
@@ -99,17 +99,6 @@ class Lines {
   stop(): Promise<number | null> {
     this.proc.stdin!.end();
     return new Promise((r) => (this.proc.exitCode !== null ? r(this.proc.exitCode) : this.proc.once('exit', (c) => r(c))));
-  }
-}
-
-/** The rows of the ledger at `db` once the row of request `last` is in (rows go in in order). */
-async function rowsThrough(db: string, last: string): Promise<Row[]> {
-  const end = Date.now() + 15_000;
-  for (;;) {
-    const rows = await exportRows(db);
-    if (rows.some((r) => r.requestId === last)) return rows;
-    if (Date.now() > end) throw new Error(`no row for ${last}`);
-    await new Promise((r) => setTimeout(r, 50));
   }
 }
 
